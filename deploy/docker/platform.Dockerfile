@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1.7
+# The platform image: web (ASGI), Celery worker, event ingester and migrations, on CPU.
+# Build from the repository root:
+#   docker build -f deploy/docker/platform.Dockerfile --build-arg CODE_VERSION=$(git rev-parse --short=12 HEAD) \
+#     -t lean-rl-platform:0.1.0 .
+
+FROM node:22.20.0-bookworm-slim AS frontend
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY frontend/ ./
+RUN npm run build
+
+FROM python:3.11.7-slim-bookworm
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --create-home --uid 10001 leanrl
+WORKDIR /app
+
+# The CPU build of torch first, from its own index, so the requirements below do not pull
+# the multi-gigabyte CUDA build onto machines that never see a GPU.
+COPY requirements.txt ./
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+ && pip install -r requirements.txt
+
+COPY manage.py ./
+COPY platform/ platform/
+COPY trainer/ trainer/
+COPY deploy/ deploy/
+COPY frontend/templates/ frontend/templates/
+COPY frontend/static/ frontend/static/
+COPY --from=frontend /src/frontend/dist/ frontend/dist/
+
+ARG CODE_VERSION=unknown
+# PLATFORM_CODE_VERSION is what a run records as the code it ran with (runs/cluster.py).
+ENV PLATFORM_CODE_VERSION=${CODE_VERSION} \
+    PYTHONPATH=/app/platform:/app \
+    DJANGO_SETTINGS_MODULE=config.settings \
+    STATIC_ROOT=/app/var/static \
+    ARTIFACTS_DIR=/data/artifacts
+RUN python manage.py collectstatic --noinput \
+ && mkdir -p /data/artifacts && chown -R leanrl /data
+
+USER leanrl
+EXPOSE 8000
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+     "--proxy-headers", "--forwarded-allow-ips", "*"]

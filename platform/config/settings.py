@@ -1,0 +1,132 @@
+"""Settings of the platform. Everything that differs between machines comes from the environment.
+
+The embedded stack (deploy/stack.py) and the test suite set DATABASE_URL and REDIS_URL to the
+services they start; production sets them to managed ones and DJANGO_ENV=production.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import dj_database_url
+
+PLATFORM_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = PLATFORM_DIR.parent
+FRONTEND_DIR = REPO_DIR / "frontend"
+
+ENVIRONMENT = os.environ.get("DJANGO_ENV", "development")
+INSECURE_DEFAULT_SECRET_KEY = "django-insecure-development-only-never-use-in-production"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", INSECURE_DEFAULT_SECRET_KEY)
+DEBUG = os.environ.get("DJANGO_DEBUG", "1" if ENVIRONMENT == "development" else "0") == "1"
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEBUG else "").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "accounts",
+    "promptsets",
+    "runs",
+    "proofs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [FRONTEND_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "config.context_processors.platform",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5433/leanrl")
+if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
+    sys.exit(f"DATABASE_URL must be a PostgreSQL URL (postgres://user@host:port/db), got {DATABASE_URL!r}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"  # psycopg 3
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6380/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 60},
+    }
+}
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = os.environ.get("CELERY_TASK_ALWAYS_EAGER") == "1"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Where the trainer runs and what it talks to.
+RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "http://127.0.0.1:8265")
+LEAN_SERVER_URL = os.environ.get("LEAN_SERVER_URL", "http://127.0.0.1:12332")
+LEAN_SERVER_API_KEY = os.environ.get("LEAN_SERVER_API_KEY") or None
+LEAN_SERVER_IS_STANDIN = os.environ.get("LEAN_SERVER_IS_STANDIN", "1") == "1"
+ARTIFACTS_DIR = Path(os.environ.get("ARTIFACTS_DIR", REPO_DIR / "var" / "artifacts"))
+TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
+# Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
+TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [FRONTEND_DIR / "dist", FRONTEND_DIR / "static"]
+# The embedded stack serves static files from the ASGI app; production puts them behind a web server.
+SERVE_STATIC = os.environ.get("SERVE_STATIC", "0" if ENVIRONMENT == "production" else "1") == "1"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", REPO_DIR / "var" / "static"))
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+if ENVIRONMENT == "production":
+    from config.production_checks import assert_production_ready
+
+    assert_production_ready(secret_key=SECRET_KEY, debug=DEBUG, allowed_hosts=ALLOWED_HOSTS,
+                            insecure_default_secret_key=INSECURE_DEFAULT_SECRET_KEY)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("DJANGO_SECURE_COOKIES", "1") == "1"

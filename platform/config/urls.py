@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from config.api import api
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("promptsets/", include("promptsets.urls")),
+    path("runs/", include("runs.urls")),
+    path("proofs/", include("proofs.urls")),
+    path("api/", api.urls),
+    path("admin/", admin.site.urls),
+    path("healthz", include("runs.health_urls")),
+]

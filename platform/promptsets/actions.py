@@ -1,0 +1,284 @@
+"""What people do with promptsets: import a file, curate a version, add variants.
+
+The upload form, the API and the management commands call these functions, so they apply
+the same validation. Each runs in one transaction: a failed import leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
+
+from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, WinRateSource, apply_rule
+from promptsets.intake import (
+    RECIPE_HEADER,
+    CandidateProblem,
+    ColumnMapping,
+    FileCheck,
+    IntakeReport,
+    RowLimits,
+    statement_fingerprint,
+)
+from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
+
+INSERT_BATCH_ROWS = 2000
+MAX_REJECTIONS_STORED = 1000
+
+
+class ImportRejected(Exception):
+    """The file was not imported; ``report`` lists why (a file error or rejected rows)."""
+
+    def __init__(self, report: IntakeReport, message: str):
+        super().__init__(message)
+        self.report = report
+
+
+class PromptsetNameTaken(ValueError):
+    pass
+
+
+class _RollBack(Exception):
+    pass
+
+
+@dataclass
+class ImportResult:
+    promptset: Promptset
+    version: PromptsetVersion
+    report: IntakeReport
+
+
+def _problem_from(promptset: Promptset, candidate: CandidateProblem) -> Problem:
+    return Problem(
+        promptset=promptset, problem_key=candidate.problem_key, name=candidate.name,
+        formal_statement=candidate.formal_statement, informal_statement=candidate.informal_statement,
+        header=candidate.header, source=candidate.source, source_win_rate=candidate.source_win_rate,
+        statement_hash=candidate.statement_hash,
+    )
+
+
+def import_promptset(
+    owner, name: str, file: BinaryIO, *, filename: str = "", file_format: str | None = None,
+    mapping: ColumnMapping | None = None, skip_invalid_rows: bool = False, description: str = "",
+    is_public: bool = False, default_header: str = RECIPE_HEADER, limits: RowLimits | None = None,
+) -> ImportResult:
+    """A new promptset with its problems and version 1, or ImportRejected and nothing stored.
+
+    Rows are inserted in batches while the file streams; if a row is rejected and the person
+    did not choose to skip invalid rows, inserting stops, the rest of the file is still checked
+    (so that the report lists every rejected row) and the transaction rolls back.
+    """
+    name = name.strip()
+    if not name:
+        raise PromptsetNameTaken("a promptset needs a name")
+    if Promptset.objects.filter(owner=owner, name=name).exists():
+        raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
+    check = FileCheck(file, filename=filename, file_format=file_format, mapping=mapping, limits=limits,
+                      default_header=default_header)
+    report = check.report
+    try:
+        with transaction.atomic():
+            promptset = Promptset.objects.create(owner=owner, name=name, description=description, is_public=is_public)
+            version = PromptsetVersion.objects.create(promptset=promptset, number=1)
+            pending: list[Problem] = []
+            position = 0
+
+            def flush() -> None:
+                nonlocal position
+                if not pending:
+                    return
+                created = Problem.objects.bulk_create(pending)
+                VersionProblem.objects.bulk_create(
+                    VersionProblem(version=version, problem=problem, position=position + offset)
+                    for offset, problem in enumerate(created)
+                )
+                position += len(created)
+                pending.clear()
+
+            for candidate in check.candidates():
+                if report.rejections and not skip_invalid_rows:
+                    continue  # keep reading only to report every rejected row
+                pending.append(_problem_from(promptset, candidate))
+                if len(pending) >= INSERT_BATCH_ROWS:
+                    flush()
+            if report.file_error:
+                raise _RollBack(f"{filename or 'the file'} cannot be read: {report.file_error}")
+            if report.rejections and not skip_invalid_rows:
+                raise _RollBack(
+                    f"{report.rows_rejected:,} of {report.rows_read:,} rows were rejected, so nothing was imported: "
+                    "fix them, or choose to skip invalid rows"
+                )
+            if not report.rows_accepted:
+                raise _RollBack(f"{filename or 'the file'} holds no valid rows, so nothing was imported")
+            flush()
+            version.problem_count = position
+            version.rule = {
+                "kind": "upload", "filename": filename, "file_format": report.file_format, "columns": report.columns,
+                "rows_read": report.rows_read, "rows_skipped": report.rows_rejected,
+                "skipped_rows": [
+                    {"row": r.row, "line": r.line, "reason": r.reason, "problem_key": r.problem_key}
+                    for r in report.rejections[:MAX_REJECTIONS_STORED]
+                ],
+            }
+            version.save(update_fields=["problem_count", "rule"])
+    except _RollBack as rollback:
+        raise ImportRejected(report, str(rollback)) from None
+    except IntegrityError:
+        # Lost a race with a second upload of the same name by the same person.
+        raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name") from None
+    return ImportResult(promptset, version, report)
+
+
+def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
+    """Problem id -> (accepted, scored) over this platform's first attempts; censored ones excluded.
+
+    First attempts only: a retry sees Lean's feedback, so its success says less about how
+    hard the statement is. Censored attempts (timeouts, verifier outages, stand-in "cannot
+    decide") have no reward and are not counted as wrong.
+    """
+    from proofs.models import ProofAttempt, Turn
+
+    problem_ids = list(problem_ids)
+    totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    scored = ProofAttempt.objects.filter(turn=Turn.FIRST, reward__isnull=False)
+    by_foreign_key = (
+        scored.filter(problem_id__in=problem_ids).values("problem_id")
+        .annotate(accepted=Count("id", filter=Q(reward__gte=1)), scored=Count("id"))
+    )
+    for row in by_foreign_key:
+        totals[row["problem_id"]][0] += row["accepted"]
+        totals[row["problem_id"]][1] += row["scored"]
+    # Attempts the ingester could not link to a Problem row still name the problem by key.
+    keys = {
+        (promptset_id, key): pk
+        for pk, promptset_id, key in Problem.objects.filter(pk__in=problem_ids).values_list("pk", "promptset_id", "problem_key")
+    }
+    by_key = (
+        scored.filter(problem__isnull=True, problem_key__in={key for _, key in keys})
+        .values("run__promptset_version__promptset_id", "problem_key")
+        .annotate(accepted=Count("id", filter=Q(reward__gte=1)), scored=Count("id"))
+    )
+    for row in by_key:
+        pk = keys.get((row["run__promptset_version__promptset_id"], row["problem_key"]))
+        if pk is not None:
+            totals[pk][0] += row["accepted"]
+            totals[pk][1] += row["scored"]
+    return {pk: (accepted, total) for pk, (accepted, total) in totals.items()}
+
+
+def _entries_of(version: PromptsetVersion, *, with_platform_win_rates: bool) -> list[tuple[VersionProblem, Entry]]:
+    rows = list(version.entries.select_related("problem").order_by("position"))
+    rates = platform_win_rates(row.problem_id for row in rows) if with_platform_win_rates else {}
+    entries = []
+    for row in rows:
+        accepted, scored = rates.get(row.problem_id, (0, 0))
+        entries.append((row, Entry(
+            problem_id=row.problem_id, copies=row.copies, file_win_rate=row.problem.source_win_rate,
+            platform_win_rate=accepted / scored if scored else None,
+        )))
+    return entries
+
+
+def _create_version(parent: PromptsetVersion, entries: list[Entry], rule: dict) -> PromptsetVersion:
+    # Lock the promptset row so two curations at once cannot take the same number.
+    Promptset.objects.select_for_update().get(pk=parent.promptset_id)
+    number = (parent.promptset.versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
+    version = PromptsetVersion.objects.create(
+        promptset_id=parent.promptset_id, number=number, parent=parent, rule=rule,
+        problem_count=len(entries),
+    )
+    VersionProblem.objects.bulk_create(
+        (VersionProblem(version=version, problem_id=entry.problem_id, position=position, copies=entry.copies)
+         for position, entry in enumerate(entries)),
+        batch_size=INSERT_BATCH_ROWS,
+    )
+    return version
+
+
+class CurationRefused(ValueError):
+    pass
+
+
+def curate(version: PromptsetVersion, rule: Rule) -> list[PromptsetVersion]:
+    """New immutable versions made from ``version`` by ``rule`` (two for a split), parent recorded."""
+    uses_platform = getattr(rule, "win_rate_source", None) is WinRateSource.PLATFORM
+    entries = [entry for _, entry in _entries_of(version, with_platform_win_rates=uses_platform)]
+    parts: list[CuratedPart] = apply_rule(entries, rule)
+    if len(parts) > 1 and any(not part.entries for part in parts):
+        raise CurationRefused(
+            f"version {version.number} has {len(entries)} problems: too few to split into two non-empty parts"
+        )
+    if all(not part.entries for part in parts):
+        raise CurationRefused(
+            f"the rule keeps none of the {len(entries)} problems of version {version.number}: loosen it"
+        )
+    with transaction.atomic():
+        return [
+            _create_version(version, part.entries, {**rule.model_dump(mode="json"), **({"part": part.part} if part.part else {})})
+            for part in parts
+        ]
+
+
+def add_variants(version: PromptsetVersion, problem: Problem, statements: list[str], *, endpoint_model: str = "",
+                 limits: RowLimits | None = None) -> tuple[PromptsetVersion | None, list[str]]:
+    """A new version: ``version`` plus each valid, new variant of ``problem``; and why others were refused."""
+    from promptsets.validation import StatementRejected, validate_lean_statement
+
+    limits = limits or RowLimits()
+    refused: list[str] = []
+    accepted: list[Problem] = []
+    known_hashes = set(Problem.objects.filter(promptset_id=problem.promptset_id).values_list("statement_hash", flat=True))
+    for index, text in enumerate(statements, start=1):
+        try:
+            statement = validate_lean_statement(text, header=problem.header if not text.lstrip().startswith("import") else "",
+                                                max_chars=limits.max_statement_chars)
+        except StatementRejected as error:
+            refused.append(f"variant {index}: {error}")
+            continue
+        fingerprint = statement_fingerprint(statement.formal_statement)
+        if fingerprint in known_hashes:
+            refused.append(f"variant {index}: the promptset already holds this statement")
+            continue
+        known_hashes.add(fingerprint)
+        accepted.append(Problem(
+            promptset_id=problem.promptset_id, problem_key=f"{problem.problem_key}~variant-{fingerprint[:10]}",
+            name=statement.theorem_name or f"{problem.name} (variant)", formal_statement=statement.formal_statement,
+            informal_statement=problem.informal_statement, header=statement.header or problem.header,
+            source=f"variant of {problem.problem_key}"[:200], statement_hash=fingerprint,
+        ))
+    if not accepted:
+        return None, refused
+    with transaction.atomic():
+        created = Problem.objects.bulk_create(accepted)
+        entries = [entry for _, entry in _entries_of(version, with_platform_win_rates=False)]
+        entries += [Entry(problem_id=variant.pk, copies=1) for variant in created]
+        rule = AddVariants(problem_key=problem.problem_key, endpoint_model=endpoint_model,
+                           added_keys=tuple(variant.problem_key for variant in created))
+        new_version = _create_version(version, entries, rule.model_dump(mode="json"))
+    return new_version, refused
+
+
+def create_demo_promptset(owner) -> tuple[Promptset, bool]:
+    """The public demo promptset of ``owner`` (created through the upload path, so validated alike)."""
+    import io
+    import json
+
+    from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
+
+    existing = Promptset.objects.filter(owner=owner, name=DEMO_PROMPTSET_NAME).first()
+    if existing is not None:
+        return existing, False
+    lines = "".join(json.dumps(problem.as_row(), ensure_ascii=False) + "\n" for problem in DEMO_PROBLEMS)
+    try:
+        result = import_promptset(
+            owner, DEMO_PROMPTSET_NAME, io.BytesIO(lines.encode()), filename="demo.jsonl", is_public=True,
+            description="Closed arithmetic over ℕ, ℤ and ℚ that the stand-in Lean server decides: most true "
+                        "(some need norm_num, decide only works in ℕ), three false.",
+        )
+    except PromptsetNameTaken:  # created by a concurrent call
+        return Promptset.objects.get(owner=owner, name=DEMO_PROMPTSET_NAME), False
+    return result.promptset, True

@@ -1,0 +1,213 @@
+"""The promptsets API: the same actions as the pages, the same validation as every other door."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.shortcuts import get_object_or_404
+from ninja import File, Form, Router, Schema
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+from pydantic import ValidationError
+
+from promptsets import actions
+from promptsets.curation import describe_rule, parse_rule
+from promptsets.intake import RECIPE_HEADER, ColumnMapping, FileCheck, RowLimits
+from promptsets.models import Promptset, PromptsetVersion
+from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
+from promptsets.views import search_problems, uploaded_binary_file
+
+router = Router(tags=["promptsets"])
+MAX_PAGE = 500
+
+
+class VersionOut(Schema):
+    id: int
+    number: int
+    parent_number: int | None
+    rule: dict
+    rule_description: str
+    problem_count: int
+    created_at: datetime
+
+
+class PromptsetOut(Schema):
+    id: int
+    name: str
+    description: str
+    owner: str
+    is_public: bool
+    created_at: datetime
+    versions: list[VersionOut]
+
+
+class ProblemOut(Schema):
+    id: int
+    position: int
+    copies: int
+    problem_key: str
+    name: str
+    formal_statement: str
+    informal_statement: str
+    header: str
+    source: str
+    source_win_rate: float | None
+
+
+class RejectionOut(Schema):
+    row: int
+    line: int | None
+    reason: str
+    problem_key: str
+
+
+class ReportOut(Schema):
+    filename: str
+    file_format: str
+    columns: dict[str, str]
+    rows_read: int
+    rows_accepted: int
+    rows_rejected: int
+    file_error: str | None
+    summary: str
+    rejections: list[RejectionOut]
+
+
+class ImportedOut(Schema):
+    promptset: PromptsetOut
+    report: ReportOut
+
+
+class RejectedOut(Schema):
+    detail: str
+    report: ReportOut
+
+
+class DetailOut(Schema):
+    detail: str
+
+
+class UploadIn(Schema):
+    name: str
+    description: str = ""
+    is_public: bool = False
+    skip_invalid_rows: bool = False
+    file_format: str | None = None
+    default_header: str = RECIPE_HEADER
+    max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
+    formal_statement_column: str | None = None
+    informal_statement_column: str | None = None
+    problem_key_column: str | None = None
+    name_column: str | None = None
+    header_column: str | None = None
+    source_column: str | None = None
+    win_rate_column: str | None = None
+
+    def mapping(self) -> ColumnMapping:
+        return ColumnMapping(
+            formal_statement=self.formal_statement_column, informal_statement=self.informal_statement_column,
+            problem_key=self.problem_key_column, name=self.name_column, header=self.header_column,
+            source=self.source_column, win_rate=self.win_rate_column,
+        )
+
+
+def _version_out(version: PromptsetVersion) -> dict:
+    return {
+        "id": version.pk, "number": version.number, "parent_number": version.parent.number if version.parent else None,
+        "rule": version.rule, "rule_description": describe_rule(version.rule),
+        "problem_count": version.problem_count, "created_at": version.created_at,
+    }
+
+
+def _promptset_out(promptset: Promptset) -> dict:
+    return {
+        "id": promptset.pk, "name": promptset.name, "description": promptset.description,
+        "owner": promptset.owner.get_username(), "is_public": promptset.is_public, "created_at": promptset.created_at,
+        "versions": [_version_out(v) for v in promptset.versions.select_related("parent").order_by("number")],
+    }
+
+
+def _visible(request, promptset_id: int) -> Promptset:
+    return get_object_or_404(Promptset.objects.visible_to(request.user).select_related("owner"), pk=promptset_id)
+
+
+def _limits(max_statement_chars: int) -> RowLimits:
+    if not 100 <= max_statement_chars <= 200_000:
+        raise HttpError(422, f"max_statement_chars must be from 100 to 200000, got {max_statement_chars}")
+    return RowLimits(max_statement_chars=max_statement_chars)
+
+
+@router.get("/", response=list[PromptsetOut])
+def list_promptsets(request):
+    return [_promptset_out(p) for p in Promptset.objects.visible_to(request.user).select_related("owner")[:MAX_PAGE]]
+
+
+@router.post("/", response={201: ImportedOut, 409: DetailOut, 422: RejectedOut})
+def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
+    """Import a file: all rows valid (or skip_invalid_rows), else nothing is stored and 422 lists every rejected row."""
+    binary = uploaded_binary_file(file)
+    try:
+        result = actions.import_promptset(
+            request.user, data.name, binary, filename=file.name, file_format=data.file_format or None,
+            mapping=data.mapping(), skip_invalid_rows=data.skip_invalid_rows, description=data.description,
+            is_public=data.is_public, default_header=data.default_header, limits=_limits(data.max_statement_chars),
+        )
+    except actions.PromptsetNameTaken as error:
+        return 409, {"detail": str(error)}
+    except actions.ImportRejected as rejected:
+        return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
+    finally:
+        binary.close()
+    return 201, {"promptset": _promptset_out(result.promptset), "report": result.report.as_dict()}
+
+
+@router.post("/validate", response=ReportOut)
+def validate_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
+    """The per-row report of a file, storing nothing (``name`` is ignored)."""
+    binary = uploaded_binary_file(file)
+    try:
+        check = FileCheck(binary, filename=file.name, file_format=data.file_format or None, mapping=data.mapping(),
+                          limits=_limits(data.max_statement_chars), default_header=data.default_header)
+        for _ in check.candidates():
+            pass
+    finally:
+        binary.close()
+    return check.report.as_dict()
+
+
+@router.get("/{promptset_id}", response=PromptsetOut)
+def get_promptset(request, promptset_id: int):
+    return _promptset_out(_visible(request, promptset_id))
+
+
+@router.get("/{promptset_id}/versions/{number}/problems", response=list[ProblemOut])
+def list_version_problems(request, promptset_id: int, number: int, q: str = "", offset: int = 0, limit: int = 100):
+    version = get_object_or_404(PromptsetVersion, promptset=_visible(request, promptset_id), number=number)
+    limit = max(1, min(limit, MAX_PAGE))
+    entries = search_problems(version.entries.select_related("problem").order_by("position"), q)
+    return [
+        {"id": e.problem.pk, "position": e.position, "copies": e.copies, "problem_key": e.problem.problem_key,
+         "name": e.problem.name, "formal_statement": e.problem.formal_statement,
+         "informal_statement": e.problem.informal_statement, "header": e.problem.header,
+         "source": e.problem.source, "source_win_rate": e.problem.source_win_rate}
+        for e in entries[max(0, offset):max(0, offset) + limit]
+    ]
+
+
+@router.post("/{promptset_id}/versions/{number}/curate", response={201: list[VersionOut], 403: DetailOut, 422: DetailOut})
+def curate_version(request, promptset_id: int, number: int, rule: dict):
+    """A new version (two for a split) from this one by a rule, e.g. {"kind": "sample", "count": 100}."""
+    promptset = _visible(request, promptset_id)
+    if not promptset.is_editable_by(request.user):
+        return 403, {"detail": "Only the promptset's owner may curate it."}
+    version = get_object_or_404(PromptsetVersion, promptset=promptset, number=number)
+    try:
+        parsed = parse_rule(rule)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+        return 422, {"detail": f"invalid rule ({problems}); kinds: drop_above_win_rate, weight_hard, sample, split"}
+    try:
+        created = actions.curate(version, parsed)
+    except actions.CurationRefused as error:
+        return 422, {"detail": str(error)}
+    return 201, [_version_out(v) for v in created]

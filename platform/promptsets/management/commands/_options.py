@@ -1,0 +1,41 @@
+"""Options the promptset commands share: format, column mapping and limits, as the form offers them."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, ColumnMapping, RowLimits
+from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
+from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
+
+
+def add_file_options(parser) -> None:
+    parser.add_argument("file", help="A .jsonl, .json, .parquet or .csv file.")
+    parser.add_argument("--format", choices=[f.value for f in FileFormat], help="Override the format the name implies.")
+    parser.add_argument(
+        "--column", action="append", default=[], metavar="FIELD=COLUMN",
+        help=f"Read FIELD from COLUMN (fields: {', '.join(FIELD_LABELS)}); repeatable. "
+             "A dotted COLUMN reaches into nested objects, e.g. win_rate=rl_data.win_rate.",
+    )
+    parser.add_argument("--default-header", default=RECIPE_HEADER,
+                        help="Preamble given to rows without imports of their own ('' for none).")
+    parser.add_argument("--max-statement-chars", type=int, default=DEFAULT_MAX_STATEMENT_CHARS)
+    parser.add_argument("--max-row-bytes", type=int, default=DEFAULT_MAX_ROW_BYTES)
+
+
+def column_mapping(pairs: list[str]) -> ColumnMapping:
+    mapping = {}
+    for pair in pairs:
+        field_name, separator, column = pair.partition("=")
+        if not separator or field_name not in FIELD_LABELS or not column:
+            raise CommandError(
+                f"--column takes FIELD=COLUMN with FIELD one of {', '.join(FIELD_LABELS)}; got {pair!r}"
+            )
+        mapping[field_name] = column
+    return ColumnMapping(**mapping)
+
+
+def row_limits(options) -> RowLimits:
+    if options["max_statement_chars"] < 100 or options["max_row_bytes"] < 1024:
+        raise CommandError("--max-statement-chars must be at least 100 and --max-row-bytes at least 1024")
+    return RowLimits(max_row_bytes=options["max_row_bytes"], max_statement_chars=options["max_statement_chars"])

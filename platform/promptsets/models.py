@@ -1,0 +1,158 @@
+"""Promptsets: uploaded problems, and the immutable versions runs point at."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+
+
+class PromptsetQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(Q(owner=user) | Q(is_public=True))
+
+
+class Promptset(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="promptsets")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    is_public = models.BooleanField(default=False, help_text="Visible to every signed-in person.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PromptsetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="promptset_name_unique_per_owner")]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("promptsets:detail", args=[self.pk])
+
+    @property
+    def latest_version(self):
+        return self.versions.order_by("-number").first()
+
+    def is_visible_to(self, user) -> bool:
+        return user.is_authenticated and (self.is_public or self.owner_id == user.pk)
+
+    def is_editable_by(self, user) -> bool:
+        """Only the owner curates: versions are what the owner's runs train on."""
+        return user.is_authenticated and self.owner_id == user.pk
+
+
+def statement_hash(formal_statement: str) -> str:
+    """Identity of a statement regardless of whitespace layout."""
+    return hashlib.sha256(" ".join(formal_statement.split()).encode()).hexdigest()
+
+
+class Problem(models.Model):
+    promptset = models.ForeignKey(Promptset, on_delete=models.CASCADE, related_name="problems")
+    problem_key = models.CharField(max_length=300, help_text="The source's id (statement_id, uuid, name).")
+    name = models.CharField(max_length=300, blank=True)
+    formal_statement = models.TextField(help_text="Ends in ':= by', no proof.")
+    informal_statement = models.TextField(blank=True)
+    header = models.TextField(blank=True, help_text="Lean preamble (imports, open, set_option).")
+    source = models.CharField(max_length=200, blank=True)
+    source_win_rate = models.FloatField(null=True, blank=True, help_text="Win rate given in the uploaded file.")
+    statement_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["promptset", "problem_key"], name="problem_key_unique_per_promptset"),
+        ]
+        indexes = [models.Index(fields=["promptset", "statement_hash"])]
+
+    def __str__(self):
+        return self.name or self.problem_key
+
+    def get_absolute_url(self):
+        return reverse("promptsets:problem", args=[self.promptset_id, self.pk])
+
+    @property
+    def lean_text(self) -> str:
+        """Header and statement as Lean reads them."""
+        return f"{self.header}\n\n{self.formal_statement}" if self.header else self.formal_statement
+
+    def attempt_history(self):
+        """Scored attempts at this problem in every run, per run (newest run first)."""
+        from django.db.models import Count, Max, Min
+
+        from proofs.models import ProofAttempt
+
+        attempts = ProofAttempt.objects.filter(
+            Q(problem=self) | Q(problem__isnull=True, problem_key=self.problem_key,
+                                run__promptset_version__promptset_id=self.promptset_id)
+        )
+        return (
+            attempts.values("run_id", "run__name", "run__state")
+            .annotate(
+                attempts=Count("id"),
+                scored=Count("id", filter=Q(reward__isnull=False)),
+                accepted=Count("id", filter=Q(reward__gte=1)),
+                censored=Count("id", filter=Q(reward__isnull=True)),
+                first_accepted_step=Min("step", filter=Q(reward__gte=1)),
+                last_step=Max("step"),
+            )
+            .order_by("-run_id")
+        )
+
+    def as_trainer_row(self) -> dict:
+        """The row format trainer.problems.load_problems_jsonl reads."""
+        return {
+            "problem_id": self.problem_key,
+            "name": self.name,
+            "formal_statement": self.formal_statement,
+            "informal_statement": self.informal_statement,
+            "header": self.header,
+            "source": self.source,
+        }
+
+
+class PromptsetVersion(models.Model):
+    """Immutable once created: runs point at a version, never at something that can change under them."""
+
+    promptset = models.ForeignKey(Promptset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    rule = models.JSONField(default=dict, blank=True, help_text="The curation rule that made it from its parent.")
+    problems = models.ManyToManyField(Problem, through="VersionProblem", related_name="versions")
+    problem_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["promptset", "-number"]
+        constraints = [models.UniqueConstraint(fields=["promptset", "number"], name="version_number_unique")]
+
+    def __str__(self):
+        return f"{self.promptset.name} v{self.number}"
+
+    def get_absolute_url(self):
+        return reverse("promptsets:version", args=[self.promptset_id, self.number])
+
+    def trainer_rows(self):
+        """Problems in order, each repeated by its weight, in the trainer's row format."""
+        for entry in self.entries.select_related("problem").order_by("position"):
+            row = entry.problem.as_trainer_row()
+            for _ in range(entry.copies):
+                yield row
+
+
+class VersionProblem(models.Model):
+    version = models.ForeignKey(PromptsetVersion, on_delete=models.CASCADE, related_name="entries")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="entries")
+    position = models.PositiveIntegerField()
+    copies = models.PositiveIntegerField(default=1, help_text="Duplication weight set by curation.")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["version", "problem"], name="problem_once_per_version")]

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from promptsets import views
+
+app_name = "promptsets"
+
+urlpatterns = [
+    path("", views.promptset_list, name="list"),
+    path("upload/", views.promptset_upload, name="upload"),
+    path("<int:pk>/", views.promptset_detail, name="detail"),
+    path("<int:pk>/versions/<int:number>/", views.version_detail, name="version"),
+    path("<int:pk>/versions/<int:number>/curate/", views.curate_version, name="curate"),
+    path("<int:pk>/problems/<int:problem_pk>/", views.problem_detail, name="problem"),
+    path("<int:pk>/problems/<int:problem_pk>/variants/", views.problem_variants, name="variants"),
+]

@@ -1,0 +1,472 @@
+"""Checks one Lean 4 statement before it may enter a promptset.
+
+Pure Python (no Django, no torch): the upload form, the API, the management commands and
+the variants generator all call ``validate_lean_statement``.
+
+What a statement must be: an optional preamble (imports, ``open``, harmless ``set_option``s,
+``universe``, comments) followed by exactly one ``theorem``, ``lemma`` or ``example`` whose
+text ends in ``:= by``. A trailing ``sorry`` (and any comment after ``by``) is dropped.
+Nothing may run code: ``#eval``, ``run_cmd``, macros, attributes and the like are refused,
+because a promptset's text is sent to a shared Lean server for every rollout.
+
+The scanner below knows only what is needed to read Lean's surface honestly: nested block
+comments, line comments, string and character literals. That is enough to stop comment
+tricks (a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-``
+that would swallow the proof).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_MAX_STATEMENT_CHARS = 20_000
+
+DECLARATION_KEYWORDS = frozenset({"theorem", "lemma", "example"})
+DECLARATION_MODIFIERS = frozenset({"private", "protected"})
+PREAMBLE_COMMANDS = frozenset({"import", "open", "set_option", "universe"})
+
+# Declarations a promptset row may not contain: each is a second command, not a statement.
+OTHER_COMMANDS = frozenset({
+    "def", "abbrev", "instance", "structure", "inductive", "class", "axiom", "axioms", "opaque",
+    "noncomputable", "partial", "mutual", "namespace", "section", "end", "variable", "variables",
+    "attribute", "notation", "infix", "infixl", "infixr", "prefix", "postfix", "deriving",
+    "export", "omit", "include", "local", "scoped", "protected", "private",
+})
+
+# Words that make Lean run code (or leave the file) while elaborating. Refused everywhere,
+# even inside the statement's type, where `by` blocks are otherwise harmless.
+CODE_RUNNING_WORDS = frozenset({
+    "#eval", "#exit", "#print", "#check", "#reduce", "#synth", "#help", "#guard", "#guard_msgs",
+    "#lint", "#find", "#simp", "#norm_num", "#conv", "#where", "#time", "#check_failure",
+    "#guard_expr", "#compile", "#widget", "#html", "#explode", "#sample", "#test",
+    "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "eval%", "elab", "elab_rules",
+    "macro", "macro_rules", "syntax", "declare_syntax_cat", "initialize", "builtin_initialize",
+    "unsafe", "implemented_by", "extern", "simproc", "dsimproc", "native_decide", "decide!",
+})
+
+# Options that only tune budgets, linters or printing. Anything else (e.g. `debug.skipKernelTC`,
+# which turns off the kernel check) could make an unsound proof pass.
+HARMLESS_OPTION_NAMES = frozenset({
+    "maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats", "synthInstance.maxSize",
+    "autoImplicit", "relaxedAutoImplicit", "exponentiation.threshold",
+})
+HARMLESS_OPTION_PREFIXES = ("linter.", "pp.", "trace.")
+
+OPEN_WORDS = frozenset({"hiding", "renaming", "scoped"})
+CLOSING_BRACKET = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄"}
+OPENING_BRACKET = {closing: opening for opening, closing in CLOSING_BRACKET.items()}
+
+_CHAR_LITERAL = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
+_IDENTIFIER_CHARS = "_'!?."
+_SUBSCRIPTS = "ₐₑₒₓₔₕₖₗₘₙₚₛₜᵢᵣᵤᵥⱼ₀₁₂₃₄₅₆₇₈₉ᵦᵧᵨᵩᵪ"
+
+
+class StatementRejected(ValueError):
+    """A statement that may not enter a promptset; the message says why and what to change."""
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # word, number, symbol, string, char, comment, doc_comment
+    text: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ValidatedStatement:
+    header: str  # the preamble, stripped; may be empty
+    formal_statement: str  # doc comment (if any) and the declaration, ending in ':= by'
+    declaration_kind: str  # theorem, lemma or example
+    theorem_name: str  # empty for an example
+
+
+def _is_identifier_start(char: str) -> bool:
+    return char.isalpha() or char == "_" or char in _SUBSCRIPTS
+
+
+def _is_identifier_part(char: str) -> bool:
+    return char.isalnum() or char in _IDENTIFIER_CHARS or char in _SUBSCRIPTS
+
+
+def _position(text: str, offset: int) -> str:
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+def scan(text: str) -> list[Token]:
+    """Tokens of ``text``; raises StatementRejected on an unclosed comment or string."""
+    tokens: list[Token] = []
+    length = len(text)
+    index = 0
+    while index < length:
+        char = text[index]
+        if char.isspace():
+            index += 1
+            continue
+        start = index
+        if text.startswith("/-", index):
+            kind = "doc_comment" if text.startswith("/--", index) and not text.startswith("/--/", index) else "comment"
+            depth, index = 1, index + 2
+            while depth and index < length:
+                if text.startswith("/-", index):
+                    depth, index = depth + 1, index + 2
+                elif text.startswith("-/", index):
+                    depth, index = depth - 1, index + 2
+                else:
+                    index += 1
+            if depth:
+                raise StatementRejected(
+                    f"a block comment opened at {_position(text, start)} is never closed "
+                    f"({depth} '-/' missing; block comments nest in Lean 4): close it with '-/'"
+                )
+            tokens.append(Token(kind, text[start:index], start, index))
+            continue
+        if text.startswith("-/", index):
+            raise StatementRejected(
+                f"'-/' at {_position(text, start)} closes a comment that was never opened: remove it or add the '/-'"
+            )
+        if text.startswith("--", index):
+            newline = text.find("\n", index)
+            index = length if newline == -1 else newline
+            tokens.append(Token("comment", text[start:index], start, index))
+            continue
+        if char == '"':
+            index += 1
+            while index < length and text[index] != '"':
+                index += 2 if text[index] == "\\" else 1
+            if index >= length:
+                raise StatementRejected(
+                    f'a string opened at {_position(text, start)} is never closed: add the closing \'"\''
+                )
+            index += 1
+            tokens.append(Token("string", text[start:index], start, index))
+            continue
+        if char == "'":
+            literal = _CHAR_LITERAL.match(text, index)
+            if literal:
+                index = literal.end()
+                tokens.append(Token("char", literal.group(), start, index))
+                continue
+        if char == "«":
+            closing = text.find("»", index)
+            if closing == -1:
+                raise StatementRejected(f"'«' at {_position(text, start)} is never closed: add '»'")
+            index = closing + 1
+            tokens.append(Token("word", text[start:index], start, index))
+            continue
+        if _is_identifier_start(char) or (char == "#" and index + 1 < length and _is_identifier_start(text[index + 1])):
+            index += 1
+            while index < length and _is_identifier_part(text[index]):
+                index += 1
+            if index < length and text[index] == "%":  # term elaborators such as eval%
+                index += 1
+            word = text[start:index].rstrip(".")
+            index = start + len(word)
+            tokens.append(Token("word", word, start, index))
+            continue
+        if char.isdigit():
+            while index < length and (text[index].isalnum() or text[index] == "."):
+                index += 1
+            tokens.append(Token("number", text[start:index], start, index))
+            continue
+        for symbol in (":=", "@["):
+            if text.startswith(symbol, index):
+                index += len(symbol)
+                break
+        else:
+            index += 1
+        tokens.append(Token("symbol", text[start:index], start, index))
+    return tokens
+
+
+def _is_harmless_option(name: str) -> bool:
+    return name in HARMLESS_OPTION_NAMES or name.startswith(HARMLESS_OPTION_PREFIXES)
+
+
+def _check_option(text: str, name_token: Token | None, value_token: Token | None) -> None:
+    if name_token is None or name_token.kind != "word" or value_token is None:
+        raise StatementRejected(
+            "'set_option' needs an option name and a value, e.g. 'set_option maxHeartbeats 400000'"
+        )
+    if not _is_harmless_option(name_token.text):
+        allowed = ", ".join(sorted(HARMLESS_OPTION_NAMES)) + ", linter.*, pp.*, trace.*"
+        raise StatementRejected(
+            f"'set_option {name_token.text}' at {_position(text, name_token.start)} is not allowed "
+            f"(only options that tune budgets, linters or printing: {allowed}): remove it"
+        )
+    if value_token.kind not in ("word", "number", "string") or value_token.text in PREAMBLE_COMMANDS:
+        raise StatementRejected(
+            f"'set_option {name_token.text}' at {_position(text, name_token.start)} has no value "
+            f"(got {value_token.text!r}): give one, e.g. 'set_option {name_token.text} 400000'"
+        )
+
+
+def _starts_declaration(token: Token) -> bool:
+    return token.kind == "word" and (token.text in DECLARATION_KEYWORDS or token.text in DECLARATION_MODIFIERS) \
+        or token.text == "@["
+
+
+def _read_preamble(text: str, code: list[Token]) -> int:
+    """Index in ``code`` of the declaration's first token, after checking every preamble command."""
+    index = 0
+    seen_other_command = False
+    while index < len(code):
+        token = code[index]
+        if _starts_declaration(token):
+            return index
+        if token.kind == "word" and token.text == "import":
+            if seen_other_command:
+                raise StatementRejected(
+                    f"'import' at {_position(text, token.start)} comes after another command; "
+                    "Lean only accepts imports at the very top: move it up"
+                )
+            module = code[index + 1] if index + 1 < len(code) else None
+            if module is None or module.kind != "word" or module.text in PREAMBLE_COMMANDS | DECLARATION_KEYWORDS:
+                raise StatementRejected(f"'import' at {_position(text, token.start)} names no module, e.g. 'import Mathlib'")
+            index += 2
+            continue
+        seen_other_command = True
+        if token.kind == "word" and token.text == "set_option":
+            name = code[index + 1] if index + 1 < len(code) else None
+            value = code[index + 2] if index + 2 < len(code) else None
+            _check_option(text, name, value)
+            index += 3
+            continue
+        if token.kind == "word" and token.text in ("open", "universe"):
+            index += 1
+            arguments = 0
+            while index < len(code) and not (
+                code[index].kind == "word"
+                and (code[index].text in PREAMBLE_COMMANDS or _starts_declaration(code[index])
+                     or code[index].text in OTHER_COMMANDS or code[index].text in CODE_RUNNING_WORDS)
+            ) and code[index].text != "@[":
+                argument = code[index]
+                if argument.kind == "word" and argument.text == "in":
+                    raise StatementRejected(
+                        f"'{token.text} … in' at {_position(text, token.start)} is not allowed in the preamble: "
+                        f"write '{token.text}' on a line of its own"
+                    )
+                if token.text == "universe" and argument.kind != "word":
+                    raise StatementRejected(
+                        f"'universe' at {_position(text, token.start)} takes universe names, got {argument.text!r}"
+                    )
+                if argument.kind not in ("word", "symbol") or (
+                    argument.kind == "symbol" and argument.text not in "()→"
+                ):
+                    raise StatementRejected(
+                        f"unexpected {argument.text!r} after '{token.text}' at {_position(text, argument.start)}: "
+                        f"'{token.text}' takes names only"
+                    )
+                arguments += 1
+                index += 1
+            if not arguments:
+                raise StatementRejected(
+                    f"'{token.text}' at {_position(text, token.start)} names nothing, e.g. 'open Real'"
+                )
+            continue
+        if token.kind == "word" and token.text in CODE_RUNNING_WORDS:
+            raise StatementRejected(
+                f"'{token.text}' at {_position(text, token.start)} runs code while Lean reads the file; "
+                "a promptset row may not contain it: remove it"
+            )
+        if token.kind == "word" and token.text in OTHER_COMMANDS:
+            raise StatementRejected(
+                f"'{token.text}' at {_position(text, token.start)} is not allowed before the statement; the preamble "
+                "may hold only import, open, universe, harmless set_option lines and comments: remove it"
+            )
+        raise StatementRejected(
+            f"unexpected {token.text!r} at {_position(text, token.start)} before the statement; expected "
+            "import, open, set_option or a theorem, lemma or example"
+        )
+    raise StatementRejected(
+        "no theorem, lemma or example found (comments do not count): "
+        "the row must state one, e.g. 'theorem two_add_two : 2 + 2 = 4 := by'"
+    )
+
+
+def _check_brackets(text: str, code: list[Token]) -> None:
+    open_brackets: list[Token] = []
+    for token in code:
+        if token.kind != "symbol":
+            continue
+        if token.text in CLOSING_BRACKET:
+            open_brackets.append(token)
+        elif token.text in OPENING_BRACKET:
+            if not open_brackets or open_brackets[-1].text != OPENING_BRACKET[token.text]:
+                raise StatementRejected(
+                    f"{token.text!r} at {_position(text, token.start)} closes nothing that was opened: "
+                    "the statement looks truncated or mistyped"
+                )
+            open_brackets.pop()
+    if open_brackets:
+        token = open_brackets[-1]
+        raise StatementRejected(
+            f"{token.text!r} opened at {_position(text, token.start)} is never closed with "
+            f"{CLOSING_BRACKET[token.text]!r}: the statement looks truncated"
+        )
+
+
+def _check_has_type(keyword: Token, body: list[Token]) -> None:
+    depth = 0
+    for token in body:
+        if token.text in CLOSING_BRACKET:
+            depth += 1
+        elif token.text in OPENING_BRACKET:
+            depth -= 1
+        elif token.text == ":" and depth == 0:
+            return
+    raise StatementRejected(
+        f"the {keyword.text} states no goal (no ':' before ':= by'): write it as "
+        f"'{keyword.text}{' name' if keyword.text != 'example' else ''} (hypotheses) : goal := by'"
+    )
+
+
+def _check_declaration_body(text: str, body: list[Token]) -> None:
+    for position, token in enumerate(body):
+        if token.kind != "word":
+            continue
+        if token.text in CODE_RUNNING_WORDS:
+            raise StatementRejected(
+                f"'{token.text}' at {_position(text, token.start)} runs code while Lean reads the file; "
+                "a promptset row may not contain it: remove it"
+            )
+        if token.text in DECLARATION_KEYWORDS or token.text == "import" or (
+            token.text in OTHER_COMMANDS and token.text not in ("local", "scoped")
+        ):
+            raise StatementRejected(
+                f"a second command '{token.text}' at {_position(text, token.start)}: a row holds exactly one "
+                "theorem, lemma or example; split it into separate rows"
+            )
+        if token.text == "sorry":
+            raise StatementRejected(
+                f"'sorry' at {_position(text, token.start)} inside the statement: only a trailing "
+                "'sorry' after ':= by' is dropped; state the goal completely"
+            )
+        if token.text == "set_option":
+            _check_option(text, body[position + 1] if position + 1 < len(body) else None,
+                          body[position + 2] if position + 2 < len(body) else None)
+
+
+def validate_lean_statement(
+    formal_statement: str, *, header: str = "", max_chars: int = DEFAULT_MAX_STATEMENT_CHARS
+) -> ValidatedStatement:
+    """The statement split into preamble and declaration, or StatementRejected saying why not.
+
+    ``header`` is a separate preamble column (miniF2F's DeepSeek layout); it is read as if it
+    stood above the statement. Positions in messages count lines of that combined text.
+    """
+    if not isinstance(formal_statement, str) or not formal_statement.strip():
+        raise StatementRejected("the formal statement is empty: give a theorem ending in ':= by'")
+    if len(formal_statement) + len(header) > max_chars:
+        raise StatementRejected(
+            f"the statement is {len(formal_statement) + len(header):,} characters long; the limit is "
+            f"{max_chars:,}: shorten it or raise the limit"
+        )
+    for field_name, value in (("formal statement", formal_statement), ("header", header)):
+        if "\x00" in value:
+            raise StatementRejected(f"the {field_name} contains a NUL character (offset {value.index(chr(0))}): remove it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise StatementRejected(
+                f"the {field_name} is not valid UTF-8 (undecodable bytes near offset {error.start}): "
+                "re-save the file as UTF-8"
+            ) from None
+
+    text = f"{header.rstrip()}\n{formal_statement}" if header.strip() else formal_statement
+    tokens = scan(text)
+    code = [token for token in tokens if token.kind not in ("comment", "doc_comment")]
+    first = _read_preamble(text, code)
+
+    declaration_tokens = code[first:]
+    modifiers_and_attributes = []
+    while declaration_tokens and not (
+        declaration_tokens[0].kind == "word" and declaration_tokens[0].text in DECLARATION_KEYWORDS
+    ):
+        leading = declaration_tokens.pop(0)
+        if leading.text == "@[":
+            raise StatementRejected(
+                f"an attribute '@[…]' at {_position(text, leading.start)}: attributes can run code while Lean "
+                "reads the file; remove it"
+            )
+        if leading.text not in DECLARATION_MODIFIERS:
+            raise StatementRejected(
+                f"unexpected {leading.text!r} at {_position(text, leading.start)} before the declaration keyword; "
+                "expected theorem, lemma or example"
+            )
+        modifiers_and_attributes.append(leading)
+    if not declaration_tokens:
+        raise StatementRejected("no theorem, lemma or example follows the modifiers: add the declaration")
+    keyword = declaration_tokens[0]
+
+    theorem_name = ""
+    if keyword.text != "example":
+        name_token = declaration_tokens[1] if len(declaration_tokens) > 1 else None
+        if name_token is None or name_token.kind != "word":
+            raise StatementRejected(
+                f"'{keyword.text}' at {_position(text, keyword.start)} has no name: write e.g. "
+                f"'{keyword.text} my_result : … := by'"
+            )
+        theorem_name = name_token.text
+
+    # The end: ':= by', optionally followed by one 'sorry' (dropped). Comments after it are dropped too.
+    ending = list(declaration_tokens)
+    has_trailing_sorry = ending[-1].kind == "word" and ending[-1].text == "sorry"
+    if has_trailing_sorry:
+        ending.pop()
+    if len(ending) >= 2 and ending[-2].text == ":=" and ending[-1].text == "by":
+        by_token = ending[-1]
+    else:
+        last_assignment = max((i for i, token in enumerate(ending) if token.text == ":="), default=None)
+        if last_assignment is None:
+            raise StatementRejected(
+                "the statement does not end in ':= by': add ':= by' after the goal (no proof is needed)"
+            )
+        after = ending[last_assignment + 1:]
+        if not after and has_trailing_sorry:
+            raise StatementRejected("the statement ends in ':= sorry' (term mode): end it in ':= by'")
+        if not after:
+            raise StatementRejected("the statement ends in ':=' without 'by': end it in ':= by'")
+        if after[0].text == "by":
+            shown = text[after[1].start:ending[-1].end]
+            shown = shown if len(shown) <= 60 else shown[:57] + "…"
+            raise StatementRejected(
+                f"a proof follows ':= by' at {_position(text, after[1].start)} ({shown!r}); a promptset holds "
+                "statements only: end it in ':= by'"
+            )
+        raise StatementRejected(
+            f"the statement does not end in ':= by' (a term proof follows ':=' at "
+            f"{_position(text, ending[last_assignment].start)}): end it in ':= by'"
+        )
+
+    body = [token for token in declaration_tokens if token.end <= by_token.start]
+    _check_declaration_body(text, body[1:])
+    _check_brackets(text, body)
+    _check_has_type(keyword, body)
+
+    # A doc comment directly above the declaration (or its modifiers) belongs to it.
+    declaration_start = (modifiers_and_attributes[0] if modifiers_and_attributes else keyword).start
+    for token in reversed(tokens):
+        if token.end > declaration_start:
+            continue
+        if token.kind == "doc_comment" and not text[token.end:declaration_start].strip():
+            declaration_start = token.start
+        break
+
+    return ValidatedStatement(
+        header=text[:declaration_start].strip(),
+        formal_statement=text[declaration_start:by_token.end],
+        declaration_kind=keyword.text,
+        theorem_name=theorem_name,
+    )
+
+
+def informal_from_doc_comment(text: str) -> str:
+    """miniF2F's `informal_prefix` is a Lean doc comment; the informal statement is its inside."""
+    stripped = text.strip()
+    if stripped.startswith("/--") and stripped.endswith("-/"):
+        return stripped[3:-2].strip()
+    return text.strip()

@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import Lean4Lexer
+
+from promptsets import actions
+from promptsets.curation import describe_rule
+from promptsets.forms import CurationForm, UploadForm, VariantsForm
+from promptsets.models import Problem, Promptset, PromptsetVersion
+from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
+
+PAGE_SIZE = 50
+REPORT_ROWS_SHOWN = 1000
+
+
+def _visible_promptset(request, pk) -> Promptset:
+    promptset = get_object_or_404(Promptset, pk=pk)
+    if not promptset.is_visible_to(request.user):
+        raise Http404("No such promptset.")  # a stranger learns nothing, not even that it exists
+    return promptset
+
+
+def _owned_promptset(request, pk) -> Promptset:
+    promptset = _visible_promptset(request, pk)
+    if not promptset.is_editable_by(request.user):
+        raise PermissionDenied("Only the promptset's owner may curate it.")
+    return promptset
+
+
+def search_problems(queryset, query: str):
+    query = query.strip()
+    if not query:
+        return queryset
+    return queryset.filter(
+        Q(problem__problem_key__icontains=query) | Q(problem__name__icontains=query)
+        | Q(problem__formal_statement__icontains=query) | Q(problem__informal_statement__icontains=query)
+        | Q(problem__source__icontains=query)
+    )
+
+
+def uploaded_binary_file(uploaded):
+    """A binary file object for the readers: the temporary file on disk, or the in-memory buffer."""
+    if hasattr(uploaded, "temporary_file_path"):
+        return open(uploaded.temporary_file_path(), "rb")
+    uploaded.file.seek(0)
+    return uploaded.file
+
+
+@login_required
+def promptset_list(request):
+    query = request.GET.get("q", "").strip()
+    promptsets = Promptset.objects.visible_to(request.user).select_related("owner").annotate(
+        version_count=Count("versions", distinct=True),
+    )
+    if query:
+        promptsets = promptsets.filter(Q(name__icontains=query) | Q(description__icontains=query))
+    page = Paginator(promptsets, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "promptsets/list.html", {"page": page, "query": query})
+
+
+@login_required
+def promptset_upload(request):
+    form = UploadForm(request.POST or None, request.FILES or None)
+    report = None
+    failure = None
+    if request.method == "POST" and form.is_valid():
+        uploaded = form.cleaned_data["file"]
+        file = uploaded_binary_file(uploaded)
+        try:
+            result = actions.import_promptset(
+                request.user, form.cleaned_data["name"], file, filename=uploaded.name,
+                file_format=form.cleaned_data["file_format"] or None, mapping=form.column_mapping(),
+                skip_invalid_rows=form.cleaned_data["skip_invalid_rows"],
+                description=form.cleaned_data["description"], is_public=form.cleaned_data["is_public"],
+                default_header=form.cleaned_data["default_header"], limits=form.limits(),
+            )
+        except actions.PromptsetNameTaken as error:
+            form.add_error("name", str(error))
+        except actions.ImportRejected as rejected:
+            report, failure = rejected.report, str(rejected)
+        else:
+            messages.success(request, f"Imported {result.report.summary()}.")
+            return redirect(result.promptset)
+        finally:
+            file.close()
+    return render(request, "promptsets/upload.html", {
+        "form": form, "report": report, "failure": failure,
+        "rejections_shown": report.rejections[:REPORT_ROWS_SHOWN] if report else [],
+    })
+
+
+def _problems_page(request, version: PromptsetVersion):
+    query = request.GET.get("q", "")
+    entries = search_problems(version.entries.select_related("problem").order_by("position"), query)
+    return Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page")), query
+
+
+def _version_context(request, promptset: Promptset, version: PromptsetVersion | None) -> dict:
+    context = {"promptset": promptset, "version": version,
+               "versions": promptset.versions.select_related("parent").order_by("-number"),
+               "can_curate": promptset.is_editable_by(request.user), "describe_rule": describe_rule}
+    if version is not None:
+        context["page"], context["query"] = _problems_page(request, version)
+        context["rule_description"] = describe_rule(version.rule)
+        context["curation_form"] = CurationForm()
+    return context
+
+
+@login_required
+def promptset_detail(request, pk):
+    promptset = _visible_promptset(request, pk)
+    context = _version_context(request, promptset, promptset.latest_version)
+    context["version_rows"] = [(v, describe_rule(v.rule)) for v in context["versions"]]
+    return render(request, "promptsets/detail.html", context)
+
+
+@login_required
+def version_detail(request, pk, number):
+    promptset = _visible_promptset(request, pk)
+    version = get_object_or_404(PromptsetVersion, promptset=promptset, number=number)
+    context = _version_context(request, promptset, version)
+    context["children"] = version.children.order_by("number")
+    return render(request, "promptsets/version.html", context)
+
+
+@login_required
+@require_POST
+def curate_version(request, pk, number):
+    promptset = _owned_promptset(request, pk)
+    version = get_object_or_404(PromptsetVersion, promptset=promptset, number=number)
+    form = CurationForm(request.POST)
+    if form.is_valid():
+        try:
+            created = actions.curate(version, form.cleaned_data["rule"])
+        except actions.CurationRefused as error:
+            form.add_error(None, str(error))
+        else:
+            numbers = ", ".join(f"v{new.number}" for new in created)
+            messages.success(request, f"Created {numbers} from v{version.number}: {describe_rule(created[0].rule)}.")
+            return redirect(created[0])
+    context = _version_context(request, promptset, version)
+    context["curation_form"] = form
+    context["children"] = version.children.order_by("number")
+    return render(request, "promptsets/version.html", context, status=400)
+
+
+def highlighted_lean(text: str) -> str:
+    """Lean highlighted by Pygments, which escapes the text: statements are untrusted input."""
+    return highlight(text, Lean4Lexer(), HtmlFormatter(nowrap=True))
+
+
+@login_required
+def problem_detail(request, pk, problem_pk):
+    promptset = _visible_promptset(request, pk)
+    problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
+    history = list(problem.attempt_history())
+    accepted, scored = actions.platform_win_rates([problem.pk]).get(problem.pk, (0, 0))
+    versions = problem.versions.order_by("number")
+    return render(request, "promptsets/problem.html", {
+        "promptset": promptset, "problem": problem, "history": history,
+        "highlighted_header": format_html("{}", "") if not problem.header else highlighted_lean(problem.header),
+        "highlighted_statement": highlighted_lean(problem.formal_statement),
+        "platform_accepted": accepted, "platform_scored": scored,
+        "platform_win_rate": accepted / scored if scored else None,
+        "versions": versions, "can_curate": promptset.is_editable_by(request.user),
+        "variants_endpoint": VariantsEndpoint.configured(), "variants_form": VariantsForm(),
+    })
+
+
+@login_required
+@require_POST
+def problem_variants(request, pk, problem_pk):
+    promptset = _owned_promptset(request, pk)
+    problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
+    endpoint = VariantsEndpoint.configured()
+    form = VariantsForm(request.POST)
+    if endpoint is None:
+        messages.error(request, "No variants endpoint is configured: set PROMPTSET_VARIANTS_BASE_URL to an "
+                                "OpenAI-compatible server (e.g. http://host:8000/v1).")
+        return redirect(problem)
+    if not form.is_valid():
+        messages.error(request, "Variants: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(problem)
+    latest = promptset.latest_version
+    try:
+        statements = request_variants(endpoint, problem.formal_statement, problem.informal_statement,
+                                      form.cleaned_data["count"])
+        new_version, refused = actions.add_variants(latest, problem, statements, endpoint_model=endpoint.model)
+    except VariantsUnavailable as error:
+        messages.error(request, str(error))
+        return redirect(problem)
+    for reason in refused:
+        messages.error(request, f"Refused {reason}")
+    if new_version is None:
+        messages.error(request, "No valid variant came back, so no version was made.")
+        return redirect(problem)
+    messages.success(request, f"Created v{new_version.number} with {len(new_version.rule['added_keys'])} variants.")
+    return redirect(new_version)

@@ -1,0 +1,103 @@
+"""Proof attempts: every rollout the trainer scored, first attempts and their retries."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+
+class Turn(models.TextChoices):
+    FIRST = "first", "First attempt"
+    RETRY = "retry", "Retry"
+
+
+class Verdict(models.TextChoices):
+    VALID = "valid", "Valid"
+    SORRY = "sorry", "Uses sorry"
+    LEAN_ERROR = "lean_error", "Lean error"
+    TIMEOUT = "timeout", "Timeout (censored)"
+    INFRA_ERROR = "infra_error", "Verifier could not decide (censored)"
+
+
+class ProofAttemptQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        from runs.models import Run
+
+        return self.filter(run__in=Run.objects.visible_to(user))
+
+
+class ProofAttempt(models.Model):
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="proof_attempts")
+    rollout_key = models.CharField(max_length=128)
+    step = models.PositiveIntegerField(db_index=True)
+    problem = models.ForeignKey("promptsets.Problem", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="proof_attempts")
+    problem_key = models.CharField(max_length=300, db_index=True)
+    problem_name = models.CharField(max_length=300, blank=True)
+    formal_statement = models.TextField(blank=True)
+    turn = models.CharField(max_length=8, choices=Turn.choices, default=Turn.FIRST)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
+    parent_rollout_key = models.CharField(max_length=128, blank=True)
+    sample_index = models.PositiveIntegerField(default=0)
+    prompt = models.TextField(blank=True)
+    response = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    lean_code = models.TextField(blank=True)
+    checked_code = models.TextField(blank=True)
+    format_error = models.CharField(max_length=64, blank=True, db_index=True)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True, db_index=True)
+    lean_messages = models.JSONField(default=list)
+    reward = models.FloatField(null=True, blank=True, help_text="None when the verdict was censored.")
+    reasons = models.JSONField(default=list)
+    is_censored = models.BooleanField(default=False)
+    is_standin_verdict = models.BooleanField(default=False)
+    num_tokens = models.PositiveIntegerField(default=0)
+    is_truncated = models.BooleanField(default=False)
+    generation_seconds = models.FloatField(default=0)
+    verification_seconds = models.FloatField(default=0)
+    sampling = models.JSONField(default=dict)
+    event = models.ForeignKey("runs.RunEvent", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ProofAttemptQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [models.UniqueConstraint(fields=["run", "rollout_key"], name="one_attempt_per_rollout_key")]
+        indexes = [
+            models.Index(fields=["run", "step", "id"]),
+            models.Index(fields=["run", "verdict", "id"]),
+            models.Index(fields=["run", "turn", "id"]),
+            models.Index(fields=["run", "problem_key", "id"]),
+        ]
+
+    def __str__(self):
+        return f"{self.rollout_key} ({self.verdict or self.format_error})"
+
+    def get_absolute_url(self):
+        return reverse("proofs:detail", args=[self.pk])
+
+    @property
+    def zero_reason(self) -> str:
+        """Why this attempt earned nothing (or why it was not scored), in words."""
+        if self.is_censored:
+            return "Censored: " + ("; ".join(self.reasons) or "the verifier could not decide") + " — not counted as wrong."
+        if self.reward:
+            return ""
+        if self.format_error:
+            return f"Format: {self.format_error}"
+        return "; ".join(self.reasons) or (self.get_verdict_display() if self.verdict else "")
+
+
+class RetryFeedback(models.Model):
+    """A failed first attempt turned into an error-correction prompt."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="retry_feedback")
+    parent_rollout_key = models.CharField(max_length=128)
+    parent = models.ForeignKey(ProofAttempt, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="retry_feedback")
+    feedback = models.TextField()
+    created_step = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "parent_rollout_key"], name="one_retry_per_attempt")]

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from proofs import views
+
+app_name = "proofs"
+urlpatterns = [
+    path("<int:pk>/", views.detail, name="detail"),
+]

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.shortcuts import get_object_or_404
+from ninja import Router, Schema
+from ninja.errors import HttpError
+
+from promptsets.models import Promptset, PromptsetVersion
+from runs import actions
+from runs.models import Run
+
+router = Router(tags=["runs"])
+
+
+class RunOut(Schema):
+    id: int
+    name: str
+    kind: str
+    state: str
+    preset: str
+    promptset_version_id: int
+    current_step: int
+    failure_reason: str
+    ray_job_id: str
+    config: dict
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class LaunchIn(Schema):
+    name: str
+    promptset_version_id: int
+    preset: str = "cpu-demo"
+    overrides: dict = {}
+
+
+class LaunchErrorOut(Schema):
+    detail: str
+    field_errors: dict[str, list[str]]
+
+
+def _visible(request, run_id: int) -> Run:
+    return get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
+
+
+@router.get("/", response=list[RunOut])
+def list_runs(request):
+    return Run.objects.visible_to(request.user)[:500]
+
+
+@router.post("/", response={201: RunOut, 422: LaunchErrorOut})
+def launch_run(request, data: LaunchIn):
+    version = get_object_or_404(
+        PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(request.user)),
+        pk=data.promptset_version_id,
+    )
+    try:
+        run = actions.launch_run(owner=request.user, name=data.name, promptset_version=version,
+                                 preset=data.preset, overrides=data.overrides)
+    except actions.LaunchError as error:
+        return 422, {"detail": str(error), "field_errors": error.field_errors}
+    return 201, run
+
+
+@router.get("/{run_id}", response=RunOut)
+def get_run(request, run_id: int):
+    return _visible(request, run_id)
+
+
+@router.post("/{run_id}/cancel", response=RunOut)
+def cancel_run(request, run_id: int):
+    run = _visible(request, run_id)
+    if not run.is_editable_by(request.user):
+        raise HttpError(403, "only the run's owner can cancel it")
+    if not actions.cancel_run(run):
+        raise HttpError(409, f"the run has already ended ({run.state})")
+    return run
+
+
+@router.post("/{run_id}/resume", response=RunOut)
+def resume_run(request, run_id: int):
+    run = _visible(request, run_id)
+    if not run.is_editable_by(request.user):
+        raise HttpError(403, "only the run's owner can resume it")
+    if not actions.resume_run(run):
+        raise HttpError(409, f"only failed or cancelled runs can be resumed; this one is {run.state}")
+    return run

@@ -1,0 +1,215 @@
+"""What the Ray cluster has, whether a run fits in it, and what to record about it on the run.
+
+The same functions serve the embedded stack (a local Ray head) and production (a KubeRay or
+``ray up`` cluster): only ``RAY_ADDRESS`` differs. Everything here speaks HTTP to the head's
+dashboard (the job API address, e.g. ``http://ray-head:8265``), never ``ray.init``: the web
+and Celery processes must not join the cluster, and need not run the cluster's Python or Ray
+version to ask it questions.
+
+Ray's token authentication (``RAY_AUTH_MODE=token``) guards the dashboard, whose job API runs
+arbitrary code: the token comes from ``RAY_AUTH_TOKEN``, the same variable the cluster reads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from trainer.config import RolloutEngineKind, RunConfig
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+ADDRESS_HINT = "set RAY_ADDRESS to the Ray head's dashboard (job API) address, e.g. http://ray-head:8265"
+TOKEN_HINT = "set RAY_AUTH_TOKEN to the cluster's token (the value its head was started with)"
+
+
+class ClusterUnreachable(RuntimeError):
+    """The Ray head did not answer; the message names the address and what to check."""
+
+
+def _dashboard_url(ray_address: str) -> str:
+    if not ray_address.startswith(("http://", "https://")):
+        raise ClusterUnreachable(
+            f"RAY_ADDRESS must be the dashboard's HTTP address, got {ray_address!r}; {ADDRESS_HINT}"
+        )
+    return ray_address.rstrip("/")
+
+
+def _auth_headers(auth_token: str | None) -> dict[str, str]:
+    token = auth_token if auth_token is not None else os.environ.get("RAY_AUTH_TOKEN", "")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _alive_nodes(ray_address: str, timeout_s: int, auth_token: str | None) -> list[dict[str, Any]]:
+    """Ray's state API (the endpoint behind ``ray list nodes``): nodes as the GCS sees them.
+
+    Spoken over HTTP here rather than through ``ray.util.state``, whose client replaces the
+    address it is given with the RAY_ADDRESS variable whenever that is set.
+    """
+    url = _dashboard_url(ray_address)
+    query = {"limit": 10_000, "timeout": timeout_s, "detail": "true",
+             "filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE"}
+    try:
+        response = httpx.get(f"{url}/api/v0/nodes", params=query, headers=_auth_headers(auth_token),
+                             timeout=timeout_s + 5)
+        response.raise_for_status()
+        payload = response.json()
+    except (httpx.HTTPError, ValueError) as error:
+        raise ClusterUnreachable(
+            f"could not list the nodes of the Ray cluster at {ray_address}: {error}; "
+            f"check that the head is up and {ADDRESS_HINT}"
+        ) from error
+    if not payload.get("result"):
+        raise ClusterUnreachable(
+            f"the Ray cluster at {ray_address} could not list its nodes: {payload.get('msg')!r}; "
+            "see the head's dashboard.log"
+        )
+    return payload["data"]["result"]["result"]
+
+
+def _ray_version(ray_address: str, timeout_s: float, auth_token: str | None) -> dict[str, str]:
+    """The head's /api/version; called first so that a refused token gets its own message."""
+    url = _dashboard_url(ray_address)
+    try:
+        response = httpx.get(f"{url}/api/version", headers=_auth_headers(auth_token), timeout=timeout_s)
+        if response.status_code in (401, 403):
+            raise ClusterUnreachable(
+                f"the Ray head at {ray_address} refused the request (HTTP {response.status_code}, token "
+                f"{'given but not accepted' if _auth_headers(auth_token) else 'missing'}); {TOKEN_HINT}"
+            )
+        response.raise_for_status()
+    except httpx.HTTPError as error:
+        raise ClusterUnreachable(
+            f"the Ray head at {ray_address} did not answer /api/version: {error}; "
+            f"check that the head is up and {ADDRESS_HINT}"
+        ) from error
+    return response.json()
+
+
+def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:
+    """Totals over the cluster's live nodes: what a run could ever be given, busy or not.
+
+    Keys: ``address``, ``alive_nodes``, ``num_cpus``, ``num_gpus``, ``max_gpus_per_node``,
+    ``memory_bytes``, ``object_store_memory_bytes``, ``accelerator_types`` (e.g. ``["H100"]``).
+    ``auth_token`` defaults to RAY_AUTH_TOKEN. Raises ClusterUnreachable when the head does not
+    answer or refuses the token.
+    """
+    _ray_version(ray_address, timeout_s, auth_token)
+    nodes = _alive_nodes(ray_address, timeout_s, auth_token)
+    totals = [node.get("resources_total") or {} for node in nodes]
+    accelerator_types = sorted(
+        {key.removeprefix("accelerator_type:") for resources in totals for key in resources
+         if key.startswith("accelerator_type:")}
+    )
+    return {
+        "address": ray_address,
+        "alive_nodes": len(nodes),
+        "num_cpus": sum(resources.get("CPU", 0.0) for resources in totals),
+        "num_gpus": sum(resources.get("GPU", 0.0) for resources in totals),
+        "max_gpus_per_node": max((resources.get("GPU", 0.0) for resources in totals), default=0.0),
+        "memory_bytes": sum(resources.get("memory", 0.0) for resources in totals),
+        "object_store_memory_bytes": sum(resources.get("object_store_memory", 0.0) for resources in totals),
+        "accelerator_types": accelerator_types,
+    }
+
+
+def requested_resources(config: RunConfig) -> dict[str, float]:
+    """What a run asks the cluster for: its GPUs, and ``cpus_per_worker`` for each GPU worker
+    (one worker in all for a CPU run). Dispatch and this check read the same numbers from here."""
+    workers = max(1, config.cluster.num_gpus)
+    return {"num_gpus": float(config.cluster.num_gpus), "num_cpus": float(config.cluster.cpus_per_worker * workers)}
+
+
+def _count(value: float) -> str:
+    return f"{value:g}"
+
+
+def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]:
+    """Why the run can never be scheduled on a cluster with ``available`` (from cluster_resources).
+
+    Empty when it fits. A cluster that fits but is busy is not a problem: Ray queues the job.
+    Each problem names the config field, the numbers, and what to change.
+    """
+    address = available.get("address", "the configured cluster")
+    requested = requested_resources(config)
+    problems: list[str] = []
+    if available.get("alive_nodes", 0) == 0:
+        return [f"the Ray cluster at {address} has no live nodes; start its head and workers, then launch the run again"]
+
+    cluster_gpus = float(available.get("num_gpus", 0.0))
+    if requested["num_gpus"] > cluster_gpus:
+        if cluster_gpus == 0:
+            fix = "choose the cpu-demo preset (no GPUs) or add GPU workers to the cluster"
+        else:
+            fix = f"lower cluster.num_gpus to at most {_count(cluster_gpus)} or add GPU workers to the cluster"
+        problems.append(
+            f"the run asks for {_count(requested['num_gpus'])} GPUs (cluster.num_gpus) but the cluster at "
+            f"{address} has {_count(cluster_gpus)} in all; {fix}"
+        )
+    if config.rollout.engine is RolloutEngineKind.VLLM and cluster_gpus == 0:
+        problems.append(
+            f"rollout.engine is 'vllm', which runs only on GPUs, but the cluster at {address} has none; "
+            "use rollout.engine 'transformers' (the cpu-demo preset does) or add GPU workers"
+        )
+    tensor_parallel = config.rollout.vllm_tensor_parallel_size
+    if config.rollout.engine is RolloutEngineKind.VLLM and tensor_parallel > config.cluster.num_gpus:
+        problems.append(
+            f"rollout.vllm_tensor_parallel_size is {tensor_parallel} but the run has only "
+            f"{config.cluster.num_gpus} GPUs (cluster.num_gpus); lower the tensor-parallel size or raise num_gpus"
+        )
+
+    cluster_cpus = float(available.get("num_cpus", 0.0))
+    if requested["num_cpus"] > cluster_cpus:
+        workers = max(1, config.cluster.num_gpus)
+        cpus_each = int(cluster_cpus // workers)
+        if cpus_each >= 1:
+            fix = f"lower cluster.cpus_per_worker to at most {cpus_each} or add CPUs to the cluster"
+        else:
+            fix = f"the cluster cannot give each of the {workers} workers one CPU: add CPUs to the cluster"
+        problems.append(
+            f"the run asks for {_count(requested['num_cpus'])} CPUs (cluster.cpus_per_worker "
+            f"{config.cluster.cpus_per_worker} × {workers} worker{'s' if workers > 1 else ''}) but the cluster at "
+            f"{address} has {_count(cluster_cpus)}; {fix}"
+        )
+    return problems
+
+
+def cluster_description(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:
+    """What to record on a run about where it ran: address, Ray version and commit, session, nodes."""
+    version = _ray_version(ray_address, timeout_s, auth_token)
+    nodes = _alive_nodes(ray_address, timeout_s, auth_token)
+    return {
+        "address": ray_address,
+        "ray_version": version.get("ray_version"),
+        "ray_commit": version.get("ray_commit"),
+        "session_name": version.get("session_name"),
+        "nodes": [
+            {
+                "node_id": node.get("node_id"),
+                "node_ip": node.get("node_ip"),
+                "is_head_node": bool(node.get("is_head_node")),
+                "resources_total": node.get("resources_total") or {},
+                "labels": node.get("labels") or {},
+            }
+            for node in nodes
+        ],
+    }
+
+
+def code_version() -> str:
+    """The platform's code version: PLATFORM_CODE_VERSION, baked into the images from the git
+    commit at build time, else the checkout's commit (embedded stack), else 'unknown'."""
+    baked = os.environ.get("PLATFORM_CODE_VERSION", "").strip()
+    if baked:
+        return baked
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=REPO_DIR,
+            capture_output=True, text=True, timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return described.stdout.strip() if described.returncode == 0 and described.stdout.strip() else "unknown"

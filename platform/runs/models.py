@@ -1,0 +1,200 @@
+"""Runs: one training job on the cluster, its state machine, and what it reported."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+
+class RunState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATES = (RunState.QUEUED, RunState.STARTING, RunState.RUNNING)
+FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+# Which state may follow which: anything else is a bug or a race lost, and is refused.
+ALLOWED_TRANSITIONS = {
+    RunState.QUEUED: {RunState.STARTING, RunState.FAILED, RunState.CANCELLED},
+    RunState.STARTING: {RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED},
+    RunState.RUNNING: {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED},
+    RunState.SUCCEEDED: set(),
+    RunState.FAILED: {RunState.QUEUED},  # resume
+    RunState.CANCELLED: {RunState.QUEUED},  # resume
+}
+
+
+class RunKind(models.TextChoices):
+    RL = "rl", "Reinforcement learning (Dr.GRPO)"
+    SFT = "sft", "Warm-start supervised fine-tuning"
+
+
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(Q(owner=user) | Q(shared_with=user)).distinct()
+
+    def active(self):
+        return self.filter(state__in=ACTIVE_STATES)
+
+
+class Run(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_runs")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=8, choices=RunKind.choices, default=RunKind.RL)
+    promptset_version = models.ForeignKey(
+        "promptsets.PromptsetVersion", on_delete=models.PROTECT, related_name="runs"
+    )
+    preset = models.CharField(max_length=64)
+    config = models.JSONField(help_text="The resolved trainer.config.RunConfig, as the trainer received it.")
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED, db_index=True)
+    failure_reason = models.TextField(blank=True)
+    ray_job_id = models.CharField(max_length=128, blank=True)
+    cluster = models.JSONField(default=dict, blank=True, help_text="Cluster address and Ray version it ran on.")
+    code_version = models.CharField(max_length=64, blank=True)
+    attempt = models.PositiveIntegerField(default=0, help_text="How many times the job was submitted (resumes).")
+    current_step = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.name} ({self.state})"
+
+    def get_absolute_url(self):
+        return reverse("runs:detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    def can_cancel(self) -> bool:
+        return self.is_active
+
+    def can_resume(self) -> bool:
+        return self.state in (RunState.FAILED, RunState.CANCELLED)
+
+    def is_visible_to(self, user) -> bool:
+        return user.is_authenticated and (self.owner_id == user.pk or self.shared_with.filter(pk=user.pk).exists())
+
+    def is_editable_by(self, user) -> bool:
+        return user.is_authenticated and self.owner_id == user.pk
+
+    @property
+    def group_name(self) -> str:
+        """The Channels group that browsers watching this run join."""
+        return f"run-{self.pk}"
+
+    @property
+    def artifacts_dir(self):
+        return settings.ARTIFACTS_DIR / "runs" / str(self.pk)
+
+    def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None) -> bool:
+        """Move to ``to`` only if the stored state still allows it; returns whether this call did.
+
+        A conditional UPDATE, so two processes (the ingester, a Celery worker, a cancel
+        request) racing on one run cannot both win, and the losing one learns it lost.
+        """
+        to = RunState(to)
+        sources = expected or tuple(s for s, targets in ALLOWED_TRANSITIONS.items() if to in targets)
+        now = timezone.now()
+        fields = {"state": to, "updated_at": now}
+        if to == RunState.STARTING:
+            fields["failure_reason"] = ""
+        if to == RunState.RUNNING:
+            fields["started_at"] = now
+        if to in FINAL_STATES:
+            fields["finished_at"] = now
+        if to == RunState.FAILED:
+            fields["failure_reason"] = reason[:10_000]
+        if to == RunState.QUEUED:
+            fields["finished_at"] = None
+        with transaction.atomic():
+            changed = Run.objects.filter(pk=self.pk, state__in=sources).update(**fields)
+            if changed:
+                RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
+        if changed:
+            self.refresh_from_db()
+        return changed == 1
+
+    def mark_failed(self, reason: str) -> bool:
+        return self.transition(RunState.FAILED, reason=reason)
+
+
+class RunStateChange(models.Model):
+    """The state timeline shown on the run page."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="state_changes")
+    state = models.CharField(max_length=16, choices=RunState.choices)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+
+class RunEvent(models.Model):
+    """Every event the trainer published, stored once (event_id is the idempotency key)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    event_id = models.CharField(max_length=64, unique=True)
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=32, db_index=True)
+    payload = models.JSONField()
+    published_at = models.DateTimeField()
+    stored_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [models.Index(fields=["run", "type", "id"])]
+
+
+class StepMetrics(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="step_metrics")
+    step = models.PositiveIntegerField()
+    values = models.JSONField()
+
+    class Meta:
+        ordering = ["step"]
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_metrics_row_per_step")]
+
+
+class Evaluation(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
+    step = models.PositiveIntegerField()
+    values = models.JSONField()
+
+    class Meta:
+        ordering = ["step"]
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_evaluation_per_step")]
+
+
+class Checkpoint(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    step = models.PositiveIntegerField()
+    path = models.CharField(max_length=1000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["step"]
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")]

@@ -1,0 +1,80 @@
+"""The one place the platform speaks to Ray: submit, stop and ask about a run's job (Ray's job API)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED
+    message: str
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+def client(address: str | None = None):
+    """Ray's job client. Note that Ray lets the RAY_ADDRESS environment variable win over ``address``."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(address or settings.RAY_ADDRESS)
+
+
+def trainer_entrypoint(run, *, resume: bool) -> str:
+    """The shell command Ray runs: the trainer's driver, with the run's exported files."""
+    folder = run.artifacts_dir
+    argv = [
+        settings.TRAINER_PYTHON, "-m", "trainer", "run" if run.kind == "rl" else "sft",
+        "--config", str(folder / "config.json"),
+        "--promptset", str(folder / "promptset.jsonl"),
+        "--output", str(folder),
+        "--events", settings.TRAINER_REDIS_URL,
+        "--run-id", str(run.pk),
+    ]
+    if resume:
+        argv.append("--resume")
+    return shlex.join(argv)
+
+
+def submit(run, *, resume: bool) -> str:
+    env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if settings.LEAN_SERVER_API_KEY:
+        env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
+    return client().submit_job(
+        entrypoint=trainer_entrypoint(run, resume=resume),
+        submission_id=f"run-{run.pk}-attempt-{run.attempt}",
+        runtime_env={"env_vars": env_vars},
+        metadata={"run_id": str(run.pk), "run_name": run.name[:100]},
+        # The driver holds the run's GPUs itself (one node: rollouts and learner share them).
+        entrypoint_num_cpus=1,
+        entrypoint_num_gpus=run.config["cluster"]["num_gpus"] or None,
+    )
+
+
+def stop(job_id: str) -> None:
+    client().stop_job(job_id)
+
+
+def status(job_id: str) -> JobStatus:
+    info = client().get_job_info(job_id)
+    return JobStatus(state=str(info.status.value if hasattr(info.status, "value") else info.status),
+                     message=info.message or "")
+
+
+def log_tail(job_id: str, lines: int = 25) -> str:
+    try:
+        logs = client().get_job_logs(job_id)
+    except Exception as error:  # the logs are a courtesy for the failure reason, never a failure of their own
+        return f"(job logs unavailable: {error})"
+    return "\n".join(logs.splitlines()[-lines:])
+
+
+def cluster_description() -> dict:
+    import ray
+
+    return {"address": settings.RAY_ADDRESS, "ray_version": ray.__version__}

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from runs import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("new/", views.launch, name="new"),
+    path("<int:pk>/", views.detail, name="detail"),
+    path("<int:pk>/cancel/", views.cancel, name="cancel"),
+    path("<int:pk>/resume/", views.resume, name="resume"),
+]

@@ -1,0 +1,53 @@
+"""The cast every test shares: alice owns things, bob is shared on them, charlie is a stranger."""
+
+import pytest
+
+DEMO_STATEMENTS = [
+    ("add_small", "theorem add_small : (2 : ℕ) + 3 = 5 := by"),
+    ("mul_small", "theorem mul_small : (6 : ℤ) * 7 = 42 := by"),
+    ("lt_small", "theorem lt_small : (3 : ℚ) / 4 < 1 := by"),
+]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password")
+
+
+@pytest.fixture
+def charlie(django_user_model):
+    return django_user_model.objects.create_user("charlie", password="charlie-password")
+
+
+@pytest.fixture
+def promptset_version(alice):
+    """Version 1 of a three-problem promptset of alice's, made through the models directly."""
+    from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem, statement_hash
+
+    promptset = Promptset.objects.create(owner=alice, name="arith")
+    version = PromptsetVersion.objects.create(promptset=promptset, number=1, problem_count=len(DEMO_STATEMENTS))
+    for position, (key, statement) in enumerate(DEMO_STATEMENTS):
+        problem = Problem.objects.create(promptset=promptset, problem_key=key, name=key, formal_statement=statement,
+                                         header="import Mathlib", statement_hash=statement_hash(statement))
+        VersionProblem.objects.create(version=version, problem=problem, position=position)
+    return version
+
+
+@pytest.fixture
+def make_run(alice, promptset_version):
+    """A stored run of alice's, in any state, without dispatching it."""
+    from runs.models import Run
+    from trainer.config import RunConfig
+
+    def make(state="queued", **fields):
+        config = RunConfig.from_preset("cpu-demo").to_json_dict()
+        return Run.objects.create(owner=fields.pop("owner", alice), name=fields.pop("name", "a run"),
+                                  promptset_version=promptset_version, preset="cpu-demo", config=config,
+                                  state=state, **fields)
+
+    return make

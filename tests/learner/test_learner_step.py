@@ -1,0 +1,117 @@
+"""Learner.step: mini-batches of prompts, gradient accumulation scaled as verl does, one AdamW step each."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.learner.conftest import tiny_run_config
+from trainer.learner import (
+    Learner,
+    TrainingSequence,
+    clipped_token_loss,
+    constant_divisor_loss,
+    mini_batches,
+    pad_batch,
+    response_logprobs,
+)
+
+
+def four_sequences() -> list[TrainingSequence]:
+    return [
+        TrainingSequence(prompt_ids=[11, 12, 13], response_ids=[21, 22, 23], advantage=0.5, group_key="p0"),
+        TrainingSequence(prompt_ids=[11, 12, 13], response_ids=[24, 25, 26, 27, 28], advantage=-0.5, group_key="p0"),
+        TrainingSequence(prompt_ids=[31, 32], response_ids=[41, 42], advantage=0.25, group_key="p1"),
+        TrainingSequence(prompt_ids=[31, 32], response_ids=[43, 44, 45, 46], advantage=0.0, group_key="p1"),
+    ]
+
+
+def gradients(model) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("micro_batch_sequences", [1, 2, 4])
+def test_accumulated_micro_batch_gradients_equal_verls_scaled_sum_over_the_mini_batch(tiny_policy, micro_batch_sequences):
+    config = tiny_run_config(optimizer={"micro_batch_sequences": micro_batch_sequences})
+    model, tokenizer = tiny_policy(seed=3)
+    learner = Learner(config, model, tokenizer)
+    mini_batch = four_sequences()
+    learner.optimizer.zero_grad(set_to_none=False)
+    learner.accumulate_gradients(mini_batch, learner.old_logprobs([mini_batch]))
+    accumulated = gradients(model)
+
+    # The same objective in one pass over all four sequences, zero advantage included:
+    # (micro size / mini-batch size) × Σ token losses / max response length.
+    model.zero_grad(set_to_none=False)
+    batch = pad_batch(mini_batch, tokenizer.pad_token_id, torch.device("cpu"))
+    logprobs = response_logprobs(model, batch)
+    token_loss = clipped_token_loss(logprobs, logprobs.detach(), batch.advantages, 0.2, 0.3, 3.0)
+    divisor = config.rollout.max_response_tokens
+    (constant_divisor_loss(token_loss, batch.response_mask, divisor) * micro_batch_sequences / 4).backward()
+    reference = gradients(model)
+
+    assert any(g.abs().sum() > 0 for g in reference)
+    for got, expected in zip(accumulated, reference):
+        assert torch.allclose(got, expected, atol=1e-7, rtol=1e-4)
+
+
+def test_the_first_mini_batch_loss_is_minus_the_advantage_weighted_token_count_over_the_divisor(tiny_policy):
+    # π_old is the current policy, so every ratio is 1 and each token's loss is -A.
+    config = tiny_run_config(
+        rollout={"prompts_per_step": 2}, optimizer={"mini_batch_prompts": 2, "micro_batch_sequences": 4}
+    )
+    model, tokenizer = tiny_policy()
+    metrics = Learner(config, model, tokenizer).step(four_sequences())
+    expected = -(0.5 * 3 - 0.5 * 5 + 0.25 * 2 + 0.0 * 4) / 192 * (4 / 4)
+    assert math.isclose(metrics["loss"], expected, rel_tol=1e-5)
+    assert metrics["optimizer_steps"] == 1
+    assert metrics["tokens"] == 3 + 5 + 2  # the zero-advantage answer is not run
+    assert metrics["clip_fraction"] == 0.0
+
+
+def test_a_step_takes_one_optimizer_step_per_mini_batch_of_prompts(tiny_policy):
+    config = tiny_run_config(optimizer={"mini_batch_prompts": 1, "micro_batch_sequences": 1})
+    model, tokenizer = tiny_policy()
+    before = [p.detach().clone() for p in model.parameters()]
+    metrics = Learner(config, model, tokenizer).step(four_sequences())
+    assert metrics["optimizer_steps"] == 2
+    assert metrics["grad_norm"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_gradients_are_clipped_to_the_configured_norm(tiny_policy):
+    config = tiny_run_config(optimizer={"grad_clip": 1e-6, "mini_batch_prompts": 2})
+    model, tokenizer = tiny_policy()
+    learner = Learner(config, model, tokenizer)
+    mini_batch = four_sequences()
+    learner.accumulate_gradients(mini_batch, learner.old_logprobs([mini_batch]))
+    reported = learner._clip_gradients()
+    after = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
+    assert reported > 1e-6
+    assert after.item() == pytest.approx(1e-6, rel=1e-3)
+
+
+def test_mini_batches_keep_each_prompts_group_whole_and_in_order():
+    sequences = [TrainingSequence([1], [2], 0.1, group_key=key) for key in ["a", "a", "b", "c", "b", "c", "d"]]
+    batches = mini_batches(sequences, prompts_per_mini_batch=2)
+    assert [[s.group_key for s in batch] for batch in batches] == [["a", "a", "b", "b"], ["c", "c", "d"]]
+
+
+def test_left_padded_prompts_put_every_response_at_the_same_column():
+    batch = pad_batch(four_sequences()[1:3], pad_token_id=0, device=torch.device("cpu"))
+    assert batch.input_ids.tolist() == [[11, 12, 13, 24, 25, 26, 27, 28], [0, 31, 32, 41, 42, 0, 0, 0]]
+    assert batch.response_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
+    assert batch.position_ids[1].tolist()[:5] == [0, 0, 1, 2, 3]
+
+
+def test_response_logprobs_score_each_response_token_given_everything_before_it(tiny_policy):
+    model, _ = tiny_policy()
+    sequence = four_sequences()[0]
+    batch = pad_batch([sequence], pad_token_id=0, device=torch.device("cpu"))
+    with torch.no_grad():
+        got = response_logprobs(model, batch)[0]
+        full = torch.log_softmax(model(torch.tensor([[11, 12, 13, 21, 22, 23]])).logits[0].float(), dim=-1)
+    expected = torch.stack([full[2, 21], full[3, 22], full[4, 23]])
+    assert torch.allclose(got, expected, atol=1e-5)

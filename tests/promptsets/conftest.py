@@ -1,0 +1,76 @@
+"""Fixtures of the promptset tests: small generated files in every format, and miniF2F when present."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+SHARED_DATA_DIR = REPO_DIR.parent / "shared" / "data"
+MINIF2F_GOEDEL = SHARED_DATA_DIR / "minif2f_test.goedel.jsonl"
+MINIF2F_DEEPSEEK = SHARED_DATA_DIR / "minif2f_valid_test.deepseek.jsonl"
+
+KIMINA_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
+
+
+def kimina_rows(count: int = 5) -> list[dict]:
+    """Rows in the Kimina-Prover-Promptset layout (header inside formal_statement, nested rl_data)."""
+    return [
+        {
+            "statement_id": f"kimina-{index}",
+            "formal_statement": f"{KIMINA_HEADER}theorem sum_{index} (n : ℕ) (h : n = {index}) : n + 1 = {index + 1} := by\n  sorry",
+            "natural_language": f"Show that if n = {index} then n + 1 = {index + 1}.",
+            "source": "synthetic",
+            "rl_data": {"win_rate": round(index / max(1, count - 1), 3)},
+        }
+        for index in range(count)
+    ]
+
+
+def encode(rows: list[dict], file_format: str) -> bytes:
+    """``rows`` written as a file of ``file_format``; nested fields are flattened with dots for CSV."""
+    if file_format == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+    if file_format == "json":
+        return json.dumps(rows, ensure_ascii=False, indent=1).encode()
+    if file_format == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        buffer = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(rows), buffer, row_group_size=2)
+        return buffer.getvalue()
+    if file_format == "csv":
+        flat = []
+        for row in rows:
+            flat_row = {}
+            for key, value in row.items():
+                if isinstance(value, dict):
+                    flat_row.update({f"{key}.{inner}": inner_value for inner, inner_value in value.items()})
+                else:
+                    flat_row[key] = value
+            flat.append(flat_row)
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(flat[0]))
+        writer.writeheader()
+        writer.writerows(flat)
+        return text.getvalue().encode()
+    raise ValueError(file_format)
+
+
+@pytest.fixture
+def minif2f_goedel_path():
+    if not MINIF2F_GOEDEL.exists():
+        pytest.skip(f"{MINIF2F_GOEDEL} is absent (the repository carries no data)")
+    return MINIF2F_GOEDEL
+
+
+@pytest.fixture
+def minif2f_deepseek_path():
+    if not MINIF2F_DEEPSEEK.exists():
+        pytest.skip(f"{MINIF2F_DEEPSEEK} is absent (the repository carries no data)")
+    return MINIF2F_DEEPSEEK

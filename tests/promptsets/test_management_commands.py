@@ -1,0 +1,64 @@
+"""validate_promptset prints the per-row report and fails on any rejected row; the demo is created once."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
+from promptsets.models import Promptset
+from tests.promptsets.conftest import encode, kimina_rows
+
+
+def write(tmp_path, rows, name="rows.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(encode(rows, name.rsplit(".", 1)[1]))
+    return str(path)
+
+
+def test_validate_promptset_exits_zero_on_a_clean_file(tmp_path, capsys):
+    call_command("validate_promptset", write(tmp_path, kimina_rows(3), "k.csv"))
+    assert "3 rows read, 3 valid, 0 rejected (format csv)" in capsys.readouterr().out
+
+
+def test_validate_promptset_lists_each_rejected_row_and_exits_non_zero(tmp_path, capsys):
+    rows = kimina_rows(3)
+    rows[1]["formal_statement"] = "theorem t : True := by\n  trivial"
+    with pytest.raises(SystemExit) as exited:
+        call_command("validate_promptset", write(tmp_path, rows))
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    assert "row 2 [kimina-1]: a proof follows ':= by'" in out and "1 rejected" in out
+
+
+def test_validate_promptset_takes_a_column_mapping(tmp_path, capsys):
+    path = write(tmp_path, [{"lean": "theorem t : True := by"}])
+    with pytest.raises(SystemExit):
+        call_command("validate_promptset", path)
+    call_command("validate_promptset", path, "--column", "formal_statement=lean")
+    with pytest.raises(CommandError, match="FIELD=COLUMN"):
+        call_command("validate_promptset", path, "--column", "statement=lean")
+
+
+def test_validate_promptset_stores_nothing(tmp_path, minif2f_deepseek_path, capsys):
+    call_command("validate_promptset", str(minif2f_deepseek_path))
+    assert "488 rows read, 488 valid" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_create_demo_promptset_is_idempotent_and_public(alice, capsys):
+    call_command("create_demo_promptset", "--owner", "alice")
+    call_command("create_demo_promptset", "--owner", "alice")
+    promptset = Promptset.objects.get(owner=alice, name=DEMO_PROMPTSET_NAME)
+    assert promptset.is_public and promptset.versions.count() == 1
+    rows = list(promptset.latest_version.trainer_rows())
+    assert [row["problem_id"] for row in rows] == [p.key for p in DEMO_PROBLEMS]
+    assert rows[0]["header"].startswith("import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000")
+    assert "Already present" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_import_promptset_uses_the_same_validation(tmp_path, alice):
+    rows = kimina_rows(2) + [{"statement_id": "bad", "formal_statement": "theorem t := by"}]
+    with pytest.raises(CommandError, match="nothing was imported"):
+        call_command("import_promptset", write(tmp_path, rows), "--owner", "alice", "--name", "cli")
+    call_command("import_promptset", write(tmp_path, rows), "--owner", "alice", "--name", "cli", "--skip-invalid-rows")
+    assert Promptset.objects.get(name="cli").latest_version.problem_count == 2

@@ -1,0 +1,89 @@
+"""Uploading through the form: one transaction, the rejected rows on the form, nothing left on failure."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from promptsets.models import Problem, Promptset, PromptsetVersion
+from tests.promptsets.conftest import encode, kimina_rows
+
+pytestmark = pytest.mark.django_db
+
+
+def upload(client, rows_or_bytes, filename="kimina.jsonl", **fields):
+    data = rows_or_bytes if isinstance(rows_or_bytes, bytes) else encode(rows_or_bytes, filename.rsplit(".", 1)[1])
+    form = {"name": "kimina", "file": SimpleUploadedFile(filename, data), "max_statement_chars": 20000,
+            "default_header": "import Mathlib"}
+    form.update(fields)
+    return client.post(reverse("promptsets:upload"), form)
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "json", "parquet", "csv"])
+def test_a_valid_file_creates_the_promptset_its_problems_and_version_1(alice_client, alice, file_format):
+    response = upload(alice_client, kimina_rows(5), filename=f"kimina.{file_format}")
+    promptset = Promptset.objects.get(owner=alice, name="kimina")
+    assert response.status_code == 302 and response.url == reverse("promptsets:detail", args=[promptset.pk])
+    version = promptset.versions.get()
+    assert (version.number, version.problem_count, version.parent) == (1, 5, None)
+    assert version.rule["kind"] == "upload" and version.rule["file_format"] == file_format
+    rows = list(version.trainer_rows())
+    assert [row["problem_id"] for row in rows] == [f"kimina-{i}" for i in range(5)]
+    assert rows[0]["formal_statement"] == "theorem sum_0 (n : ℕ) (h : n = 0) : n + 1 = 1 := by"
+    assert Problem.objects.get(problem_key="kimina-4").source_win_rate == 1.0
+
+
+def test_one_invalid_row_rejects_the_whole_upload_and_the_form_lists_it(alice_client):
+    rows = kimina_rows(3)
+    rows[2]["formal_statement"] = "theorem t : 1 = 1 := by\n  rfl"
+    response = upload(alice_client, rows)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "1 of 3 rows were rejected, so nothing was imported" in page
+    assert "a proof follows" in page and "kimina-2" in page
+    assert not Promptset.objects.exists() and not Problem.objects.exists() and not PromptsetVersion.objects.exists()
+
+
+def test_skipping_invalid_rows_imports_the_rest_and_remembers_what_was_skipped(alice_client):
+    rows = kimina_rows(3)
+    rows[1]["formal_statement"] = "#eval 1\ntheorem t : True := by"
+    upload(alice_client, rows, skip_invalid_rows="on")
+    version = PromptsetVersion.objects.get()
+    assert version.problem_count == 2
+    assert version.rule["rows_skipped"] == 1 and version.rule["skipped_rows"][0]["row"] == 2
+
+
+def test_an_unreadable_file_is_reported_and_leaves_nothing(alice_client):
+    data = encode(kimina_rows(4), "parquet")
+    response = upload(alice_client, data[:-50], filename="cut.parquet")
+    assert "cannot be read" in response.content.decode()
+    assert not Promptset.objects.exists()
+
+
+def test_the_column_mapping_fields_reach_the_parser(alice_client):
+    rows = [{"lean": "theorem t : 1 + 1 = 2 := by", "ident": "p-1"}]
+    upload(alice_client, rows, filename="custom.jsonl", formal_statement_column="lean", problem_key_column="ident")
+    assert Problem.objects.get().problem_key == "p-1"
+
+
+def test_a_name_already_used_by_the_same_person_is_a_form_error(alice_client, alice):
+    upload(alice_client, kimina_rows(2))
+    response = upload(alice_client, kimina_rows(2))
+    assert "already have a promptset named" in response.content.decode()
+    assert Promptset.objects.filter(owner=alice).count() == 1
+
+
+def test_the_upload_page_loads_the_progress_script(alice_client):
+    page = alice_client.get(reverse("promptsets:upload")).content.decode()
+    assert "promptsets-upload.js" in page and 'id="upload-progress"' in page
+    assert 'name="skip_invalid_rows"' in page and 'name="formal_statement_column"' in page
+
+
+def test_a_stranger_must_sign_in_first(client):
+    response = client.get(reverse("promptsets:upload"))
+    assert response.status_code == 302 and "login" in response.url

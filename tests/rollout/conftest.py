@@ -1,0 +1,231 @@
+"""Tiny models and a tokenizer built in memory: nothing is downloaded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+WORDS = ["theorem", "proof", "by", "simp", "norm_num", "linarith", "omega", "ring", "nlinarith", "decide",
+         "intro", "apply", "exact", "have", "show", "calc", "rw", "x", "y", "n", ":=", "+", "=", "<", "go", "stop"]
+SPECIAL = ["<pad>", "<eos>", "<unk>"]
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {token: index for index, token in enumerate(SPECIAL + WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+def tiny_llama_config(vocab_size: int, hidden_size: int = 32) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        pad_token_id=0, eos_token_id=1, bos_token_id=None, tie_word_embeddings=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def random_llama(tokenizer) -> LlamaForCausalLM:
+    """Random weights: every token, end-of-sequence included, is about equally likely."""
+    torch.manual_seed(0)
+    return LlamaForCausalLM(tiny_llama_config(len(tokenizer))).eval()
+
+
+@pytest.fixture
+def fresh_random_llama(tokenizer) -> LlamaForCausalLM:
+    """A random model of the test's own, for tests that change its weights."""
+    torch.manual_seed(3)
+    return LlamaForCausalLM(tiny_llama_config(len(tokenizer))).eval()
+
+
+@pytest.fixture(scope="session")
+def stop_or_go_llama(tokenizer) -> LlamaForCausalLM:
+    """A hand-set bigram model: after 'stop' it ends at once, otherwise it never ends.
+
+    With every attention and MLP output zeroed the last hidden state is the current token's
+    embedding; one-hot embeddings make lm_head's column t the next-token logits after token t.
+    """
+    vocab_size = len(tokenizer)
+    model = LlamaForCausalLM(tiny_llama_config(vocab_size, hidden_size=vocab_size + (-vocab_size) % 4))
+    eos, stop, go = tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("stop"), tokenizer.convert_tokens_to_ids("go")
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                parameter.zero_()
+        model.model.embed_tokens.weight.zero_()
+        model.model.embed_tokens.weight[:, :vocab_size].copy_(torch.eye(vocab_size))
+        logits = torch.full((vocab_size, model.config.hidden_size), -10.0)
+        logits[go, :vocab_size] = 0.0  # 'go' follows every token ...
+        logits[eos, stop] = 10.0  # ... except 'stop', which is followed by the end
+        logits[go, stop] = -10.0
+        model.lm_head.weight.copy_(logits)
+    return model.eval()
+
+
+# --- a stand-in for the vllm package: records what the engine asks of it --------------------
+
+import enum
+import sys
+import types
+from dataclasses import dataclass, field
+
+FAKE_EOS = 1
+
+
+class FakeVllmRequestOutputKind(enum.IntEnum):
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
+
+
+class FakeVllmSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.__dict__.update(kwargs)
+
+
+@dataclass
+class FakeVllmCompletionOutput:
+    index: int
+    text: str
+    token_ids: list
+    finish_reason: str | None
+
+
+@dataclass
+class FakeVllmRequestOutput:
+    request_id: str
+    outputs: list
+    finished: bool
+
+
+@dataclass
+class FakeVllmRequest:
+    """Sample i of a request wants i + 1 tokens, the last one end-of-sequence, within max_tokens."""
+
+    request_id: str
+    params: FakeVllmSamplingParams
+    written: dict = field(default_factory=dict)
+    done: set = field(default_factory=set)
+
+    def advance(self) -> list:
+        deltas = []
+        for index in range(self.params.n):
+            if index in self.done:
+                continue
+            count = self.written.get(index, 0) + 1
+            self.written[index] = count
+            wants_to_end = count == index + 1
+            token = FAKE_EOS if wants_to_end else 100 + count
+            reason = "stop" if wants_to_end else ("length" if count == self.params.max_tokens else None)
+            if reason:
+                self.done.add(index)
+            deltas.append(FakeVllmCompletionOutput(index, "" if wants_to_end else f"w{count} ", [token], reason))
+        return deltas
+
+
+class FakeVllmEngineLoop:
+    def __init__(self, log: list, model_executor=None, abort_reason: str | None = None):
+        self.log = log
+        self.requests: dict[str, FakeVllmRequest] = {}
+        self.steps = 0
+        self.abort_reason = abort_reason
+        if model_executor is not None:
+            self.model_executor = model_executor
+
+    def add_request(self, request_id, prompt, params):
+        if params.output_kind is not FakeVllmRequestOutputKind.DELTA:
+            raise AssertionError("the engine must ask for DELTA outputs; these are deltas")
+        self.log.append(("add_request", request_id, prompt))
+        self.requests[request_id] = FakeVllmRequest(request_id, params)
+
+    def has_unfinished_requests(self):
+        return bool(self.requests)
+
+    def step(self):
+        self.steps += 1
+        outputs = []
+        for request_id, request in list(self.requests.items()):
+            deltas = request.advance()
+            if self.abort_reason:
+                for delta in deltas:
+                    delta.finish_reason = self.abort_reason
+                request.done = set(range(request.params.n))
+            finished = len(request.done) == request.params.n
+            if finished:
+                del self.requests[request_id]
+            outputs.append(FakeVllmRequestOutput(request_id, deltas, finished))
+        return outputs
+
+    def abort_request(self, request_ids):
+        self.log.append(("abort_request", list(request_ids)))
+        for request_id in request_ids:
+            self.requests.pop(request_id, None)
+
+
+class FakeVllmModel:
+    def __init__(self, log: list):
+        self.log = log
+        self.loaded: dict = {}
+
+    def load_weights(self, weights):
+        for name, tensor in weights:
+            self.loaded[name] = tensor
+        self.log.append(("load_weights", len(self.loaded)))
+
+
+class FakeVllmLLM:
+    """Records construction, sleep/wake and weight loads; generates by the FakeVllmRequest script."""
+
+    EOS = FAKE_EOS
+    instances: list = []
+    in_process = True
+    abort_reason: str | None = None
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.log: list = []
+        self.model = FakeVllmModel(self.log)
+        self.rpc_buckets: list = []
+        executor = None
+        if self.in_process:
+            worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=self.model))
+            executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
+        self.llm_engine = FakeVllmEngineLoop(self.log, executor, self.abort_reason)
+        FakeVllmLLM.instances.append(self)
+
+    def sleep(self, level):
+        self.log.append(("sleep", level))
+
+    def wake_up(self, tags=None):
+        self.log.append(("wake_up", tuple(tags) if tags else None))
+
+    def reset_prefix_cache(self):
+        self.log.append(("reset_prefix_cache",))
+
+    def collective_rpc(self, method, args=(), kwargs=None):
+        assert callable(method), "weights go to workers through a function run on each worker"
+        (bucket,) = args
+        self.rpc_buckets.append(bucket)
+        worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=self.model))
+        return [method(worker, *args, **(kwargs or {}))]
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """Installs the stand-in as the importable ``vllm`` package for one test."""
+    module = types.ModuleType("vllm")
+    module.LLM = FakeVllmLLM
+    module.SamplingParams = FakeVllmSamplingParams
+    sampling_params_module = types.ModuleType("vllm.sampling_params")
+    sampling_params_module.RequestOutputKind = FakeVllmRequestOutputKind
+    module.sampling_params = sampling_params_module
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling_params_module)
+    monkeypatch.setattr(FakeVllmLLM, "instances", [])
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    return FakeVllmLLM

@@ -1,0 +1,80 @@
+"""Dispatch against the real local Ray head: submit, cancel, and a job that dies without a word."""
+
+import json
+import time
+
+import pytest
+
+from runs import actions, ray_jobs
+from runs.ingest import EventIngester
+from runs.models import RunState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for_job(job_id, states, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = ray_jobs.status(job_id)
+        if status.state in states:
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
+
+
+def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, settings):
+    settings.TRAINER_PYTHON = "/bin/true"  # a job that succeeds at once; the trainer itself is tested elsewhere
+    run = make_run()
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    assert run.state == RunState.STARTING and run.attempt == 1
+    assert run.ray_job_id == f"run-{run.pk}-attempt-1"
+    assert run.cluster["address"] == ray_head.address
+    rows = [json.loads(line) for line in (run.artifacts_dir / "promptset.jsonl").read_text().splitlines()]
+    assert [row["problem_id"] for row in rows] == ["add_small", "mul_small", "lt_small"]
+    assert json.loads((run.artifacts_dir / "config.json").read_text())["preset"] == "cpu-demo"
+    wait_for_job(run.ray_job_id, {"SUCCEEDED"})
+
+
+def test_a_job_that_crashes_without_reporting_fails_the_run_with_the_reason(make_run, ray_head, settings):
+    settings.TRAINER_PYTHON = "/bin/false"
+    run = make_run()
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"FAILED"})
+    EventIngester().reconcile_jobs()
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "the Ray job failed" in run.failure_reason
+
+
+def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_run, settings, monkeypatch):
+    settings.RAY_ADDRESS = "http://127.0.0.1:9"  # nothing listens on the discard port
+    monkeypatch.setenv("RAY_ADDRESS", settings.RAY_ADDRESS)  # Ray's client reads it before its argument
+    run = make_run()
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "could not submit the run to the Ray cluster at http://127.0.0.1:9" in run.failure_reason
+
+
+def test_cancel_stops_the_ray_job(make_run, ray_head, settings, tmp_path):
+    slow_trainer = tmp_path / "slow-trainer"
+    slow_trainer.write_text("#!/bin/sh\nsleep 600\n")
+    slow_trainer.chmod(0o755)
+    settings.TRAINER_PYTHON = str(slow_trainer)
+    run = make_run()
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"RUNNING"})
+    assert actions.cancel_run(run)
+    wait_for_job(run.ray_job_id, {"STOPPED"})
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+
+
+def test_a_run_that_is_not_queued_is_not_dispatched_twice(make_run, settings):
+    run = make_run(state="running")
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    assert run.attempt == 0 and run.ray_job_id == ""

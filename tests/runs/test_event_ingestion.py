@@ -1,0 +1,119 @@
+"""The ingester against the real Redis: streams in, Postgres rows and Channels messages out."""
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from proofs.models import ProofAttempt, RetryFeedback
+from runs.ingest import GROUP, EventIngester
+from runs.models import RunEvent, RunState, StepMetrics
+from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished, stream_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def redis_client():
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+def running_run(make_run):
+    return make_run(state="starting")
+
+
+def publisher_for(run):
+    return EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)))
+
+
+def rollout(step=1, key="s1-p0-r0", **fields):
+    base = dict(rollout_key=key, step=step, problem_id="add_small", problem_name="add_small",
+                formal_statement="theorem add_small : (2 : ℕ) + 3 = 5 := by", response="<think>x</think>",
+                reasoning="x", lean_code="theorem add_small : (2 : ℕ) + 3 = 5 := by\n  norm_num", verdict="valid",
+                reward=1.0, is_standin_verdict=True)
+    base.update(fields)
+    return RolloutFinished(**base)
+
+
+def test_it_stores_each_rollout_as_a_proof_attempt_linked_to_its_problem(running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.RUN_STARTED, {"preset": "cpu-demo"})
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout())
+    EventIngester().poll_once()
+
+    running_run.refresh_from_db()
+    assert running_run.state == RunState.RUNNING
+    attempt = ProofAttempt.objects.get(run=running_run)
+    assert attempt.verdict == "valid" and attempt.reward == 1.0 and attempt.is_standin_verdict
+    assert attempt.problem.problem_key == "add_small"
+
+
+def test_an_event_delivered_twice_is_stored_once(running_run, redis_client):
+    event = publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, rollout())
+    # The same event again, as a retrying publisher or a replayed stream would deliver it.
+    redis_client.xadd(stream_key(str(running_run.pk)), event.to_stream_fields())
+    ingester = EventIngester()
+    ingester.poll_once()
+    ingester.poll_once()
+    assert RunEvent.objects.filter(run=running_run).count() == 1
+    assert ProofAttempt.objects.filter(run=running_run).count() == 1
+
+
+def test_events_are_acknowledged_after_they_are_stored(running_run, redis_client):
+    publisher_for(running_run).publish(EventType.LOG, {"level": "info", "message": "hello"})
+    EventIngester().poll_once()
+    pending = redis_client.xpending(stream_key(str(running_run.pk)), GROUP)
+    assert pending["pending"] == 0
+    assert RunEvent.objects.get(run=running_run).payload["message"] == "hello"
+
+
+def test_a_censored_rollout_is_stored_without_a_reward(running_run, redis_client):
+    publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, rollout(
+        verdict="infra_error", reward=None, is_censored=True, reasons=["stand-in cannot decide"]))
+    EventIngester().poll_once()
+    attempt = ProofAttempt.objects.get(run=running_run)
+    assert attempt.reward is None and attempt.is_censored
+    assert "not counted as wrong" in attempt.zero_reason
+
+
+def test_a_retry_is_linked_to_its_first_attempt(running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r0", verdict="lean_error", reward=0.0))
+    publisher.publish(EventType.RETRY_CREATED, {"parent_rollout_key": "s1-p0-r0", "feedback": "error: x", "step": 1})
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=2, key="s2-retry-0", turn="retry",
+                                                          parent_rollout_key="s1-p0-r0"))
+    EventIngester().poll_once()
+    retry = ProofAttempt.objects.get(rollout_key="s2-retry-0")
+    assert retry.parent.rollout_key == "s1-p0-r0"
+    assert RetryFeedback.objects.get(run=running_run).parent == retry.parent
+
+
+def test_metrics_and_the_end_of_the_run_update_the_run(running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.RUN_STARTED, {})
+    publisher.publish(EventType.STEP_STARTED, {"step": 1})
+    publisher.publish(EventType.METRICS, {"step": 1, "values": {"reward_mean": 0.25}})
+    publisher.publish(EventType.RUN_FINISHED, {"status": "failed", "reason": "Lean server unreachable at http://x"})
+    EventIngester().poll_once()
+    running_run.refresh_from_db()
+    assert running_run.current_step == 1
+    assert StepMetrics.objects.get(run=running_run, step=1).values == {"reward_mean": 0.25}
+    assert running_run.state == RunState.FAILED
+    assert running_run.failure_reason == "Lean server unreachable at http://x"
+
+
+def test_stored_events_are_forwarded_to_the_runs_channels_group(running_run, redis_client):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(running_run.group_name, channel)
+    publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, rollout(reasoning="<script>alert(1)</script>"))
+    EventIngester().poll_once()
+    message = async_to_sync(layer.receive)(channel)
+    stored = RunEvent.objects.get(run=running_run)
+    assert message["event"]["id"] == stored.pk
+    assert message["event"]["payload"]["reasoning"] == "<script>alert(1)</script>"  # escaped by the page, not here
+    assert message["event"]["payload"]["attempt_id"] == ProofAttempt.objects.get(run=running_run).pk

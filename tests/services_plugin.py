@@ -1,0 +1,79 @@
+"""Real services for the test suite: PostgreSQL, Redis, and on demand a Ray head and the stand-in Lean server.
+
+Loaded with ``-p tests.services_plugin`` (pytest.ini) so that it runs before pytest-django
+reads the settings: ports are chosen and the environment set at import time, and the
+services start, once per session, the first time a test needs them. Set DATABASE_URL /
+REDIS_URL yourself to run against services you already have.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from deploy.services import (
+    LeanStandinService,
+    PostgresService,
+    RayHeadService,
+    RedisService,
+    free_port,
+)
+
+_root = Path(tempfile.mkdtemp(prefix="leanrl-tests-"))
+os.chmod(_root, 0o755)
+_owns = {}
+
+if "DATABASE_URL" not in os.environ:
+    _owns["postgres"] = PostgresService(name="postgres", port=free_port(), log_dir=_root / "logs",
+                                        data_dir=_root / "postgres")
+    os.environ["DATABASE_URL"] = _owns["postgres"].url
+if "REDIS_URL" not in os.environ:
+    _owns["redis"] = RedisService(name="redis", port=free_port(), log_dir=_root / "logs", data_dir=_root / "redis")
+    os.environ["REDIS_URL"] = _owns["redis"].url
+
+_ray = RayHeadService(name="ray", port=free_port(), log_dir=_root / "logs", dashboard_port=free_port(),
+                      num_cpus=2, object_store_bytes=150 * 1024 * 1024, temp_dir=Path("/tmp/ray-tests"))
+_lean = LeanStandinService(name="lean-standin", port=free_port(), log_dir=_root / "logs")
+os.environ.setdefault("RAY_ADDRESS", _ray.address)
+os.environ.setdefault("LEAN_SERVER_URL", _lean.url)
+os.environ.setdefault("ARTIFACTS_DIR", str(_root / "artifacts"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TEST_ROOT = _root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedded_services():
+    """PostgreSQL and Redis, for every test session (a few seconds)."""
+    for service in _owns.values():
+        service.start()
+    yield
+    for service in reversed(list(_owns.values())):
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_head(embedded_services):
+    """A local Ray head with the job API (started once, on first use)."""
+    _ray.start()
+    yield _ray
+    _ray.stop()
+
+
+@pytest.fixture(scope="session")
+def lean_standin(embedded_services):
+    """The stand-in Lean server on a loopback port."""
+    _lean.start()
+    yield _lean
+    _lean.stop()
+
+
+def pytest_unconfigure(config):
+    for service in (_ray, _lean, *_owns.values()):
+        service.stop()
+    shutil.rmtree(_root, ignore_errors=True)

@@ -1,0 +1,36 @@
+"""``python -m trainer COMMAND``: the trainer without the web platform.
+
+Each command lives in ``trainer/commands/<name>.py`` with ``add_arguments(parser)``
+and ``main(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "run": "Train: a run from a preset and a promptset file; events to stdout or Redis.",
+    "eval": "Evaluate a model on a promptset: best@k and pass@k, before and after one retry.",
+    "score": "Score JSON-lines responses from standard input against a Lean server.",
+    "sft": "Warm-start supervised fine-tuning on demonstrations.",
+    "export": "Write a checkpoint as a Hugging Face model folder.",
+    "lean-standin": "Serve the stand-in Lean server (the kimina-lean-server API, a small fragment decided).",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"trainer.commands.{name.replace('-', '_')}")
+        modules[name] = module
+        module.add_arguments(subparsers.add_parser(name, help=help_text, description=help_text))
+    args = parser.parse_args(argv)
+    return modules[args.command].main(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

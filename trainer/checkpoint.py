@@ -1,0 +1,235 @@
+"""Checkpoints that resume a run exactly, and their export as a Hugging Face model folder.
+
+A checkpoint is a folder ``<output>/checkpoints/step_000005/``:
+
+- ``model/``: a Hugging Face model folder (config, safetensors, tokenizer), so export is a copy;
+- ``optimizer.pt``: AdamW's moments and step counts;
+- ``trainer_state.pt``: step, the next event sequence number, the replay buffer, and every
+  random number generator the run draws from (Python, NumPy, torch, and the driver's own);
+- ``trainer_state.json``: the same step and sequence number, for people and the platform;
+- ``run_config.json``: the resolved configuration of the run.
+
+It is written to a temporary sibling folder and renamed into place only when complete,
+so a run stopped mid-save (SIGTERM from Ray's stop_job) leaves no half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHECKPOINTS_FOLDER = "checkpoints"
+STEP_FOLDER_PATTERN = re.compile(r"^step_(\d{6,})$")
+MODEL_FOLDER = "model"
+
+
+@dataclass
+class TrainerState:
+    """Everything besides weights and optimizer that the next step depends on."""
+
+    step: int
+    next_event_seq: int = 0
+    replay_buffer: Any = None
+    driver_rng_state: Any = None
+    global_rng_states: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+def checkpoint_folder(output_dir: str | os.PathLike, step: int) -> Path:
+    return Path(output_dir) / CHECKPOINTS_FOLDER / f"step_{step:06d}"
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The complete checkpoint with the highest step under ``output_dir``, or None."""
+    folder = Path(output_dir) / CHECKPOINTS_FOLDER
+    if not folder.is_dir():
+        return None
+    steps = []
+    for child in folder.iterdir():
+        match = STEP_FOLDER_PATTERN.match(child.name)
+        if match and child.is_dir() and (child / "trainer_state.pt").is_file():
+            steps.append((int(match.group(1)), child))
+    return max(steps)[1] if steps else None
+
+
+def capture_global_rng_states() -> dict:
+    import numpy
+    import torch
+
+    states = {
+        "python": random.getstate(),
+        "numpy": numpy.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_global_rng_states(states: dict) -> None:
+    import numpy
+    import torch
+
+    if "python" in states:
+        random.setstate(states["python"])
+    if "numpy" in states:
+        numpy.random.set_state(states["numpy"])
+    if "torch" in states:
+        torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _full_state_dict_options(strict: bool = True):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    # Full (unsharded) tensors on CPU: the same files whether the learner was sharded or not.
+    return StateDictOptions(full_state_dict=True, cpu_offload=True, strict=strict)
+
+
+def _is_writer() -> bool:
+    import torch
+
+    return not (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.distributed.get_rank() == 0
+
+
+def save_checkpoint(
+    output_dir: str | os.PathLike,
+    model,
+    optimizer,
+    tokenizer,
+    run_config_json: dict,
+    state: TrainerState,
+) -> Path:
+    """Write the checkpoint of ``state.step`` atomically; returns its folder."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    final = checkpoint_folder(output_dir, state.step)
+    # Collective calls when sharded: every rank gathers, only rank 0 writes.
+    model_state = get_model_state_dict(model, options=_full_state_dict_options())
+    optimizer_state = get_optimizer_state_dict(model, optimizer, options=_full_state_dict_options())
+    if not _is_writer():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        model_folder = staging / MODEL_FOLDER
+        unwrapped = getattr(model, "module", model)
+        unwrapped.save_pretrained(model_folder, state_dict=model_state)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(model_folder)
+        torch.save(optimizer_state, staging / "optimizer.pt")
+        torch.save(
+            {
+                "step": state.step,
+                "next_event_seq": state.next_event_seq,
+                "replay_buffer": state.replay_buffer,
+                "driver_rng_state": state.driver_rng_state,
+                "global_rng_states": state.global_rng_states or capture_global_rng_states(),
+                "extra": state.extra,
+            },
+            staging / "trainer_state.pt",
+        )
+        (staging / "trainer_state.json").write_text(
+            json.dumps({"step": state.step, "next_event_seq": state.next_event_seq, **state.extra}, indent=2)
+        )
+        (staging / "run_config.json").write_text(json.dumps(run_config_json, indent=2))
+        if final.exists():
+            shutil.rmtree(final)  # a step saved again (e.g. the final save after a periodic one)
+        os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) -> TrainerState:
+    """Load weights (and optimizer state, if given) into the live objects; returns the rest."""
+    import torch
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    folder = Path(checkpoint_dir)
+    if not (folder / "trainer_state.pt").is_file():
+        raise FileNotFoundError(
+            f"{str(folder)!r} is not a complete checkpoint (no trainer_state.pt); pass a folder such as "
+            "<output>/checkpoints/step_000005, or resume to pick the latest one automatically"
+        )
+    weights = {}
+    for shard in sorted((folder / MODEL_FOLDER).glob("*.safetensors")):
+        weights.update(load_file(shard))
+    result = set_model_state_dict(model, weights, options=_full_state_dict_options(strict=False))
+    _check_only_tied_weights_missing(model, result.missing_keys, result.unexpected_keys, folder)
+    _retie_weights(model)
+    if optimizer is not None:
+        # Our own file, written by save_checkpoint: it holds plain Python containers and tensors.
+        optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=False)
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=_full_state_dict_options())
+    saved = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
+    return TrainerState(
+        step=saved["step"],
+        next_event_seq=saved["next_event_seq"],
+        replay_buffer=saved["replay_buffer"],
+        driver_rng_state=saved["driver_rng_state"],
+        global_rng_states=saved["global_rng_states"],
+        extra=saved.get("extra", {}),
+    )
+
+
+def _tied_parameter_names(model) -> set[str]:
+    """Names that share storage with an earlier parameter (e.g. lm_head tied to the embeddings)."""
+    seen: dict[int, str] = {}
+    tied = set()
+    for name, parameter in getattr(model, "module", model).named_parameters(remove_duplicate=False):
+        key = id(parameter)
+        if key in seen:
+            tied.add(name)
+        else:
+            seen[key] = name
+    return tied
+
+
+def _check_only_tied_weights_missing(model, missing, unexpected, folder: Path) -> None:
+    tied = _tied_parameter_names(model)
+    really_missing = sorted(set(missing) - tied)
+    if really_missing or unexpected:
+        raise ValueError(
+            f"checkpoint {str(folder)!r} does not fit this model: missing {really_missing[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}; resume with the same model configuration it was saved with"
+        )
+
+
+def _retie_weights(model) -> None:
+    unwrapped = getattr(model, "module", model)
+    if hasattr(unwrapped, "tie_weights"):
+        unwrapped.tie_weights()
+
+
+def read_run_config_json(checkpoint_dir: str | os.PathLike) -> dict:
+    return json.loads((Path(checkpoint_dir) / "run_config.json").read_text())
+
+
+def export_hf(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Write the checkpoint's policy as a Hugging Face model folder ``AutoModelForCausalLM`` loads."""
+    source = Path(checkpoint_dir) / MODEL_FOLDER
+    if not (source / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{str(checkpoint_dir)!r} holds no model folder with a config.json; pass a checkpoint such as "
+            "<output>/checkpoints/step_000005"
+        )
+    target = Path(out_dir)
+    if target.exists() and any(target.iterdir()):
+        raise FileExistsError(f"export folder {str(target)!r} is not empty; choose a new folder or empty it first")
+    target.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.is_file():
+            shutil.copy2(item, target / item.name)
+    return target

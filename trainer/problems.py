@@ -1,0 +1,120 @@
+"""A theorem to prove, as the trainer sees it, and the reader of the platform's promptset export."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# The preamble the Kimina-Prover models were trained and evaluated under (their model cards and the
+# release's promptset use it): Mathlib, Aesop, a raised heartbeat budget, the usual namespaces.
+DEFAULT_LEAN_HEADER = (
+    "import Mathlib\n"
+    "import Aesop\n"
+    "\n"
+    "set_option maxHeartbeats 400000\n"
+    "\n"
+    "open BigOperators Real Nat Topology Rat\n"
+    "\n"
+)
+
+STATEMENT_ENDING = ":= by"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One formal statement. ``formal_statement`` ends in ``:= by`` and carries no proof; the Lean
+    preamble is ``header``, kept apart so the code Lean checks is always header + statement + body."""
+
+    problem_id: str
+    formal_statement: str
+    informal_statement: str = ""
+    name: str = ""
+    header: str = DEFAULT_LEAN_HEADER
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.problem_id, str) or not self.problem_id.strip():
+            raise ValueError(f"problem_id must be a non-empty string, got {self.problem_id!r}")
+        statement = self.formal_statement.rstrip() if isinstance(self.formal_statement, str) else ""
+        if not statement.endswith(STATEMENT_ENDING):
+            tail = statement[-40:] if statement else repr(self.formal_statement)
+            raise ValueError(
+                f"problem {self.problem_id!r}: formal_statement must end in '{STATEMENT_ENDING}' with no proof "
+                f"after it, but it ends in {tail!r}; remove any proof or 'sorry' and end it with '{STATEMENT_ENDING}'"
+            )
+        # Trailing whitespace would otherwise sit between the statement and the model's proof body.
+        object.__setattr__(self, "formal_statement", statement)
+        if self.header and not self.header.endswith("\n"):
+            object.__setattr__(self, "header", self.header + "\n")
+
+    @property
+    def lean_prefix(self) -> str:
+        """Everything Lean reads before the proof body."""
+        return self.header + self.formal_statement
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "problem_id": self.problem_id,
+            "formal_statement": self.formal_statement,
+            "informal_statement": self.informal_statement,
+            "name": self.name,
+            "header": self.header,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "Problem":
+        """Reads one exported row. A missing or null ``header`` means the default preamble."""
+        missing = [key for key in ("problem_id", "formal_statement") if row.get(key) in (None, "")]
+        if missing:
+            raise ValueError(f"missing required field(s) {', '.join(missing)}; every row needs problem_id and formal_statement")
+        problem_id = row["problem_id"]
+        if isinstance(problem_id, int) and not isinstance(problem_id, bool):
+            problem_id = str(problem_id)
+        text_fields = {}
+        for key in ("formal_statement", "informal_statement", "name", "header", "source"):
+            value = row.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"field {key!r} must be a string, got {type(value).__name__} {value!r}")
+            text_fields[key] = value
+        return cls(
+            problem_id=problem_id,
+            formal_statement=text_fields["formal_statement"],
+            informal_statement=text_fields["informal_statement"] or "",
+            name=text_fields["name"] or "",
+            header=DEFAULT_LEAN_HEADER if text_fields["header"] is None else text_fields["header"],
+            source=text_fields["source"] or "",
+        )
+
+
+def load_problems_jsonl(path: str | Path) -> list[Problem]:
+    """Problems from the platform's export: one JSON object per line with problem_id,
+    formal_statement, informal_statement, name, header and source. Blank lines are skipped;
+    unknown keys are ignored so the export can grow without breaking older trainers."""
+    path = Path(path)
+    problems: list[Problem] = []
+    first_line_of: dict[str, int] = {}
+    with path.open(encoding="utf-8") as lines:
+        for line_number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {line_number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}); each line must be one JSON object") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            try:
+                problem = Problem.from_dict(row)
+            except ValueError as error:
+                raise ValueError(f"{where}: {error}") from None
+            if problem.problem_id in first_line_of:
+                raise ValueError(
+                    f"{where}: problem_id {problem.problem_id!r} already used on line "
+                    f"{first_line_of[problem.problem_id]}; problem ids must be unique within a promptset"
+                )
+            first_line_of[problem.problem_id] = line_number
+            problems.append(problem)
+    return problems

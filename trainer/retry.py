@@ -1,0 +1,212 @@
+"""The error-correction turn: a first attempt Lean rejected, plus Lean's feedback, becomes a new prompt.
+
+As in the release (kimina-prover-rl, ``dataset.py`` and ``reward/error_fixing.py``): the retry
+prompt is the first conversation, the model's answer as an assistant turn, then a user turn that is
+Lean's feedback alone, at most three errors, each with its message and a five-line numbered snippet
+with the error line marked. Retry prompts wait in a replay buffer of the latest 5,000; each prompt
+slot of a batch draws from it with probability 0.5.
+
+Where this departs from the release, on purpose:
+
+* no retry for a first attempt that failed the format check (the release retried any non-valid
+  proof), none when Lean gave no error to quote, and none for a censored verdict: a Lean outage
+  says nothing the model could fix;
+* snippet line numbers are those of the checked code, header included, because the verifier reports
+  positions in it (the release numbered lines after the imports);
+* a drawn retry leaves the buffer, so each first attempt is retried at most once (the release kept
+  it and could draw it again);
+* goal states are not quoted: the verifier does not return Lean's info trees.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from trainer.config import RetryConfig
+from trainer.format_reward import FormatCheck
+from trainer.problems import Problem
+from trainer.prompts import check_messages, first_attempt_messages
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+
+
+class RetryDropReason(StrEnum):
+    """Why a first attempt did not become a retry prompt."""
+
+    RETRIES_DISABLED = "retries_disabled"
+    ALREADY_A_RETRY = "already_a_retry"
+    FORMAT_INVALID = "format_invalid"
+    CENSORED = "censored"
+    ACCEPTED = "accepted"
+    EMPTY_FEEDBACK = "empty_feedback"
+    FEEDBACK_TOO_LONG = "feedback_too_long"
+    PROMPT_TOO_LONG = "prompt_too_long"
+
+
+@dataclass
+class RetryPrompt:
+    problem: Problem
+    messages: list[dict]
+    parent_rollout_key: str
+    feedback: str
+    created_step: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem.to_dict(),
+            "messages": [dict(message) for message in self.messages],
+            "parent_rollout_key": self.parent_rollout_key,
+            "feedback": self.feedback,
+            "created_step": self.created_step,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RetryPrompt":
+        return cls(
+            problem=Problem.from_dict(data["problem"]),
+            messages=[dict(message) for message in data["messages"]],
+            parent_rollout_key=data["parent_rollout_key"],
+            feedback=data["feedback"],
+            created_step=int(data["created_step"]),
+        )
+
+
+def numbered_snippet(code_lines: Sequence[str], error_line: int, snippet_lines: int) -> str:
+    """``snippet_lines`` lines of code around ``error_line`` (1-based), each numbered, the error
+    line marked with ``>``. Near the start or end of the code the window shifts to stay full."""
+    error_line = min(max(error_line, 1), len(code_lines))
+    first = max(1, error_line - (snippet_lines - 1) // 2)
+    last = min(len(code_lines), first + snippet_lines - 1)
+    first = max(1, last - snippet_lines + 1)
+    width = max(3, len(str(last)))
+    rows = []
+    for number in range(first, last + 1):
+        marker = " >" if number == error_line else "  "
+        rows.append(f"{number:0{width}d}{marker}| {code_lines[number - 1]}")
+    return "\n".join(rows)
+
+
+def build_lean_feedback(checked_code: str, errors: Sequence[LeanMessage], config: RetryConfig) -> str:
+    """Lean's feedback on ``checked_code`` in the release's layout: the first ``config.max_errors``
+    error-severity messages, each with a numbered snippet of the checked code (line numbers as in
+    ``checked_code``, where the verifier reports them). Empty when there is no error to quote."""
+    code_lines = checked_code.split("\n")
+    quoted = [message for message in errors if message.severity == "error"][: config.max_errors]
+    sections = []
+    for index, message in enumerate(quoted, 1):
+        section = f"# Error {index}:\nError message: \n{message.text.strip()}\n"
+        if message.line is not None:
+            snippet = numbered_snippet(code_lines, message.line, config.snippet_lines)
+            section += f"\nLean 4 code snippet with error:\n```lean4\n{snippet}\n```\n"
+        sections.append(section)
+    return "\n".join(sections)
+
+
+def retry_messages(
+    problem: Problem, first_messages: Sequence[dict] | None, first_response: str, feedback: str
+) -> list[dict]:
+    """The first conversation (the problem's first-attempt prompt when None), the model's answer,
+    then Lean's feedback as the user's next turn."""
+    previous = first_attempt_messages(problem) if first_messages is None else [dict(message) for message in first_messages]
+    check_messages(previous)
+    return previous + [
+        {"role": "assistant", "content": first_response},
+        {"role": "user", "content": feedback},
+    ]
+
+
+def make_retry(
+    problem: Problem,
+    first_messages: Sequence[dict] | None,
+    response: str,
+    format_check: FormatCheck,
+    verification: VerificationResult,
+    checked_code: str,
+    parent_rollout_key: str,
+    step: int,
+    config: RetryConfig,
+    count_tokens: Callable[[list[dict]], int],
+) -> RetryPrompt | RetryDropReason:
+    """The retry prompt for one scored attempt, or the reason there is none."""
+    if not config.enabled or config.max_retries == 0:
+        return RetryDropReason.RETRIES_DISABLED
+    earlier_answers = sum(1 for message in first_messages or () if message.get("role") == "assistant")
+    if earlier_answers >= config.max_retries:
+        return RetryDropReason.ALREADY_A_RETRY
+    if not format_check.is_valid:
+        return RetryDropReason.FORMAT_INVALID
+    if verification.is_censored:
+        return RetryDropReason.CENSORED
+    if verification.verdict is Verdict.VALID:
+        return RetryDropReason.ACCEPTED
+    feedback = build_lean_feedback(checked_code, verification.errors, config)
+    if not feedback.strip():
+        return RetryDropReason.EMPTY_FEEDBACK
+    if len(feedback) > config.max_feedback_chars:
+        return RetryDropReason.FEEDBACK_TOO_LONG
+    messages = retry_messages(problem, first_messages, response, feedback)
+    if count_tokens(messages) > config.max_prompt_tokens:
+        return RetryDropReason.PROMPT_TOO_LONG
+    return RetryPrompt(
+        problem=problem,
+        messages=messages,
+        parent_rollout_key=parent_rollout_key,
+        feedback=feedback,
+        created_step=step,
+    )
+
+
+class ReplayBuffer:
+    """The latest ``config.buffer_size`` retry prompts; older ones fall out as new ones arrive."""
+
+    STATE_VERSION = 1
+
+    def __init__(self, config: RetryConfig):
+        self.config = config
+        self._entries: deque[RetryPrompt] = deque(maxlen=config.buffer_size)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, retry: RetryPrompt) -> None:
+        self._entries.append(retry)
+
+    def draw(self, rng: random.Random) -> RetryPrompt:
+        """A uniformly chosen entry, removed so it is retried once at most."""
+        if not self._entries:
+            raise IndexError("the replay buffer is empty; check len(buffer) or use choose_prompt_slots first")
+        index = rng.randrange(len(self._entries))
+        retry = self._entries[index]
+        del self._entries[index]
+        return retry
+
+    def choose_prompt_slots(self, n_slots: int, rng: random.Random) -> list[bool]:
+        """For each of ``n_slots`` prompt slots, whether it takes a retry from the buffer: each slot
+        draws with probability ``config.replay_probability`` while entries remain undrawn."""
+        if n_slots < 0:
+            raise ValueError(f"n_slots must be ≥ 0, got {n_slots}")
+        available = len(self._entries) if self.config.enabled else 0
+        choices = []
+        for _ in range(n_slots):
+            takes_retry = available > 0 and rng.random() < self.config.replay_probability
+            available -= takes_retry
+            choices.append(takes_retry)
+        return choices
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe contents, oldest first, for checkpoints."""
+        return {"version": self.STATE_VERSION, "entries": [retry.to_dict() for retry in self._entries]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores ``state_dict()``'s contents; with a smaller buffer now, only the latest entries stay."""
+        version = state.get("version")
+        if version != self.STATE_VERSION:
+            raise ValueError(
+                f"replay buffer state has version {version!r}, this trainer reads version {self.STATE_VERSION}; "
+                "resume with the trainer version that wrote the checkpoint"
+            )
+        self._entries = deque((RetryPrompt.from_dict(entry) for entry in state["entries"]), maxlen=self.config.buffer_size)

@@ -1,0 +1,92 @@
+"""The reward of one answer: format, integrity, then Lean.
+
+Reward 1 only if the answer has the recipe's shape, the proof body keeps the integrity
+rules, and Lean accepts header + canonical statement + body with no error, no sorry and
+only the standard axioms. Every zero carries its reason. A verdict Lean could not give
+(timeout, server outage, the stand-in's "cannot decide") is censored: ``reward`` is None
+and the rollout is left out of the advantage computation; it is not a wrong proof.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from trainer.format_reward import FormatCheck, check_format, length_penalty
+from trainer.verification.checked_code import build_checked_code
+from trainer.verification.integrity import check_integrity, disallowed_axioms
+from trainer.verification.verdicts import Verdict, VerificationResult
+
+
+@dataclass(frozen=True)
+class ScoredResponse:
+    reward: float | None  # None when censored
+    format_check: FormatCheck
+    verification: VerificationResult | None  # None when the format check failed
+    checked_code: str = ""
+    reasons: list[str] = field(default_factory=list)  # why it earned nothing, or why it was censored
+    is_censored: bool = False
+    is_standin_verdict: bool = False
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.verification.verdict if self.verification else None
+
+
+class RewardScorer:
+    """Scores answers against one verifier (a ``LeanVerifier`` or anything with its ``verify``)."""
+
+    def __init__(self, config, verifier):
+        self.config = config
+        self.verifier = verifier
+        self._keys = 0
+
+    async def score(
+        self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *, key: str | None = None
+    ) -> ScoredResponse:
+        format_check = check_format(response, problem, self.config.reward)
+        if not format_check.is_valid:
+            return ScoredResponse(0.0, format_check, None, reasons=[f"format: {format_check.detail}"])
+
+        checked_code = build_checked_code(problem, format_check.proof_body)
+        integrity_reasons = check_integrity(format_check.proof_body, self.config.reward)
+        if integrity_reasons:
+            # Not sent to Lean: whatever Lean said, it would earn nothing.
+            rejected = VerificationResult(Verdict.REJECTED, reasons=tuple(integrity_reasons))
+            return ScoredResponse(0.0, format_check, rejected, str(checked_code), list(integrity_reasons))
+
+        if key is None:
+            self._keys += 1
+            key = f"{problem.problem_id}-{self._keys}"
+        verification = await self.verifier.verify(checked_code, key=key)
+        verification = self._apply_axioms_rule(verification)
+        common = dict(
+            format_check=format_check,
+            verification=verification,
+            checked_code=str(checked_code),
+            is_standin_verdict=verification.is_standin_verdict,
+        )
+        if verification.is_censored:
+            return ScoredResponse(None, reasons=list(verification.reasons), is_censored=True, **common)
+        if verification.verdict is not Verdict.VALID:
+            reasons = list(verification.reasons) or [f"Lean's verdict: {verification.verdict.value}"]
+            return ScoredResponse(0.0, reasons=reasons, **common)
+
+        reward = 1.0
+        if num_tokens is not None:
+            budget = max_tokens if max_tokens is not None else self.config.rollout.max_response_tokens
+            reward *= length_penalty(num_tokens, budget, self.config.reward)
+        return ScoredResponse(reward, **common)
+
+    def _apply_axioms_rule(self, verification: VerificationResult) -> VerificationResult:
+        """The run's own axioms rule, in case the verifier was built more lenient than the run."""
+        axioms: Any = verification.extra.get("axioms")
+        if verification.verdict is Verdict.VALID and axioms is not None:
+            extra_axioms = disallowed_axioms(axioms, self.config.reward)
+            if extra_axioms:
+                return replace(
+                    verification,
+                    verdict=Verdict.REJECTED,
+                    reasons=(f"the proof depends on non-standard axioms {', '.join(extra_axioms)}",),
+                )
+        return verification

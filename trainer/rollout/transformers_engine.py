@@ -1,0 +1,199 @@
+"""Rollouts with Hugging Face ``model.generate``: the CPU engine, and a single GPU without vLLM.
+
+The engine samples from the learner's own module object, so ``push_weights`` has nothing
+to copy: after an optimizer step the next ``generate`` already uses the new weights. That
+is also why ``sleep`` and ``wake`` free nothing but the allocator's cache: the weights
+belong to the learner, and the key/value cache lives only inside one ``generate`` call.
+
+Answers are streamed: ``generate`` runs in a worker thread, and a stopping-criteria hook
+sees every decoding step, so each sequence is handed over the moment it emits an
+end-of-sequence token, while the rest of the batch keeps decoding.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+
+from trainer.rollout.base import Generation, SamplingSettings
+
+_FINISHED = object()  # the worker thread's last word on the queue
+
+
+class TransformersEngine:
+    """Batched sampling on the learner's model; ``max_batch_sequences`` bounds one ``generate`` call's rows."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = 64) -> None:
+        if max_batch_sequences < 1:
+            raise ValueError(f"max_batch_sequences must be at least 1, got {max_batch_sequences}")
+        self._model = model
+        self._tokenizer = tokenizer
+        self._max_batch_sequences = max_batch_sequences
+        self._eos_token_ids = _eos_token_ids(model, tokenizer)
+        if not self._eos_token_ids:
+            raise ValueError(
+                "the tokenizer and the model's generation_config name no end-of-sequence token, so no answer "
+                "could ever finish; set tokenizer.eos_token (e.g. '<|im_end|>' for chat models)"
+            )
+        pad = tokenizer.pad_token_id
+        self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
+
+    def generate(self, prompts: list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+        started = time.perf_counter()
+        prompts_per_batch = max(1, self._max_batch_sequences // sampling.n)
+        for batch_number, first in enumerate(range(0, len(prompts), prompts_per_batch)):
+            batch = prompts[first : first + prompts_per_batch]
+            # Distinct seeds per batch, or every batch would draw the same random numbers.
+            seed = None if sampling.seed is None else sampling.seed + batch_number
+            yield from self._generate_batch(batch, first, sampling, seed, started)
+
+    def _generate_batch(
+        self, prompts: list[str], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float
+    ) -> Iterator[Generation]:
+        device = _device_of(self._model)
+        encoded = self._tokenizer(
+            prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt"
+        )
+        input_ids = encoded["input_ids"].to(device)  # (P, T_prompt), left-padded
+        attention_mask = encoded["attention_mask"].to(device)
+        prompt_length = input_ids.shape[1]
+        results: queue.Queue = queue.Queue()
+
+        def hand_over(row: int, response_ids: list[int], is_truncated: bool) -> None:
+            prompt_index, sample_index = divmod(row, sampling.n)
+            results.put(self._generation(first_prompt_index + prompt_index, sample_index, response_ids,
+                                         is_truncated, time.perf_counter() - started))
+
+        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over)
+
+        def decode_all() -> None:
+            try:
+                sequences = self._run_generate(input_ids, attention_mask, sampling, seed, watcher)  # (P*n, T)
+                for row in range(sequences.shape[0]):
+                    if not watcher.has_finished(row):
+                        # No end-of-sequence token by the end: the budget ran out.
+                        hand_over(row, sequences[row, prompt_length:].tolist(), is_truncated=True)
+                results.put(_FINISHED)
+            except BaseException as error:  # re-raised in the consuming thread
+                results.put(error)
+
+        worker = threading.Thread(target=decode_all, name="transformers-rollout", daemon=True)
+        worker.start()
+        try:
+            while (item := results.get()) is not _FINISHED:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            watcher.stop_requested = True  # the caller stopped early: end the batch at the next step
+            worker.join()
+
+    def _run_generate(self, input_ids, attention_mask, sampling: SamplingSettings, seed: int | None, watcher):
+        model = self._model
+        generation_config = GenerationConfig(
+            max_new_tokens=sampling.max_tokens,
+            min_new_tokens=0,
+            num_return_sequences=sampling.n,
+            do_sample=not sampling.is_greedy,
+            temperature=sampling.temperature if not sampling.is_greedy else 1.0,
+            top_p=sampling.top_p,
+            top_k=0 if sampling.top_k == -1 else sampling.top_k,  # 0 turns Hugging Face's top-k off
+            repetition_penalty=1.0,
+            num_beams=1,
+            eos_token_id=self._eos_token_ids,
+            pad_token_id=self._pad_token_id,
+        )
+        # generate() fills unset fields from model.generation_config (a checkpoint's min_p, say),
+        # which would silently change the sampling distribution; hide it for the call.
+        saved_generation_config = model.generation_config
+        was_training = model.training
+        model.generation_config = GenerationConfig(eos_token_id=self._eos_token_ids, pad_token_id=self._pad_token_id)
+        model.eval()
+        devices = [input_ids.device] if input_ids.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                return model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    generation_config=generation_config,
+                    stopping_criteria=StoppingCriteriaList([watcher]),
+                )
+        finally:
+            model.generation_config = saved_generation_config
+            model.train(was_training)
+
+    def _generation(self, prompt_index: int, sample_index: int, response_ids: list[int],
+                    is_truncated: bool, seconds: float) -> Generation:
+        return Generation(
+            prompt_index=prompt_index,
+            sample_index=sample_index,
+            text=self._tokenizer.decode(response_ids, skip_special_tokens=True),
+            token_ids=response_ids,
+            num_tokens=len(response_ids),
+            is_truncated=is_truncated,
+            seconds=seconds,
+        )
+
+    def sleep(self) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def wake(self) -> None:
+        pass
+
+    def push_weights(self, model: Any) -> None:
+        """Nothing to copy: this engine samples from the learner's own module (see the module's docstring)."""
+        unwrapped = [model, getattr(model, "module", None), getattr(model, "_orig_mod", None)]
+        if not any(candidate is self._model for candidate in unwrapped):
+            raise ValueError(
+                "TransformersEngine samples from the model object it was built with and cannot take weights "
+                f"from another one (got a {type(model).__name__}); build the engine on the learner's model"
+            )
+
+    def close(self) -> None:
+        self.sleep()
+
+
+class _FinishedSequenceWatcher(StoppingCriteria):
+    """Sees each decoding step and hands over every row that has just emitted end-of-sequence."""
+
+    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over) -> None:
+        self._prompt_length = prompt_length
+        self._eos_token_ids = eos_token_ids
+        self._hand_over = hand_over
+        self._finished_rows: set[int] = set()
+        self.stop_requested = False
+
+    def has_finished(self, row: int) -> bool:
+        return row in self._finished_rows
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
+        # input_ids: (B, T_prompt + t). A finished row is padded afterwards, possibly with the
+        # end-of-sequence id itself, so only its first end-of-sequence token counts.
+        just_ended = torch.isin(input_ids[:, -1], torch.tensor(self._eos_token_ids, device=input_ids.device))
+        for row in just_ended.nonzero().flatten().tolist():
+            if row not in self._finished_rows:
+                self._finished_rows.add(row)
+                self._hand_over(row, input_ids[row, self._prompt_length :].tolist(), False)
+        return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
+
+
+def _eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    ids: list[int] = []
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for candidate in [tokenizer.eos_token_id, *(configured if isinstance(configured, list) else [configured])]:
+        if candidate is not None and candidate not in ids:
+            ids.append(int(candidate))
+    return ids
+
+
+def _device_of(model: Any) -> torch.device:
+    return next(model.parameters()).device

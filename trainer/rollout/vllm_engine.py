@@ -1,0 +1,336 @@
+"""Rollouts with vLLM on GPU nodes, colocated with the learner on the same GPUs.
+
+vLLM is imported only inside this engine: CPU machines never need it.
+
+One training step, as the driver runs it::
+
+    generate (awake) → sleep() → learner step → push_weights(model) → generate ...
+
+``sleep`` offloads vLLM's weights to host memory and drops its key/value cache (sleep
+level 1), so the learner can use the GPU. ``push_weights`` wakes the weights alone,
+streams the learner's full state dict into them by name, and clears the prefix cache,
+whose entries were computed with the old weights. ``generate`` wakes the key/value
+cache last, so weights and cache never hold GPU memory during the learner step.
+
+Answers stream: requests go into vLLM's engine loop with ``RequestOutputKind.DELTA``,
+and each sample is yielded the step its ``finish_reason`` is set, so it reaches Lean
+while longer samples of the same batch are still being written.
+
+Weights are loaded with the model's own ``load_weights`` (the path checkpoints take).
+When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which this
+engine sets unless the operator did, or the ``external_launcher`` executor) the tensors
+are copied straight from the learner's GPU memory. Otherwise they travel to the workers
+through ``collective_rpc`` in bounded buckets. vLLM's newer weight-transfer API
+(``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
+has kept its meaning, so it is the one used here.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainer.rollout.base import Generation, SamplingSettings
+from trainer.rollout.weights import iter_full_weights
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+
+SLEEP_LEVEL = 1  # level 1 keeps a host copy of the weights; level 2 would drop it
+_WEIGHTS, _KV_CACHE = "weights", "kv_cache"
+_RPC_BUCKET_BYTES = 1 << 30  # per collective_rpc when weights must leave this process
+_REQUEST_ID = re.compile(r"^rollout-(?P<call>\d+)-(?P<prompt>\d+)")
+
+
+class VllmEngine:
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        dtype: str,
+        max_model_len: int,
+        seed: int,
+        gpu_memory_utilization: float,
+        tensor_parallel_size: int = 1,
+        enable_sleep_mode: bool = True,
+        distributed_executor_backend: str | None = None,
+        staging_dir: str | None = None,
+    ) -> None:
+        # The engine core must live in this process for push_weights to write into its
+        # parameters directly; an operator can still choose otherwise.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        try:
+            import vllm
+        except ImportError as error:
+            raise RuntimeError(
+                "rollout.engine is 'vllm' but vLLM is not installed here; install vllm on the GPU nodes "
+                "or set rollout.engine to 'transformers'"
+            ) from error
+        self._vllm = vllm
+        self._dtype = getattr(torch, dtype)
+        self._enable_sleep_mode = enable_sleep_mode
+        self._staging_dir = staging_dir
+        self._sleeping: set[str] = set()
+        self._calls = itertools.count()
+        self.weight_pushes = 0
+        options: dict[str, Any] = dict(
+            model=model_path,
+            dtype=dtype,
+            seed=seed,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_sleep_mode=enable_sleep_mode,
+        )
+        if distributed_executor_backend is not None:
+            options["distributed_executor_backend"] = distributed_executor_backend
+        self._llm = vllm.LLM(**options)
+
+    @classmethod
+    def from_config(cls, config: RunConfig, model: Any, tokenizer: Any) -> VllmEngine:
+        """An engine serving exactly ``model``'s current weights, sized from the run's config."""
+        rollout = config.rollout
+        longest_prompt = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+        max_model_len = longest_prompt + rollout.max_response_tokens
+        positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        if positions is not None and max_model_len > positions:
+            raise ValueError(
+                f"prompts of up to {longest_prompt} tokens plus answers of up to {rollout.max_response_tokens} "
+                f"need {max_model_len} positions, but the model has {positions}; lower rollout.max_prompt_tokens, "
+                "retry.max_prompt_tokens or rollout.max_response_tokens"
+            )
+        model_path, staging_dir = _model_folder(config, model, tokenizer)
+        rank, world_size = _distributed_rank_and_size()
+        # With several training ranks each rank runs its own colocated engine; vLLM's
+        # external launcher carves the tensor-parallel groups out of those ranks.
+        backend = "external_launcher" if world_size > 1 else None
+        engine = cls(
+            model_path=model_path,
+            dtype=config.model.dtype,
+            max_model_len=max_model_len,
+            # Ranks of one tensor-parallel group must sample alike; other groups must not.
+            seed=config.schedule.seed + rank // rollout.vllm_tensor_parallel_size,
+            gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
+            tensor_parallel_size=rollout.vllm_tensor_parallel_size,
+            enable_sleep_mode=rollout.vllm_enable_sleep_mode,
+            distributed_executor_backend=backend,
+            staging_dir=staging_dir,
+        )
+        # Whatever vLLM read from disk, it now serves the learner's weights (a resumed
+        # checkpoint, an SFT start): the first rollouts are on-policy too.
+        engine.push_weights(model)
+        return engine
+
+    @property
+    def llm(self) -> Any:
+        """The ``vllm.LLM`` underneath, for checks that need more than this interface."""
+        return self._llm
+
+    # --- generation -------------------------------------------------------------------
+
+    def generate(self, prompts: list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+        self._wake(_WEIGHTS, _KV_CACHE)
+        started = time.perf_counter()
+        call = next(self._calls)
+        engine = self._llm.llm_engine
+        unfinished: set[str] = set()
+        for prompt_index, prompt in enumerate(prompts):
+            request_id = f"rollout-{call}-{prompt_index}"
+            engine.add_request(request_id, prompt, self._sampling_params(sampling, prompt_index))
+            unfinished.add(request_id)
+        pieces: dict[tuple[int, int], _Pieces] = {}
+        try:
+            while unfinished and engine.has_unfinished_requests():
+                for output in engine.step():
+                    prompt_index = _prompt_index(output.request_id, call)
+                    if prompt_index is None:
+                        continue  # another caller's request
+                    for completion in output.outputs:
+                        key = (prompt_index, completion.index)
+                        piece = pieces.setdefault(key, _Pieces())
+                        piece.add(completion.text, completion.token_ids)
+                        if completion.finish_reason is None:
+                            continue
+                        if completion.finish_reason == "abort":
+                            raise RuntimeError(
+                                f"vLLM aborted sample {completion.index} of prompt {prompt_index} "
+                                "(engine shut down or request cancelled); rerun the step"
+                            )
+                        yield Generation(
+                            prompt_index=prompt_index,
+                            sample_index=completion.index,
+                            text="".join(piece.texts),
+                            token_ids=piece.token_ids,
+                            num_tokens=len(piece.token_ids),
+                            is_truncated=completion.finish_reason == "length",
+                            seconds=time.perf_counter() - started,
+                        )
+                    if output.finished:
+                        unfinished.discard(_request_id_prefix(output.request_id))
+            if unfinished:
+                raise RuntimeError(
+                    f"vLLM went idle with {len(unfinished)} of this call's requests unanswered "
+                    f"({', '.join(sorted(unfinished)[:3])}...); its log says why; rerun the step"
+                )
+        finally:
+            if unfinished:  # the caller stopped early: free vLLM of work nobody will read
+                engine.abort_request(sorted(unfinished))
+
+    def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
+        from vllm.sampling_params import RequestOutputKind
+
+        return self._vllm.SamplingParams(
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=sampling.max_tokens,
+            # vLLM gives sample i of a request the seed (seed + i): spacing prompts n apart
+            # gives every (prompt, sample) its own stream.
+            seed=None if sampling.seed is None else sampling.seed + prompt_index * sampling.n,
+            output_kind=RequestOutputKind.DELTA,
+        )
+
+    # --- memory and weights -----------------------------------------------------------
+
+    def sleep(self) -> None:
+        """Offload weights to host memory and drop the key/value cache; a no-op without sleep mode."""
+        if not self._enable_sleep_mode or self._sleeping:
+            return
+        self._llm.sleep(level=SLEEP_LEVEL)
+        self._sleeping = {_WEIGHTS, _KV_CACHE}
+
+    def wake(self) -> None:
+        self._wake(_WEIGHTS, _KV_CACHE)
+
+    def _wake(self, *tags: str) -> None:
+        asleep = [tag for tag in tags if tag in self._sleeping]
+        if asleep:
+            self._llm.wake_up(tags=asleep)
+            self._sleeping.difference_update(asleep)
+
+    def push_weights(self, model: Any) -> None:
+        """Stream ``model``'s full weights into vLLM by name (a collective under FSDP: call it on every rank)."""
+        self._wake(_WEIGHTS)  # writing into offloaded memory would be lost at wake-up
+        weights = iter_full_weights(model, dtype=self._dtype)
+        in_process_model = _in_process_model(self._llm)
+        if in_process_model is not None:
+            in_process_model.load_weights(weights)
+        else:
+            for bucket in _buckets(weights, _RPC_BUCKET_BYTES):
+                self._llm.collective_rpc(_load_weights_in_worker, args=(bucket,))
+        self._llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        self.weight_pushes += 1
+
+    def close(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            shutdown = getattr(llm.llm_engine, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            del llm
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        if self._staging_dir is not None:
+            shutil.rmtree(self._staging_dir, ignore_errors=True)
+            self._staging_dir = None
+
+
+@dataclass
+class _Pieces:
+    texts: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+
+    def add(self, text: str, token_ids: Iterable[int]) -> None:
+        self.texts.append(text)
+        self.token_ids.extend(int(token) for token in token_ids)
+
+
+def _request_id_prefix(request_id: str) -> str:
+    """Our id, even where vLLM reports an internal id with a suffix of its own."""
+    match = _REQUEST_ID.match(request_id)
+    return match.group(0) if match else request_id
+
+
+def _prompt_index(request_id: str, call: int) -> int | None:
+    match = _REQUEST_ID.match(request_id)
+    if match is None or int(match["call"]) != call:
+        return None
+    return int(match["prompt"])
+
+
+def _in_process_model(llm: Any) -> Any | None:
+    """vLLM's model object when its engine runs in this process, else None."""
+    engine = llm.llm_engine
+    executor = getattr(engine, "model_executor", None)
+    if executor is None:  # vLLM v1 keeps it on the in-process engine core
+        core = getattr(getattr(engine, "engine_core", None), "engine_core", None)
+        executor = getattr(core, "model_executor", None)
+    worker = getattr(executor, "driver_worker", None)
+    for candidate in (getattr(worker, "worker", None), worker):
+        runner = getattr(candidate, "model_runner", None)
+        model = getattr(runner, "model", None)
+        if model is not None and hasattr(model, "load_weights"):
+            return model
+    return None
+
+
+def _load_weights_in_worker(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> int:
+    """Runs inside each vLLM worker process (sent by collective_rpc); each rank keeps its shard."""
+    worker.model_runner.model.load_weights(weights=weights)
+    return len(weights)
+
+
+def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in weights:
+        tensor = tensor.cpu()  # crossing a process boundary: host memory pickles everywhere
+        bucket.append((name, tensor))
+        size += tensor.numel() * tensor.element_size()
+        if size >= max_bytes:
+            yield bucket
+            bucket, size = [], 0
+    if bucket:
+        yield bucket
+
+
+def _distributed_rank_and_size() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _model_folder(config: RunConfig, model: Any, tokenizer: Any) -> tuple[str, str | None]:
+    """Where vLLM reads the architecture, tokenizer and first weights; a staging folder if none exists."""
+    from trainer.config import ModelSource
+
+    if config.model.init_checkpoint:
+        return config.model.init_checkpoint, None
+    if config.model.source is ModelSource.HUGGINGFACE:
+        return config.model.name_or_path, None
+    # tiny_random and smollm2_gguf exist only in memory (the GGUF is quantized; vLLM must
+    # serve the float weights the learner trains), so they are written out once. The
+    # weights are gathered by name, so this works for a sharded learner too (every rank
+    # writes its own folder).
+    from safetensors.torch import save_file
+
+    staging_dir = tempfile.mkdtemp(prefix="vllm-policy-")
+    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, getattr(torch, config.model.dtype))}
+    save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
+    model.config.save_pretrained(staging_dir)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(staging_dir)
+    tokenizer.save_pretrained(staging_dir)
+    return staging_dir, staging_dir

@@ -1,0 +1,439 @@
+"""The trainer's Lean client: kimina-lean-server's API at RL scale.
+
+Each training step sends thousands of proofs to Lean. ``LeanVerifier.verify`` is called
+once per rollout, as soon as that rollout is finished, so verification overlaps generation;
+snippets that become ready in the same event-loop turn share one HTTP request (up to
+``batch_size``). At most ``max_in_flight`` snippets are in flight: keep it at or below
+the server's REPL count, since a server without a free REPL fails the whole batch.
+
+Requests and responses are kimina-client's own models (``CheckRequest``,
+``CheckResponse``) over one pooled ``httpx.AsyncClient`` of ours: its ``check()`` batches
+only fixed lists, returns results in completion order and gives plain strings random ids;
+we send ids we made and match results by id. Transport errors, 429 and 5xx are retried
+with exponential backoff; a failed batch is retried snippet by snippet, so one bad
+snippet (a REPL crash, an oversized answer) cannot fail its neighbours. No proxy is read
+from the environment; the API key is sent only when one is set.
+
+Verdicts: Lean's messages decide ``valid`` / ``sorry`` / ``lean_error``; a sorry that
+shows only as the "declaration uses 'sorry'" warning is caught here (kimina-client's
+``analyze()`` misses it). Lean's timeouts, server errors, unreachable servers, bad
+responses and the stand-in's "cannot decide" are censored (``timeout``, ``infra_error``):
+a Lean outage is not a wrong proof. A proof Lean accepts must also pass the axioms check:
+the ``#print axioms`` answer at the end of the checked code may name only the standard
+three, otherwise the verdict is ``rejected``.
+
+Verdicts are cached by (environment, checked code): an identical proof is verified once
+across rollouts (and concurrent duplicates wait for the first). Censored verdicts are not
+cached, so an outage does not stick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import re
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import httpx
+
+from trainer.verification.checked_code import CheckedCode
+from trainer.verification.integrity import disallowed_axioms, parse_axioms_report
+from trainer.verification.kimina_compat import CheckRequest, CheckResponse, ReplResponse, Snippet
+from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+
+# Newer Lean quotes the name differently (`sorry`, 'sorry', or not at all).
+_SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """No Lean answer for a snippet: why, and whether it is Lean's timeout rather than an outage."""
+
+    reason: str
+    is_timeout: bool = False
+
+
+@dataclass(frozen=True)
+class _Answer:
+    outcome: Any  # ReplResponse or _Failure
+    is_standin: bool
+
+
+@dataclass
+class _Pending:
+    snippet_id: str
+    code: str
+    future: asyncio.Future
+
+
+class _NativeDecideConfig:
+    def __init__(self, allow_native_decide: bool):
+        self.allow_native_decide = allow_native_decide
+
+
+def interpret_answer(
+    response: ReplResponse, checked_code: str, *, is_standin: bool = False, allow_native_decide: bool = False
+) -> VerificationResult:
+    """Lean's answer to one snippet, as a verdict with messages in the checked code's lines."""
+    code = checked_code if isinstance(checked_code, CheckedCode) else CheckedCode(checked_code)
+    if response.error is not None:
+        if response.error.startswith(CANNOT_DECIDE_PREFIX):
+            why = response.error[len(CANNOT_DECIDE_PREFIX) :]
+            return VerificationResult(
+                Verdict.INFRA_ERROR,
+                reasons=(f"the stand-in Lean server cannot decide this proof ({why}); censored, not scored",),
+                is_standin_verdict=True,
+            )
+        if "timed out" in response.error:
+            return VerificationResult(
+                Verdict.TIMEOUT, reasons=(f"Lean timed out: {response.error}; censored, not scored",), is_standin_verdict=is_standin
+            )
+        return VerificationResult(
+            Verdict.INFRA_ERROR,
+            reasons=(f"the Lean server failed on this snippet: {response.error}; censored, not scored",),
+            is_standin_verdict=is_standin,
+        )
+    answer = response.response or {}
+    if "message" in answer:
+        return VerificationResult(
+            Verdict.INFRA_ERROR,
+            reasons=(f"the Lean REPL failed: {answer['message']}; censored, not scored",),
+            is_standin_verdict=is_standin,
+        )
+    messages = tuple(_lean_message(raw, code) for raw in answer.get("messages") or ())
+    errors = [message for message in messages if message.severity == "error"]
+    if errors:
+        first = errors[0]
+        return VerificationResult(
+            Verdict.LEAN_ERROR,
+            messages,
+            reasons=(f"Lean rejected the proof at line {first.line}: {first.text.splitlines()[0] if first.text else ''}",),
+            is_standin_verdict=is_standin,
+        )
+    if answer.get("sorries") or any(
+        message.severity == "warning" and _SORRY_WARNING.search(message.text) for message in messages
+    ):
+        return VerificationResult(
+            Verdict.SORRY, messages, reasons=("the proof uses sorry: Lean accepted it only with a gap",), is_standin_verdict=is_standin
+        )
+    extra: dict[str, Any] = {}
+    if code.axioms_line is not None:
+        report = next(
+            (
+                parse_axioms_report(message.text)
+                for message in messages
+                if message.severity == "info" and message.line == code.axioms_line and parse_axioms_report(message.text)
+            ),
+            None,
+        )
+        if report is None:
+            return VerificationResult(
+                Verdict.REJECTED,
+                messages,
+                reasons=(f"Lean gave no axioms report for {code.theorem_name!r}: the proof cannot be certified",),
+                is_standin_verdict=is_standin,
+            )
+        name, axioms = report
+        extra["axioms"] = axioms
+        if name != code.theorem_name:
+            return VerificationResult(
+                Verdict.REJECTED,
+                messages,
+                reasons=(f"the axioms report names {name!r}, not the checked theorem {code.theorem_name!r}",),
+                is_standin_verdict=is_standin,
+                extra=extra,
+            )
+        extra_axioms = disallowed_axioms(axioms, _NativeDecideConfig(allow_native_decide))
+        if extra_axioms:
+            return VerificationResult(
+                Verdict.REJECTED,
+                messages,
+                reasons=(
+                    f"the proof depends on non-standard axioms {', '.join(extra_axioms)}; "
+                    "only propext, Classical.choice and Quot.sound are accepted",
+                ),
+                is_standin_verdict=is_standin,
+                extra=extra,
+            )
+    return VerificationResult(Verdict.VALID, messages, is_standin_verdict=is_standin, extra=extra)
+
+
+def _lean_message(raw: dict, code: CheckedCode) -> LeanMessage:
+    position = raw.get("pos") or {}
+    end = raw.get("endPos") or {}
+    return LeanMessage(
+        severity=raw.get("severity", "info"),
+        text=raw.get("data", ""),
+        line=code.lean_line_to_code_line(position.get("line")),
+        column=position.get("column"),
+        end_line=code.lean_line_to_code_line(end.get("line")),
+        end_column=end.get("column"),
+    )
+
+
+class LeanVerifier:
+    """An async client of one Lean environment (a header, a Lean and Mathlib version) at ``config.url``.
+
+    ``environment`` names that environment in the cache key: give a new name whenever the
+    server's Lean or Mathlib changes, or old verdicts would be reused.
+    """
+
+    def __init__(self, config, *, environment: str, allow_native_decide: bool = False):
+        self.config = config
+        self.environment = environment
+        self.allow_native_decide = allow_native_decide
+        self._cache: OrderedDict[str, VerificationResult] = OrderedDict()
+        self._in_progress: dict[str, asyncio.Future] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._queue: list[_Pending] = []
+        self._flush_scheduled = False
+        self._tasks: set[asyncio.Task] = set()
+        self._next_id = 0
+        self._counts: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ public
+
+    async def verify(self, checked_code: str, *, key: str) -> VerificationResult:
+        """Lean's verdict on ``checked_code`` (``key`` names the rollout in ids and logs)."""
+        started = time.perf_counter()
+        cache_key = self._cache_key(checked_code)
+        cached = self._cache.get(cache_key)
+        if cached is not None:
+            self._cache.move_to_end(cache_key)
+            self._counts["cache_hits"] += 1
+            self._count_verdict(cached)
+            return _with(cached, is_cached=True, seconds=0.0)
+        waiting = self._in_progress.get(cache_key)
+        if waiting is not None:
+            self._counts["cache_hits"] += 1
+            result = await asyncio.shield(waiting)
+            self._count_verdict(result)
+            return _with(result, is_cached=True, seconds=time.perf_counter() - started)
+        self._counts["cache_misses"] += 1
+        future = self._event_loop().create_future()
+        self._in_progress[cache_key] = future
+        try:
+            answer = await self._check(checked_code, key)
+            if isinstance(answer.outcome, _Failure):
+                verdict = Verdict.TIMEOUT if answer.outcome.is_timeout else Verdict.INFRA_ERROR
+                result = VerificationResult(
+                    verdict, reasons=(answer.outcome.reason + "; censored, not scored",), is_standin_verdict=answer.is_standin
+                )
+            else:
+                result = interpret_answer(
+                    answer.outcome, checked_code, is_standin=answer.is_standin, allow_native_decide=self.allow_native_decide
+                )
+            result = _with(result, seconds=time.perf_counter() - started)
+            if not result.is_censored and self.config.cache_size:
+                self._cache[cache_key] = result
+                if len(self._cache) > self.config.cache_size:
+                    self._cache.popitem(last=False)
+            future.set_result(result)
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved here, so an unawaited duplicate-less future logs nothing
+            raise
+        finally:
+            del self._in_progress[cache_key]
+        self._count_verdict(result)
+        return result
+
+    async def verify_many(self, items: Iterable[tuple[str, str]]) -> list[VerificationResult]:
+        """Verdicts for ``(checked_code, key)`` pairs, in their order."""
+        return list(await asyncio.gather(*(self.verify(code, key=key) for code, key in items)))
+
+    async def health(self) -> dict:
+        response = await self._client().get("/health")
+        response.raise_for_status()
+        return response.json()
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def stats(self) -> dict:
+        """Counters for the run's metrics: cache hits and misses, hit rate, verdicts, censored."""
+        hits, misses = self._counts["cache_hits"], self._counts["cache_misses"]
+        verdicts = {verdict.value: self._counts[f"verdict:{verdict.value}"] for verdict in Verdict}
+        return {
+            "cache_hits": hits,
+            "cache_misses": misses,
+            "cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "cache_entries": len(self._cache),
+            "verdicts": verdicts,
+            "censored": sum(count for name, count in verdicts.items() if Verdict(name).is_censored),
+            "standin_verdicts": self._counts["standin"],
+            "requests": self._counts["requests"],
+            "retries": self._counts["retries"],
+            "snippets_sent": self._counts["snippets_sent"],
+        }
+
+    # ------------------------------------------------------------------ internals
+
+    def _cache_key(self, checked_code: str) -> str:
+        return hashlib.sha256(f"{self.environment}\x00{checked_code}".encode()).hexdigest()
+
+    def _count_verdict(self, result: VerificationResult) -> None:
+        self._counts[f"verdict:{result.verdict.value}"] += 1
+        if result.is_standin_verdict:
+            self._counts["standin"] += 1
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A new event loop (e.g. a second asyncio.run): loop-bound state starts afresh.
+            self._loop = loop
+            self._http = None
+            self._slots = asyncio.Semaphore(self.config.max_in_flight)
+            self._queue = []
+            self._flush_scheduled = False
+        return loop
+
+    def _client(self) -> httpx.AsyncClient:
+        self._event_loop()
+        if self._http is None:
+            headers = {}
+            if self.config.api_key is not None and self.config.api_key.get_secret_value():
+                headers["Authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
+            self._http = httpx.AsyncClient(
+                base_url=self.config.url.rstrip("/"),
+                headers=headers,
+                timeout=httpx.Timeout(10.0, read=self.config.timeout_s + self.config.http_timeout_margin_s, pool=None),
+                limits=httpx.Limits(
+                    max_connections=self.config.max_in_flight, max_keepalive_connections=self.config.max_in_flight
+                ),
+                trust_env=False,  # no proxy from the environment: the Lean server is ours
+            )
+        return self._http
+
+    async def _check(self, code: str, key: str) -> _Answer:
+        loop = self._event_loop()
+        self._next_id += 1
+        snippet_id = f"{self._next_id}-{key}"
+        async with self._slots:
+            pending = _Pending(snippet_id, code, loop.create_future())
+            self._queue.append(pending)
+            if not self._flush_scheduled:
+                # Everything queued in this event-loop turn leaves together: a rollout waits
+                # for no one, and simultaneous ones share a request.
+                self._flush_scheduled = True
+                loop.call_soon(self._flush)
+            return await pending.future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        queue, self._queue = self._queue, []
+        size = self.config.batch_size
+        for start in range(0, len(queue), size):
+            self._spawn(self._send(queue[start : start + size]))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, batch: list[_Pending]) -> None:
+        try:
+            await self._send_with_retries(batch)
+        except BaseException as error:  # never leave a rollout waiting forever
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_result(_Answer(_Failure(f"the Lean client failed: {error!r}"), False))
+            if not isinstance(error, Exception):
+                raise
+
+    async def _send_with_retries(self, batch: list[_Pending]) -> None:
+        payload = CheckRequest(
+            snippets=[Snippet(id=item.snippet_id, code=item.code) for item in batch],
+            timeout=max(1, round(self.config.timeout_s)),
+            debug=False,
+            reuse=True,
+            infotree=None,
+        ).model_dump(mode="json")
+        attempt = 0
+        while True:
+            failure, is_retryable, is_standin = await self._post(batch, payload)
+            if failure is None:
+                return
+            if is_retryable and len(batch) > 1:
+                # One snippet may be what broke the batch: give each its own request and retries.
+                self._counts["retries"] += len(batch)
+                for item in batch:
+                    self._spawn(self._send([item]))
+                return
+            if not is_retryable or attempt >= self.config.max_retries:
+                tries = f" after {attempt + 1} tries" if is_retryable else ""
+                for item in batch:
+                    item.future.set_result(_Answer(_Failure(failure + tries), is_standin))
+                return
+            attempt += 1
+            self._counts["retries"] += 1
+            backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+
+    async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, bool, bool]:
+        """Sends one batch; resolves its futures on success. Returns (failure, is_retryable, is_standin)."""
+        self._counts["requests"] += 1
+        self._counts["snippets_sent"] += len(batch)
+        url = self.config.url
+        try:
+            response = await self._client().post("/api/check", json=payload)
+        except httpx.ReadTimeout:
+            return (
+                f"the Lean server at {url} did not answer within {self.config.timeout_s + self.config.http_timeout_margin_s:.0f} s "
+                "(verifier.timeout_s + verifier.http_timeout_margin_s)",
+                False,
+                False,
+            )
+        except httpx.ConnectError as error:
+            return f"the Lean server at {url} is unreachable ({error!r}); start it or fix verifier.url", True, False
+        except httpx.TransportError as error:
+            return f"transport error talking to the Lean server at {url}: {error!r}", True, False
+        is_standin = response.headers.get(STANDIN_HEADER) == "1"
+        if response.status_code in (401, 403):
+            return (
+                f"the Lean server at {url} refused the API key (HTTP {response.status_code}: {_detail(response)}); "
+                "set verifier.api_key to the server's key",
+                False,
+                is_standin,
+            )
+        if response.status_code == 429 or response.status_code >= 500:
+            return f"the Lean server answered HTTP {response.status_code}: {_detail(response)}", True, is_standin
+        if response.status_code != 200:
+            return f"the Lean server rejected the request (HTTP {response.status_code}: {_detail(response)})", False, is_standin
+        try:
+            parsed = CheckResponse.model_validate(response.json())
+        except (ValueError, json.JSONDecodeError) as error:
+            return f"bad response from the Lean server: {str(error)[:200]}", True, is_standin
+        by_id = {result.id: result for result in parsed.results}
+        for item in batch:
+            result = by_id.get(item.snippet_id)
+            if result is None:
+                item.future.set_result(_Answer(_Failure("the Lean server returned no result for this snippet"), is_standin))
+            else:
+                item.future.set_result(_Answer(result, is_standin))
+        return None, False, is_standin
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail", ""))[:200]
+    except ValueError:
+        return response.text[:200]
+
+
+def _with(result: VerificationResult, **changes: Any) -> VerificationResult:
+    from dataclasses import replace
+
+    return replace(result, **changes)

@@ -1,0 +1,228 @@
+"""The stand-in Lean server: kimina-lean-server's HTTP API in front of ``standin.decide_snippet``.
+
+It speaks what the real server speaks (``POST /api/check`` with ``{"snippets": [{"id",
+"code"}], "timeout", …}`` answered by ``{"results": [{"id", "time", "response" | "error"}]}``,
+``GET /health``, an optional Bearer key in ``Authorization``, FastAPI-style ``{"detail": …}``
+errors), so the trainer's client cannot tell the difference except where it is told:
+every response carries the ``X-Lean-Standin: 1`` header and ``"standin": true``, and every
+decided snippet starts with an info message saying the stand-in decided it. A snippet
+outside the fragment gets the per-snippet error ``lean-standin cannot decide: …``.
+
+``latency_s`` and ``max_concurrency`` emulate a pool of Lean REPLs for benchmarks: each
+snippet holds one of ``max_concurrency`` slots for ``latency_s`` seconds; a snippet whose
+latency exceeds the request's timeout answers the real server's timeout error, and one that
+waits ``max_wait_s`` for a slot fails its whole request with 429, as the real server does.
+
+It is a plain ASGI application served by uvicorn (no web framework needed for two routes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from trainer.verification.standin import CannotDecide, decide_snippet
+
+STANDIN_HEADER = "x-lean-standin"
+CANNOT_DECIDE_PREFIX = "lean-standin cannot decide: "
+
+
+@dataclass
+class StandinSettings:
+    latency_s: float = 0.0
+    max_concurrency: int = 64
+    api_key: str | None = None
+    # Like the real server's MAX_WAIT: a snippet that waits this long for a free slot fails its
+    # whole request with 429 "No available REPLs".
+    max_wait_s: float = 60.0
+    # Failures to answer the next POST /api/check requests with, one per request, for tests:
+    # an HTTP status ("500", "429"), "hang" (never answer), or "garbage" (200 with a non-JSON body).
+    injected_faults: list[str] = field(default_factory=list)
+
+
+class _NoFreeSlot(Exception):
+    pass
+
+
+class StandinLeanServer:
+    """The ASGI application."""
+
+    def __init__(self, settings: StandinSettings | None = None):
+        self.settings = settings or StandinSettings()
+        self._slots: asyncio.Semaphore | None = None
+        self.snippets_checked = 0
+        self.requests_received = 0
+        self.snippets_in_progress = 0
+        self.peak_snippets_in_progress = 0  # what a client kept in flight at most, for tests
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrency)
+        return self._slots
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path = scope["path"].rstrip("/") or "/"
+        method = scope["method"]
+        if path in ("/health", "/") and method == "GET":
+            if not self._authorised(scope):
+                return await self._reply(send, 401, {"detail": "Invalid API key"})
+            return await self._reply(send, 200, {"status": "ok", "standin": True})
+        if path == "/api/check" and method == "POST":
+            body = await _read_body(receive)
+            if not self._authorised(scope):
+                return await self._reply(send, 401, {"detail": "Invalid API key"})
+            return await self._check(body, send)
+        return await self._reply(send, 404, {"detail": "Not Found"})
+
+    def _authorised(self, scope) -> bool:
+        if self.settings.api_key is None:
+            return True
+        headers = dict(scope["headers"])
+        given = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
+        return bool(given) and hmac.compare_digest(given, self.settings.api_key)
+
+    async def _check(self, body: bytes, send) -> None:
+        self.requests_received += 1
+        if self.settings.injected_faults:
+            fault = self.settings.injected_faults.pop(0)
+            if fault == "hang":
+                await asyncio.sleep(3600)
+            if fault == "garbage":
+                return await _send_raw(send, 200, b"<html>not json</html>", b"text/html")
+            return await self._reply(send, int(fault), {"detail": f"injected failure {fault}"})
+        try:
+            request = json.loads(body)
+            snippets = request["snippets"]
+            timeout_s = float(request.get("timeout", 30))
+            ids = [snippet["id"] for snippet in snippets]
+            codes = [snippet["code"] for snippet in snippets]
+        except (ValueError, KeyError, TypeError) as error:
+            return await self._reply(send, 422, {"detail": f"invalid check request: {error!r}"})
+        if not snippets:
+            return await self._reply(send, 422, {"detail": "`snippets` must be non empty"})
+        if len(set(ids)) != len(ids):
+            return await self._reply(send, 422, {"detail": "`snippets` must have unique ids"})
+        self.snippets_in_progress += len(snippets)
+        self.peak_snippets_in_progress = max(self.peak_snippets_in_progress, self.snippets_in_progress)
+        try:
+            results = await asyncio.gather(*(self._check_one(str(i), c, timeout_s) for i, c in zip(ids, codes)))
+        except _NoFreeSlot:
+            return await self._reply(send, 429, {"detail": "No available REPLs"})
+        finally:
+            self.snippets_in_progress -= len(snippets)
+        await self._reply(send, 200, {"results": list(results), "standin": True})
+
+    async def _check_one(self, snippet_id: str, code: str, timeout_s: float) -> dict:
+        try:
+            await asyncio.wait_for(self.slots.acquire(), self.settings.max_wait_s)
+        except asyncio.TimeoutError:
+            raise _NoFreeSlot() from None
+        try:
+            return await self._decide(snippet_id, code, timeout_s)
+        finally:
+            self.slots.release()
+
+    async def _decide(self, snippet_id: str, code: str, timeout_s: float) -> dict:
+        started = time.perf_counter()
+        if self.settings.latency_s > timeout_s:
+            await asyncio.sleep(timeout_s)
+            return {"id": snippet_id, "time": timeout_s, "error": f"Lean REPL command timed out in {timeout_s} seconds"}
+        if self.settings.latency_s:
+            await asyncio.sleep(self.settings.latency_s)
+        self.snippets_checked += 1
+        try:
+            response = decide_snippet(code)
+        except CannotDecide as reason:
+            return {"id": snippet_id, "time": time.perf_counter() - started, "error": CANNOT_DECIDE_PREFIX + str(reason)}
+        return {"id": snippet_id, "time": round(time.perf_counter() - started, 6), "response": response}
+
+    async def _reply(self, send, status: int, payload: dict) -> None:
+        await _send_raw(send, status, json.dumps(payload, ensure_ascii=False).encode(), b"application/json")
+
+
+async def _read_body(receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send_raw(send, status: int, body: bytes, content_type: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                (STANDIN_HEADER.encode(), b"1"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _uvicorn_server(app: StandinLeanServer, host: str, port: int):
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30,
+        backlog=4096,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(settings: StandinSettings, host: str = "127.0.0.1", port: int = 12332) -> None:
+    """Serve until interrupted (``python -m trainer lean-standin``)."""
+    _uvicorn_server(StandinLeanServer(settings), host, port).run()
+
+
+class StandinServerThread:
+    """The stand-in on a free loopback port in a background thread; a context manager for tests.
+
+    ``url`` is its base URL; ``app.settings`` may be changed while it runs (faults, latency).
+    """
+
+    def __init__(self, settings: StandinSettings | None = None, host: str = "127.0.0.1"):
+        self.app = StandinLeanServer(settings)
+        self.host = host
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, 0))
+        self.port = self._socket.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        self._server = _uvicorn_server(self.app, host, self.port)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    def __enter__(self) -> "StandinServerThread":
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the stand-in Lean server did not start on {self.url} within 20 s")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._server.should_exit = True
+        self._server.force_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()

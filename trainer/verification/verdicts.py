@@ -1,0 +1,63 @@
+"""What Lean said about one proof, in the trainer's own words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    VALID = "valid"  # no error-severity message, no sorry, integrity rules passed
+    SORRY = "sorry"
+    LEAN_ERROR = "lean_error"
+    TIMEOUT = "timeout"  # censored
+    INFRA_ERROR = "infra_error"  # censored: server error, unreachable, bad response, stand-in "cannot decide"
+    # Lean accepted the code, but it breaks an integrity rule (a forbidden construct, a non-standard
+    # axiom, no axioms report): zero, never censored, the reason in ``reasons``.
+    REJECTED = "rejected"
+
+    @property
+    def is_censored(self) -> bool:
+        """Censored, not zero: a Lean outage or an undecided proof is not a wrong proof."""
+        return self in (Verdict.TIMEOUT, Verdict.INFRA_ERROR)
+
+
+@dataclass(frozen=True)
+class LeanMessage:
+    """Positions as Lean reports them: lines 1-based, columns 0-based in code points."""
+
+    severity: str  # "error", "warning", "info"
+    text: str
+    line: int | None = None
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "severity": self.severity,
+            "text": self.text,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+        }
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    verdict: Verdict
+    messages: tuple[LeanMessage, ...] = ()
+    reasons: tuple[str, ...] = ()  # why it earns nothing, or why it was censored
+    is_standin_verdict: bool = False  # decided (or not) by the stand-in server, not by Lean
+    is_cached: bool = False
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_censored(self) -> bool:
+        return self.verdict.is_censored
+
+    @property
+    def errors(self) -> tuple[LeanMessage, ...]:
+        return tuple(m for m in self.messages if m.severity == "error")

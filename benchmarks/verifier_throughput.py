@@ -10,7 +10,7 @@ Measured in one run, on the same distinct proofs (no cache hits):
 
 Goal: ours at least 90% of the ceiling, and ahead of ``check()``.
 
-Rerun:  .venv/bin/python benchmarks/verifier_throughput.py [--proofs 512 --latency-ms 500 --concurrency 64 --rounds 3]
+Rerun:  .venv/bin/python benchmarks/verifier_throughput.py [--proofs 384 --latency-ms 1000 --concurrency 64 --rounds 2]
 """
 
 from __future__ import annotations
@@ -38,15 +38,6 @@ from trainer.verification.checked_code import build_checked_code  # noqa: E402
 from trainer.verification.client import LeanVerifier  # noqa: E402
 from trainer.verification.kimina_compat import AsyncKiminaClient, KiminaClient, Snippet  # noqa: E402
 
-SERVER = (
-    "import argparse, sys\n"
-    "from trainer.commands import lean_standin\n"
-    "parser = argparse.ArgumentParser()\n"
-    "lean_standin.add_arguments(parser)\n"
-    "sys.exit(lean_standin.main(parser.parse_args(sys.argv[1:])))\n"
-)
-
-
 def distinct_proofs(count: int) -> list[str]:
     """``count`` different checked codes the stand-in decides (valid), so nothing is cached."""
     problem = Problem("bench", "theorem bench : (2 : ℕ) + 2 = 4 := by")
@@ -60,7 +51,7 @@ def standin_process(latency_ms: float, concurrency: int):
         port = probe.getsockname()[1]
     root = Path(__file__).resolve().parents[1]
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVER, "--port", str(port), "--latency-ms", str(latency_ms),
+        [sys.executable, "-m", "trainer", "lean-standin", "--port", str(port), "--latency-ms", str(latency_ms),
          "--max-concurrency", str(concurrency), "--max-wait-s", "600"],
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, stderr=subprocess.DEVNULL,
     )
@@ -122,10 +113,10 @@ def run_kimina_async(url: str, proofs: list[str], concurrency: int) -> tuple[flo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--proofs", type=int, default=512, help="Proofs per contender per round.")
-    parser.add_argument("--latency-ms", type=float, default=500.0, help="The stand-in's fixed time per proof.")
+    parser.add_argument("--proofs", type=int, default=384, help="Proofs per contender per round.")
+    parser.add_argument("--latency-ms", type=float, default=1000.0, help="The stand-in's fixed time per proof.")
     parser.add_argument("--concurrency", type=int, default=64, help="The stand-in's slots (REPLs).")
-    parser.add_argument("--rounds", type=int, default=3, help="Rounds; the median rate is reported.")
+    parser.add_argument("--rounds", type=int, default=2, help="Rounds; the median rate is reported.")
     args = parser.parse_args()
     logging.getLogger("kimina-client").setLevel(logging.WARNING)
 

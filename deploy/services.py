@@ -232,6 +232,9 @@ class RayHeadService(Service):
     num_cpus: int = 2
     object_store_bytes: int = 200 * 1024 * 1024
     temp_dir: Path = Path("/tmp/ray")
+    # Ray's fixed defaults (10001, 52365) would collide with a second cluster on the same machine.
+    client_server_port: int = field(default_factory=free_port)
+    dashboard_agent_port: int = field(default_factory=free_port)
 
     @property
     def address(self) -> str:
@@ -249,11 +252,19 @@ class RayHeadService(Service):
             _bin("ray"), "start", "--head", "--block", f"--port={self.port}",
             "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
             "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+            f"--ray-client-server-port={self.client_server_port}",
+            f"--dashboard-agent-listen-port={self.dashboard_agent_port}",
             f"--object-store-memory={self.object_store_bytes}", f"--temp-dir={self.temp_dir}",
             "--disable-usage-stats",
         ]
 
+    WORKER_PORTS = range(10002, 20000)  # Ray's default range for its worker processes
+
     def start(self) -> None:
+        for what, port in (("Ray head", self.port), ("Ray dashboard", self.dashboard_port)):
+            if port in self.WORKER_PORTS:
+                raise ServiceError(f"the {what} port {port} lies in Ray's worker port range 10002-19999; "
+                                   f"choose one outside it")
         if not port_is_free(self.dashboard_port):
             raise ServiceError(
                 f"port {self.dashboard_port} for the Ray dashboard (job API) is already in use; "
@@ -262,19 +273,25 @@ class RayHeadService(Service):
         super().start()
 
     def ready(self) -> None:
+        import json
         import urllib.request
 
         super().ready()
         wait_for_port(self.dashboard_port, timeout=90, process=self.process, name="ray dashboard")
+        # The job API answers before the head has registered itself as a node; wait for both,
+        # or the first resource check would see an empty cluster.
         deadline = time.monotonic() + 90
+        nodes_url = f"{self.address}/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.address}/api/version", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.5)
-        raise ServiceError(f"the Ray job API at {self.address} did not answer within 90 s")
+                with urllib.request.urlopen(nodes_url, timeout=5) as response:
+                    listing = json.load(response)
+                if listing.get("result") and listing["data"]["result"]["result"]:
+                    return
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.5)
+        raise ServiceError(f"the Ray head at {self.address} did not report a live node within 90 s")
 
     # Ray's head is a family of processes (GCS, raylet, dashboard, workers) in the group we
     # started; stopping the group, never `ray stop`, leaves other Ray clusters on the machine alone.

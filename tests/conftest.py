@@ -45,9 +45,9 @@ def make_run(alice, promptset_version):
     from trainer.config import RunConfig
 
     def make(state="queued", **fields):
-        config = RunConfig.from_preset("cpu-demo").to_json_dict()
+        fields.setdefault("config", RunConfig.from_preset("cpu-demo").to_json_dict())
+        fields.setdefault("preset", "cpu-demo")
         return Run.objects.create(owner=fields.pop("owner", alice), name=fields.pop("name", "a run"),
-                                  promptset_version=promptset_version, preset="cpu-demo", config=config,
-                                  state=state, **fields)
+                                  promptset_version=promptset_version, state=state, **fields)
 
     return make

@@ -77,3 +77,71 @@ def pytest_unconfigure(config):
     for service in (_ray, _lean, *_owns.values()):
         service.stop()
     shutil.rmtree(_root, ignore_errors=True)
+
+
+def _platform_env() -> dict:
+    """The environment for platform processes started by tests: the test database, this session's services."""
+    from django.conf import settings as django_settings
+    from django.db import connection
+
+    db = connection.settings_dict
+    return {
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": django_settings.REDIS_URL,
+        "RAY_ADDRESS": django_settings.RAY_ADDRESS,
+        "LEAN_SERVER_URL": django_settings.LEAN_SERVER_URL,
+        "ARTIFACTS_DIR": str(django_settings.ARTIFACTS_DIR),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standin):
+    """The platform's own processes against the test database: ASGI web server, Celery worker, ingester.
+
+    Tests using them need ``transactional_db`` so that what they write is committed and
+    visible to these processes.
+    """
+    import sys
+
+    from deploy.services import PlatformProcess
+
+    with django_db_blocker.unblock():
+        env = _platform_env()
+    logs = _root / "logs"
+    python = sys.executable
+    web_port = free_port()
+    processes = [
+        PlatformProcess(name="web", port=web_port, log_dir=logs, env=env,
+                        argv=[python, "-m", "uvicorn", "config.asgi:application", "--app-dir", "platform",
+                              "--host", "127.0.0.1", "--port", str(web_port), "--ws", "websockets"]),
+        PlatformProcess(name="celery-worker", port=0, log_dir=logs, env=env, has_port=False,
+                        argv=[python, "-m", "celery", "--workdir", "platform", "-A", "config", "worker",
+                              "--loglevel", "INFO", "--concurrency", "1", "--pool", "solo", "--without-gossip",
+                              "--without-mingle"]),
+        PlatformProcess(name="ingester", port=0, log_dir=logs, env=env, has_port=False,
+                        argv=[python, "manage.py", "ingest_events"]),
+    ]
+    started = []
+    try:
+        for process in processes:
+            process.start()
+            started.append(process)
+        yield {process.name: process for process in processes} | {"url": f"http://127.0.0.1:{web_port}"}
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+@pytest.fixture
+def platform_logs():
+    """Every platform log of this session, for failure messages."""
+
+    def read() -> str:
+        parts = []
+        for path in sorted((_root / "logs").glob("*.log")):
+            parts.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-40:]))
+        return "\n".join(parts)
+
+    return read

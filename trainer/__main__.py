@@ -15,21 +15,26 @@ COMMANDS = {
     "eval": "Evaluate a model on a promptset: best@k and pass@k, before and after one retry.",
     "score": "Score JSON-lines responses from standard input against a Lean server.",
     "sft": "Warm-start supervised fine-tuning on demonstrations.",
+    "demonstrations": "Write cold-start demonstrations (answers in the recipe's format) for the stand-in's fragment.",
     "export": "Write a checkpoint as a Hugging Face model folder.",
     "lean-standin": "Serve the stand-in Lean server (the kimina-lean-server API, a small fragment decided).",
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = {}
+    # Only the chosen command's module is imported: `score` need not load torch, nor `run` the server.
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = None
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"trainer.commands.{name.replace('-', '_')}")
-        modules[name] = module
-        module.add_arguments(subparsers.add_parser(name, help=help_text, description=help_text))
+        subparser = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            module = importlib.import_module(f"trainer.commands.{name.replace('-', '_')}")
+            module.add_arguments(subparser)
     args = parser.parse_args(argv)
-    return modules[args.command].main(args) or 0
+    return module.main(args) or 0
 
 
 if __name__ == "__main__":

@@ -165,6 +165,24 @@ class ClusterConfig(Section):
     cpus_per_worker: int = Field(8, ge=1)
 
 
+class SftConfig(Section):
+    """Warm-start supervised fine-tuning on demonstrations (trainer/sft.py), a run of kind "sft".
+
+    The recipe gives no numbers for it (the Kimina Distill models arrived fine-tuned already):
+    these defaults are ours, for a model that has never seen the answer format. AdamW's weight
+    decay, betas and gradient clip are the optimizer section's.
+    """
+
+    learning_rate: float = Field(1e-5, gt=0, description="Constant after a linear warm-up; raise it for small models.")
+    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear warm-up from 0 to learning_rate.")
+    epochs: int = Field(2, ge=1, description="Passes over the demonstrations.")
+    batch_sequences: int = Field(8, ge=1, description="Assistant turns per optimizer step.")
+    micro_batch_sequences: int = Field(4, ge=1, description="Assistant turns per forward pass (gradient accumulation).")
+    max_sequence_tokens: int = Field(
+        4096, ge=16, description="Prompt plus answer, in tokens; longer demonstrations are dropped (and counted), not cut.")
+    checkpoint_every: int = Field(0, ge=0, description="Optimizer steps between checkpoints; 0 saves only at the end.")
+
+
 class RunConfig(Section):
     preset: str = "h100x8"
     model: ModelConfig = ModelConfig()
@@ -176,6 +194,7 @@ class RunConfig(Section):
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     cluster: ClusterConfig = ClusterConfig()
+    sft: SftConfig = SftConfig()
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":
@@ -240,5 +259,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "optimizer": {"learning_rate": 1e-5, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
         "schedule": {"total_steps": 20, "eval_every": 5, "checkpoint_every": 5, "eval_samples": 4},
         "cluster": {"num_gpus": 0, "cpus_per_worker": 2},
+        # A 135M model learning the answer format from a few dozen demonstrations needs a bigger step.
+        "sft": {"learning_rate": 5e-5, "warmup_steps": 2, "epochs": 2, "batch_sequences": 8,
+                "micro_batch_sequences": 4, "max_sequence_tokens": 1024},
     },
 }
+
+# A plumbing check in about a minute: a tiny randomly initialised model (it learns nothing useful)
+# through the whole real path. The integration and browser tests use it; so can a person checking a stack.
+PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
+    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
+    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24},
+    "optimizer": {"mini_batch_prompts": 2},
+    "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},
+})

@@ -46,13 +46,32 @@ def smollm2_gguf_path() -> Path:
     return candidates[0]
 
 
+def _tokenizer_cache_folder(gguf_file: Path) -> Path:
+    import transformers
+
+    root = Path(os.environ.get("TRAINER_CACHE_DIR") or Path.home() / ".cache" / "lean-rl-trainer")
+    stamp = f"{gguf_file.stem}-{gguf_file.stat().st_size}-transformers{transformers.__version__}"
+    return root / "tokenizers" / stamp
+
+
 @functools.lru_cache(maxsize=1)
 def _smollm2_tokenizer_cached():
     from transformers import AutoTokenizer
 
     _stay_offline()
     gguf_file = smollm2_gguf_path()
-    return AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+    cache = _tokenizer_cache_folder(gguf_file)
+    if (cache / "tokenizer_config.json").is_file():
+        return AutoTokenizer.from_pretrained(cache)
+    tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+    # Reading the vocabulary out of the GGUF file takes seconds; its saved form loads in a fraction.
+    try:
+        staging = cache.with_name(cache.name + f".{os.getpid()}.tmp")
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, cache)
+    except OSError:
+        pass  # a read-only home only costs the conversion next time
+    return tokenizer
 
 
 def smollm2_tokenizer():

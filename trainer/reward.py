@@ -82,7 +82,7 @@ class RewardScorer:
         """The run's own axioms rule, in case the verifier was built more lenient than the run."""
         axioms: Any = verification.extra.get("axioms")
         if verification.verdict is Verdict.VALID and axioms is not None:
-            extra_axioms = disallowed_axioms(axioms, self.config.reward)
+            extra_axioms = disallowed_axioms(axioms, allow_native_decide=self.config.reward.allow_native_decide)
             if extra_axioms:
                 return replace(
                     verification,

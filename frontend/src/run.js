@@ -1,105 +1,312 @@
-// The run page, live: one WebSocket, events rendered as text (model output is untrusted),
-// a bounded rollout list, and on reconnect everything missed since the last event id.
-const MAX_ROLLOUT_NODES = 300;
-const STATE_LABELS = { queued: "Queued", starting: "Starting", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
+// The run page, live: charts, the trainer's log, the proof viewer's rollout list.
+// One WebSocket; on reconnect it asks for everything after the last event id it handled, so
+// nothing is missed and nothing is shown twice. Model output is untrusted: text nodes only.
+import { el, formatDuration, formatNumber, isTypingTarget, readJson } from "./_dom.js";
+import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
 
-const context = JSON.parse(document.getElementById("run-context").textContent);
+const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
+const MAX_LOG_NODES = 500;
+const STATE_LABELS = { queued: "Queued", starting: "Starting", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
+const ACTIVE = ["queued", "starting", "running"];
+
+const context = readJson("run-context");
+const series = readJson("run-series", { metrics: [], evaluations: [] });
+let filters = readJson("rollout-filters-active", {});
 let lastEventId = context.lastEventId;
 let retryDelayMs = 500;
+let received = 0;
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else node.setAttribute(key, value);
+// --- charts ------------------------------------------------------------------------------
+
+const figure = (name) => document.querySelector(`[data-chart="${name}"]`);
+const stepCharts = {
+  reward: new StepChart(figure("reward"), { series: [
+    { label: "mean", pick: value("reward/mean") },
+    { label: "first attempts", pick: value("reward/first_attempt") },
+    { label: "retries", pick: value("reward/retry") }] }),
+  accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }] }),
+  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "rollouts" }),
+  response_length: new StepChart(figure("response_length"), { series: [
+    { label: "mean", pick: value("response_length/mean") }, { label: "max", pick: value("response_length/max") }], yLabel: "tokens" }),
+  time_split: new StepChart(figure("time_split"), { series: [
+    { label: "generation", pick: value("time/generation_s") },
+    { label: "verification (after generation)", pick: value("time/verification_tail_s") },
+    { label: "learning", pick: value("time/learning_s") },
+    { label: "weight sync", pick: value("time/weight_sync_s") }], yLabel: "s" }),
+  tokens_per_second: new StepChart(figure("tokens_per_second"), { series: [
+    { label: "generation", pick: value("generation/tokens_per_second") },
+    { label: "learner", pick: value("learner/tokens_per_second") }] }),
+};
+const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries });
+
+function showLatestMetrics(row) {
+  const body = document.querySelector("#latest-metrics tbody");
+  if (!body || !row) return;
+  body.replaceChildren(el("tr", {}, el("th", { text: "step" }), el("td", { text: String(row.step) })));
+  for (const [name, v] of Object.entries(row.values || {}).sort(([a], [b]) => a.localeCompare(b))) {
+    const shown = typeof v === "number" ? formatNumber(v, 4) : JSON.stringify(v);
+    body.append(el("tr", {}, el("th", { text: name }), el("td", { text: shown })));
   }
-  for (const child of children) if (child) node.append(child);
-  return node;
 }
 
+function addMetrics(rows) {
+  for (const chart of Object.values(stepCharts)) chart.set(rows);
+  if (rows.length) showLatestMetrics(rows[rows.length - 1]);
+}
+
+addMetrics(series.metrics);
+evaluationChart.set(series.evaluations);
+
+// --- state, timeline, elapsed --------------------------------------------------------------
+
 function setState(state, reason) {
+  context.state = state;
   const badge = document.getElementById("run-state");
   badge.textContent = STATE_LABELS[state] || state;
   badge.className = `state-${state}`;
-  if (reason) {
-    const box = document.getElementById("failure-reason");
-    box.textContent = reason;
-    box.hidden = state !== "failed";
-  }
-  if (!["queued", "starting", "running"].includes(state)) document.getElementById("cancel-run")?.closest("form")?.remove();
+  const box = document.getElementById("failure-reason");
+  if (reason && state === "failed") box.textContent = reason;
+  box.hidden = state !== "failed" || !box.textContent;
+  if (!ACTIVE.includes(state)) document.getElementById("cancel-run")?.closest("form")?.remove();
 }
 
-function rolloutCard(event) {
-  const r = event.payload;
-  const verdictText = r.format_error || r.verdict || "—";
+function addTimeline(state, reason, time) {
+  const at = new Date(time * 1000).toISOString().slice(0, 19).replace("T", " ");
+  document.getElementById("timeline").append(el("li", {},
+    el("span", { class: `state-${state}`, text: STATE_LABELS[state] || state }), ` · ${at}`,
+    reason ? el("span", { class: "reason", text: ` — ${reason}` }) : null));
+}
+
+const elapsed = document.getElementById("run-elapsed");
+setInterval(() => {
+  const started = elapsed.dataset.started;
+  if (!started || elapsed.dataset.finished) return;
+  elapsed.textContent = formatDuration((Date.now() - Date.parse(started)) / 1000);
+}, 1000);
+
+// --- the trainer's log ------------------------------------------------------------------------
+
+const logList = document.getElementById("logs");
+function addLog(event) {
+  const p = event.payload || {};
+  const level = event.type === "error" ? "error" : String(p.level || "info").replace(/[^a-z]/g, "");
+  const text = p.message ?? p.error ?? p.reason ?? JSON.stringify(p);
+  const at = new Date(event.time * 1000).toISOString().slice(11, 19);
+  logList.append(el("li", { class: `log-${level}` }, el("time", { text: at }), el("span", { class: "level", text: level }), el("span", { class: "message", text: String(text) })));
+  while (logList.children.length > MAX_LOG_NODES) logList.firstElementChild.remove();
+}
+for (const event of readJson("run-logs", [])) addLog(event);
+
+// --- checkpoints -------------------------------------------------------------------------------
+
+function addCheckpoint(p) {
+  const body = document.querySelector("#checkpoints tbody");
+  body.querySelector("tr.empty")?.remove();
+  body.querySelector(`tr[data-step="${Number(p.step)}"]`)?.remove();
+  const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text });
+  body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: "just now" }),
+    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip)"), " · ", link("model", "export the model (Hugging Face folder, zip)"))));
+}
+
+// --- the proof viewer ----------------------------------------------------------------------------
+
+const rolloutList = document.getElementById("rollouts");
+const followBox = document.getElementById("follow");
+const pauseButton = document.getElementById("pause");
+const pendingNote = document.getElementById("pending");
+let paused = false;
+let pending = [];
+
+/** The same filters the server applies (proofs/queries.py), for rollouts arriving live. */
+export function matchesFilters(r, f) {
+  if (f.step !== undefined && Number(r.step) !== Number(f.step)) return false;
+  if (f.turn && r.turn !== f.turn) return false;
+  if (f.verdict && (f.verdict === "none" ? Boolean(r.verdict) : r.verdict !== f.verdict)) return false;
+  if (f.format_error && r.format_error !== f.format_error) return false;
+  if (f.problem && r.problem_id !== f.problem) return false;
+  if (f.reward === "censored" && r.reward !== null && r.reward !== undefined) return false;
+  if (f.reward === "1" && !(r.reward > 0)) return false;
+  if (f.reward === "0" && r.reward !== 0) return false;
+  return true;
+}
+
+const VERDICT_LABELS = { valid: "Valid", sorry: "Uses sorry", lean_error: "Lean error", timeout: "Timeout (censored)", infra_error: "Verifier could not decide (censored)" };
+
+function rolloutCard(r) {
+  const verdictText = r.format_error || VERDICT_LABELS[r.verdict] || r.verdict || "—";
   const reward = r.reward === null || r.reward === undefined ? "censored" : String(r.reward);
-  const title = r.attempt_id
-    ? el("a", { href: `/proofs/${r.attempt_id}/`, text: r.problem_name || r.problem_id })
-    : el("span", { text: r.problem_name || r.problem_id });
+  const name = r.problem_name || r.problem_id;
+  const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
   const head = el("div", { class: "rollout-head" }, title,
     ` · step ${r.step} · ${r.turn === "retry" ? "Retry" : "First attempt"} · `,
     el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
-  const card = el("li", { class: `rollout verdict-${r.verdict || "none"} fresh`, "data-rollout-key": r.rollout_key }, head);
+  const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");
+  const card = el("li", { class: `rollout verdict-${verdictClass} fresh`, tabindex: "0", "data-rollout-key": r.rollout_key,
+    "data-attempt-id": r.attempt_id || null });
+  card.append(head);
   if (r.reasoning) card.append(el("details", {}, el("summary", { text: "Reasoning" }), el("pre", { class: "reasoning", text: r.reasoning })));
   card.append(el("pre", { class: "lean-code", text: r.lean_code || "(no Lean code block)" }));
   if (r.lean_messages?.length) {
     const list = el("ul", { class: "lean-messages" });
     for (const m of r.lean_messages) {
       const where = m.line ? ` at ${m.line}:${m.column}` : "";
-      list.append(el("li", { class: `sev-${m.severity}`, text: `${m.severity}${where}: ${m.text}` }));
+      list.append(el("li", { class: `sev-${String(m.severity).replace(/[^a-z]/g, "")}`, text: `${m.severity}${where}: ${m.text}` }));
     }
     card.append(list);
   }
-  if (r.reasons?.length && !r.reward) card.append(el("p", { class: "zero-reason", text: (r.is_censored ? "Censored: " : "") + r.reasons.join("; ") }));
+  if (r.is_censored) card.append(el("p", { class: "zero-reason", text: `Censored: ${(r.reasons || []).join("; ") || "the verifier could not decide"} — not counted as wrong.` }));
+  else if (!r.reward && r.format_error) card.append(el("p", { class: "zero-reason", text: `Format: ${r.format_error}` }));
+  else if (!r.reward && r.reasons?.length) card.append(el("p", { class: "zero-reason", text: r.reasons.join("; ") }));
   return card;
 }
 
-function addMetricsRow(payload) {
-  const v = payload.values || {};
-  const fmt = (x, d = 3) => (typeof x === "number" ? x.toFixed(d) : "");
-  const body = document.querySelector("#metrics tbody");
-  body.querySelector(`tr[data-step="${payload.step}"]`)?.remove();
-  body.append(el("tr", { "data-step": String(payload.step) },
-    el("td", { text: String(payload.step) }), el("td", { text: fmt(v.reward_mean) }), el("td", { text: fmt(v.lean_accuracy) }),
-    el("td", { text: fmt(v.format_valid_share) }), el("td", { text: String(v.censored_count ?? "") }), el("td", { text: fmt(v.tokens_per_second, 1) })));
+function hasCard(rolloutKey) {
+  return [...rolloutList.children].some((node) => node.dataset.rolloutKey === rolloutKey);
 }
 
-function addTimeline(state, reason) {
-  const text = `${STATE_LABELS[state] || state} · ${new Date().toISOString().slice(0, 19).replace("T", " ")}${reason ? " — " + reason : ""}`;
-  document.getElementById("timeline").append(el("li", { text }));
+function insertRollouts(rollouts) {
+  // Only the newest MAX_ROLLOUT_NODES can stay on the page, so a burst builds no more than that.
+  const fresh = rollouts.filter((r) => !hasCard(r.rollout_key)).slice(-MAX_ROLLOUT_NODES);
+  if (!fresh.length) return;
+  rolloutList.querySelector("li.empty")?.remove();
+  const fragment = document.createDocumentFragment();
+  for (const r of fresh.reverse()) fragment.append(rolloutCard(r));
+  rolloutList.prepend(fragment);
+  while (rolloutList.children.length > MAX_ROLLOUT_NODES) rolloutList.lastElementChild.remove();
+  if (followBox.checked) rolloutList.scrollTop = 0;
 }
+
+function showPending() {
+  pendingNote.hidden = pending.length === 0;
+  pendingNote.textContent = `${pending.length >= MAX_ROLLOUT_NODES ? `${MAX_ROLLOUT_NODES}+` : pending.length} new while paused`;
+}
+
+function setPaused(value) {
+  paused = value;
+  pauseButton.setAttribute("aria-pressed", String(paused));
+  pauseButton.textContent = paused ? "Resume" : "Pause";
+  document.body.dataset.viewerPaused = String(paused);
+  if (!paused) {
+    insertRollouts(pending);
+    pending = [];
+  }
+  showPending();
+}
+
+pauseButton.addEventListener("click", () => setPaused(!paused));
+followBox.addEventListener("change", () => { if (followBox.checked) rolloutList.scrollTop = 0; });
+
+let batch = [];
+function queueRollout(payload) {
+  if (!matchesFilters(payload, filters)) return;
+  if (paused) {
+    pending.push(payload);
+    if (pending.length > MAX_ROLLOUT_NODES) pending = pending.slice(-MAX_ROLLOUT_NODES);
+    showPending();
+    return;
+  }
+  batch.push(payload);
+  if (batch.length === 1) requestAnimationFrame(() => { const now = batch; batch = []; insertRollouts(now); });
+}
+
+const filterForm = document.getElementById("rollout-filters");
+filterForm.addEventListener("submit", async (submit) => {
+  submit.preventDefault();
+  const params = new URLSearchParams();
+  for (const [key, v] of new FormData(filterForm)) if (v !== "") params.set(key, String(v));
+  const response = await fetch(`/api/proofs/runs/${context.runId}/rollouts?${params}`, { headers: { Accept: "application/json" } });
+  if (!response.ok) {
+    const problem = await response.json().catch(() => ({}));
+    rolloutList.replaceChildren(el("li", { class: "empty errorlist", role: "alert", text: problem.detail ? String(problem.detail) : `The filters were refused (HTTP ${response.status}).` }));
+    return;
+  }
+  const page = await response.json();
+  filters = Object.fromEntries(params);
+  if (filters.step !== undefined) filters.step = Number(filters.step);
+  history.replaceState(null, "", `?${params}#rollouts`);
+  document.getElementById("older-rollouts")?.closest("p")?.remove();
+  rolloutList.replaceChildren();
+  pending = pending.filter((r) => matchesFilters(r, filters));
+  showPending();
+  if (!page.rollouts.length) rolloutList.append(el("li", { class: "empty", text: "No rollouts match these filters yet." }));
+  else insertRollouts([...page.rollouts].reverse());
+});
+for (const field of filterForm.querySelectorAll("select")) field.addEventListener("change", () => filterForm.requestSubmit());
+
+// Keyboard: j/k or the arrows move through the list, Enter opens, f follows, p pauses.
+function cards() {
+  return [...rolloutList.querySelectorAll(":scope > li.rollout")];
+}
+function moveFocus(delta) {
+  const all = cards();
+  if (!all.length) return;
+  const current = all.indexOf(document.activeElement);
+  const next = all[Math.min(all.length - 1, Math.max(0, current === -1 ? 0 : current + delta))];
+  next.focus();
+  next.scrollIntoView({ block: "nearest" });
+  if (delta !== 0 && followBox.checked && next !== all[0]) followBox.checked = false; // reading older ones: stop tailing
+}
+document.addEventListener("keydown", (key) => {
+  if (key.ctrlKey || key.metaKey || key.altKey || isTypingTarget(key.target)) return;
+  const inList = rolloutList.contains(document.activeElement);
+  if (key.key === "j" || (inList && key.key === "ArrowDown")) { moveFocus(+1); key.preventDefault(); }
+  else if (key.key === "k" || (inList && key.key === "ArrowUp")) { moveFocus(-1); key.preventDefault(); }
+  else if (key.key === "Enter" && inList && document.activeElement.matches("li.rollout")) {
+    const link = document.activeElement.querySelector(".rollout-head a");
+    if (link) location.href = link.href;
+  } else if (key.key === "f") { followBox.checked = !followBox.checked; followBox.dispatchEvent(new Event("change")); }
+  else if (key.key === "p") setPaused(!paused);
+});
+
+// --- events ----------------------------------------------------------------------------------------
 
 function handle(event) {
-  const p = event.payload;
+  const p = event.payload || {};
   switch (event.type) {
-    case "rollout_finished": {
-      const list = document.getElementById("rollouts");
-      list.prepend(rolloutCard(event));
-      while (list.children.length > MAX_ROLLOUT_NODES) list.lastElementChild.remove();
+    case "rollout_finished": queueRollout(p); break;
+    case "run_started":
+      setState("running");
+      addTimeline("running", "the trainer started", event.time);
+      if (!elapsed.dataset.started) elapsed.dataset.started = new Date(event.time * 1000).toISOString();
       break;
-    }
-    case "run_started": setState("running"); addTimeline("running", "the trainer started"); break;
     case "step_started": document.getElementById("run-step").textContent = String(p.step); break;
-    case "metrics": addMetricsRow(p); break;
-    case "run_finished": setState(p.status, p.reason); addTimeline(p.status, p.reason); break;
+    case "metrics": addMetrics([{ step: p.step, values: p.values || {} }]); break;
+    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); break;
+    case "checkpoint_saved": addCheckpoint(p); break;
+    case "log": case "error": addLog(event); break;
+    case "run_finished":
+      setState(p.status, p.reason);
+      addTimeline(p.status, p.reason, event.time);
+      elapsed.dataset.finished = new Date(event.time * 1000).toISOString();
+      break;
   }
 }
 
+const liveStatus = document.getElementById("live-status");
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${context.runId}/events/?after=${lastEventId}`);
-  socket.onopen = () => { retryDelayMs = 500; document.body.dataset.live = "connected"; };
+  socket.onopen = () => {
+    retryDelayMs = 500;
+    document.body.dataset.live = "connected";
+    liveStatus.textContent = "live";
+  };
   socket.onmessage = (message) => {
     const event = JSON.parse(message.data);
-    if (event.id <= lastEventId) return;
+    if (event.id <= lastEventId) return; // already handled (a resent backlog entry)
     lastEventId = event.id;
+    received += 1;
+    document.body.dataset.eventsReceived = String(received);
     handle(event);
   };
   socket.onclose = (close) => {
     document.body.dataset.live = "disconnected";
-    if (close.code === 4403) return;  // not allowed to watch: reconnecting would not help
+    if (close.code === 4403) {
+      liveStatus.textContent = "not allowed to watch this run live";
+      return; // reconnecting would not help
+    }
+    liveStatus.textContent = `reconnecting in ${Math.round(retryDelayMs / 100) / 10} s…`;
     setTimeout(connect, retryDelayMs);
     retryDelayMs = Math.min(retryDelayMs * 2, 10000);
   };

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, reset_queries, transaction
 from django.db.models import Count, Q
 
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, WinRateSource, apply_rule
@@ -98,6 +98,9 @@ def import_promptset(
                 )
                 position += len(created)
                 pending.clear()
+                # With DEBUG on, Django keeps every SQL text; for a 100,000-row file that is the
+                # whole file again in memory, so the log is emptied after each batch.
+                reset_queries()
 
             for candidate in check.candidates():
                 if report.rejections and not skip_invalid_rows:

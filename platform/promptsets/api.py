@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
-from ninja import File, Form, Router, Schema
+from ninja import Body, File, Form, Router, Schema
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from pydantic import ValidationError
@@ -195,7 +195,7 @@ def list_version_problems(request, promptset_id: int, number: int, q: str = "", 
 
 
 @router.post("/{promptset_id}/versions/{number}/curate", response={201: list[VersionOut], 403: DetailOut, 422: DetailOut})
-def curate_version(request, promptset_id: int, number: int, rule: dict):
+def curate_version(request, promptset_id: int, number: int, rule: Body[dict]):
     """A new version (two for a split) from this one by a rule, e.g. {"kind": "sample", "count": 100}."""
     promptset = _visible(request, promptset_id)
     if not promptset.is_editable_by(request.user):

@@ -27,8 +27,8 @@ class UploadForm(forms.Form):
         help_text="Given to rows whose statement has no imports of its own. Leave empty to give none.",
     )
     max_statement_chars = forms.IntegerField(
-        min_value=100, max_value=200_000, initial=DEFAULT_MAX_STATEMENT_CHARS,
-        help_text="Longer statements (header included) are rejected.",
+        min_value=100, max_value=200_000, initial=DEFAULT_MAX_STATEMENT_CHARS, required=False,
+        help_text="Longer statements (header included) are rejected. From 100 to 200,000.",
     )
 
     def __init__(self, *args, **kwargs):
@@ -38,6 +38,16 @@ class UploadForm(forms.Form):
                 required=False, max_length=200, label=f"{label} column",
                 help_text="Leave empty to use the usual column names.",
             )
+
+    def clean_default_header(self):
+        # A client that does not send the field at all (a script, a test) gets the recipe's
+        # header; someone who empties the box in the form gets none.
+        if "default_header" not in self.data:
+            return RECIPE_HEADER
+        return self.cleaned_data["default_header"]
+
+    def clean_max_statement_chars(self):
+        return self.cleaned_data["max_statement_chars"] or DEFAULT_MAX_STATEMENT_CHARS
 
     def mapping_fields(self):
         return [self[f"{field_name}_column"] for field_name in MAPPING_FIELDS]
@@ -62,7 +72,7 @@ class CurationForm(forms.Form):
                                     help_text="Drop: above this. Repeat: at or below this. From 0 to 1.")
     win_rate_source = forms.ChoiceField(choices=[
         (WinRateSource.FILE.value, "The file's win rate"), (WinRateSource.PLATFORM.value, "This platform's runs"),
-    ], initial=WinRateSource.FILE.value)
+    ], initial=WinRateSource.FILE.value, required=False)
     keep_unknown = forms.BooleanField(required=False, initial=True, label="Keep problems with no win rate")
     copies = forms.IntegerField(required=False, min_value=2, max_value=32, help_text="Repeat: copies of each hard problem.")
     count = forms.IntegerField(required=False, min_value=1, help_text="Sample: how many problems.")
@@ -86,8 +96,8 @@ class CurationForm(forms.Form):
         for field_name in self.FIELDS_BY_KIND[kind]:
             value = cleaned.get(field_name)
             if value is None or value == "":
-                if field_name == "seed":
-                    continue
+                if field_name in ("seed", "win_rate_source"):
+                    continue  # the rule's defaults: seed 0, the file's win rate
                 if field_name == "keep_unknown":
                     value = False
                 else:

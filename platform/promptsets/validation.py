@@ -57,9 +57,6 @@ OPEN_WORDS = frozenset({"hiding", "renaming", "scoped"})
 CLOSING_BRACKET = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄"}
 OPENING_BRACKET = {closing: opening for opening, closing in CLOSING_BRACKET.items()}
 
-_CHAR_LITERAL = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
-_IDENTIFIER_CHARS = "_'!?."
-_SUBSCRIPTS = "ₐₑₒₓₔₕₖₗₘₙₚₛₜᵢᵣᵤᵥⱼ₀₁₂₃₄₅₆₇₈₉ᵦᵧᵨᵩᵪ"
 
 
 class StatementRejected(ValueError):
@@ -82,18 +79,29 @@ class ValidatedStatement:
     theorem_name: str  # empty for an example
 
 
-def _is_identifier_start(char: str) -> bool:
-    return char.isalpha() or char == "_" or char in _SUBSCRIPTS
-
-
-def _is_identifier_part(char: str) -> bool:
-    return char.isalnum() or char in _IDENTIFIER_CHARS or char in _SUBSCRIPTS
-
-
 def _position(text: str, offset: int) -> str:
     line = text.count("\n", 0, offset) + 1
     column = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return f"line {line}, column {column}"
+
+
+# One match of a compiled pattern per token; block comments and strings are finished by hand
+# below, because comments nest and no regular expression can count them.
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<block>/-)
+    |(?P<stray>-/)
+    |(?P<line>--[^\n]*)
+    |(?P<string>")
+    |(?P<char>'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])')
+    |(?P<guillemet>«[^»]*»)
+    |(?P<unclosed_guillemet>«)
+    |(?P<word>eval%|\#?[^\W\d][\w'!?.]*)
+    |(?P<number>\d[\w.]*)
+    |(?P<symbol>:=|@\[|.))?""",
+    re.VERBOSE | re.DOTALL,
+)
+_COMMENT_DELIMITER = re.compile(r"/-|-/")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def scan(text: str) -> list[Token]:
@@ -102,83 +110,48 @@ def scan(text: str) -> list[Token]:
     length = len(text)
     index = 0
     while index < length:
-        char = text[index]
-        if char.isspace():
-            index += 1
-            continue
-        start = index
-        if text.startswith("/-", index):
-            kind = "doc_comment" if text.startswith("/--", index) and not text.startswith("/--/", index) else "comment"
-            depth, index = 1, index + 2
-            while depth and index < length:
-                if text.startswith("/-", index):
-                    depth, index = depth + 1, index + 2
-                elif text.startswith("-/", index):
-                    depth, index = depth - 1, index + 2
-                else:
-                    index += 1
-            if depth:
-                raise StatementRejected(
-                    f"a block comment opened at {_position(text, start)} is never closed "
-                    f"({depth} '-/' missing; block comments nest in Lean 4): close it with '-/'"
-                )
-            tokens.append(Token(kind, text[start:index], start, index))
-            continue
-        if text.startswith("-/", index):
+        match = _TOKEN.match(text, index)
+        kind = match.lastgroup
+        if kind is None:  # only whitespace was left
+            break
+        start, index = match.start(kind), match.end()
+        if kind == "block":
+            is_doc = text.startswith("/--", start) and not text.startswith("/--/", start)
+            depth = 1
+            while depth:
+                delimiter = _COMMENT_DELIMITER.search(text, index)
+                if delimiter is None:
+                    raise StatementRejected(
+                        f"a block comment opened at {_position(text, start)} is never closed "
+                        f"({depth} '-/' missing; block comments nest in Lean 4): close it with '-/'"
+                    )
+                depth += 1 if delimiter.group() == "/-" else -1
+                index = delimiter.end()
+            tokens.append(Token("doc_comment" if is_doc else "comment", text[start:index], start, index))
+        elif kind == "stray":
             raise StatementRejected(
                 f"'-/' at {_position(text, start)} closes a comment that was never opened: remove it or add the '/-'"
             )
-        if text.startswith("--", index):
-            newline = text.find("\n", index)
-            index = length if newline == -1 else newline
-            tokens.append(Token("comment", text[start:index], start, index))
-            continue
-        if char == '"':
-            index += 1
-            while index < length and text[index] != '"':
-                index += 2 if text[index] == "\\" else 1
-            if index >= length:
+        elif kind == "line":
+            tokens.append(Token("comment", match.group(kind), start, index))
+        elif kind == "string":
+            string = _STRING.match(text, start)
+            if string is None:
                 raise StatementRejected(
-                    f'a string opened at {_position(text, start)} is never closed: add the closing \'"\''
+                    f"a string opened at {_position(text, start)} is never closed: add the closing '\"'"
                 )
-            index += 1
-            tokens.append(Token("string", text[start:index], start, index))
-            continue
-        if char == "'":
-            literal = _CHAR_LITERAL.match(text, index)
-            if literal:
-                index = literal.end()
-                tokens.append(Token("char", literal.group(), start, index))
-                continue
-        if char == "«":
-            closing = text.find("»", index)
-            if closing == -1:
-                raise StatementRejected(f"'«' at {_position(text, start)} is never closed: add '»'")
-            index = closing + 1
-            tokens.append(Token("word", text[start:index], start, index))
-            continue
-        if _is_identifier_start(char) or (char == "#" and index + 1 < length and _is_identifier_start(text[index + 1])):
-            index += 1
-            while index < length and _is_identifier_part(text[index]):
-                index += 1
-            if index < length and text[index] == "%":  # term elaborators such as eval%
-                index += 1
-            word = text[start:index].rstrip(".")
+            index = string.end()
+            tokens.append(Token("string", string.group(), start, index))
+        elif kind == "unclosed_guillemet":
+            raise StatementRejected(f"'«' at {_position(text, start)} is never closed: add '»'")
+        elif kind == "word":
+            word = match.group(kind).rstrip(".")  # a trailing dot ends a sentence, not a name
             index = start + len(word)
             tokens.append(Token("word", word, start, index))
-            continue
-        if char.isdigit():
-            while index < length and (text[index].isalnum() or text[index] == "."):
-                index += 1
-            tokens.append(Token("number", text[start:index], start, index))
-            continue
-        for symbol in (":=", "@["):
-            if text.startswith(symbol, index):
-                index += len(symbol)
-                break
+        elif kind == "guillemet":
+            tokens.append(Token("word", match.group(kind), start, index))
         else:
-            index += 1
-        tokens.append(Token("symbol", text[start:index], start, index))
+            tokens.append(Token(kind, match.group(kind), start, index))
     return tokens
 
 

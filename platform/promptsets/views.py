@@ -7,7 +7,6 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -61,7 +60,7 @@ def promptset_list(request):
     query = request.GET.get("q", "").strip()
     promptsets = Promptset.objects.visible_to(request.user).select_related("owner").annotate(
         version_count=Count("versions", distinct=True),
-    )
+    ).order_by("-created_at", "-pk")
     if query:
         promptsets = promptsets.filter(Q(name__icontains=query) | Q(description__icontains=query))
     page = Paginator(promptsets, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -168,7 +167,7 @@ def problem_detail(request, pk, problem_pk):
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,
-        "highlighted_header": format_html("{}", "") if not problem.header else highlighted_lean(problem.header),
+        "highlighted_header": highlighted_lean(problem.header) if problem.header else "",
         "highlighted_statement": highlighted_lean(problem.formal_statement),
         "platform_accepted": accepted, "platform_scored": scored,
         "platform_win_rate": accepted / scored if scored else None,

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from ninja import Router, Schema
+from ninja import Query, Router, Schema
+from ninja.errors import HttpError
 
+from proofs.lean_view import code_view
 from proofs.models import ProofAttempt
+from proofs.queries import RolloutFilters, attempt_page
+from runs.models import Run
 
 router = Router(tags=["proofs"])
 
@@ -28,12 +32,77 @@ class ProofAttemptOut(Schema):
     num_tokens: int
 
 
+class RolloutCardOut(Schema):
+    """A rollout in the shape the run's WebSocket delivers it, so one renderer draws both."""
+
+    attempt_id: int
+    rollout_key: str
+    step: int
+    problem_id: str
+    problem_name: str
+    turn: str
+    verdict: str | None
+    format_error: str | None
+    reward: float | None
+    reasons: list
+    is_censored: bool
+    is_standin_verdict: bool
+    reasoning: str
+    lean_code: str
+    lean_messages: list
+
+
+class RolloutPageOut(Schema):
+    rollouts: list[RolloutCardOut]
+    next_before: int | None
+
+
+class RolloutFiltersIn(Schema):
+    step: int | None = None
+    turn: str = ""
+    verdict: str = ""
+    format_error: str = ""
+    problem: str = ""
+    reward: str = ""
+    before: int | None = None
+    limit: int | None = None
+
+
+def card(attempt: ProofAttempt) -> dict:
+    return {
+        "attempt_id": attempt.pk, "rollout_key": attempt.rollout_key, "step": attempt.step,
+        "problem_id": attempt.problem_key, "problem_name": attempt.problem_name, "turn": attempt.turn,
+        "verdict": attempt.verdict or None, "format_error": attempt.format_error or None, "reward": attempt.reward,
+        "reasons": attempt.reasons, "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
+        "reasoning": attempt.reasoning, "lean_code": attempt.lean_code, "lean_messages": attempt.lean_messages,
+    }
+
+
 @router.get("/runs/{run_id}/attempts", response=list[ProofAttemptOut])
 def list_attempts(request, run_id: int, after_id: int = 0, limit: int = 200):
     attempts = ProofAttempt.objects.visible_to(request.user).filter(run_id=run_id, pk__gt=after_id).order_by("pk")
     return attempts[: min(max(limit, 1), 1000)]
 
 
+@router.get("/runs/{run_id}/rollouts", response=RolloutPageOut)
+def list_rollouts(request, run_id: int, filters: Query[RolloutFiltersIn]):
+    """The proof viewer's list: newest first, filtered; ``next_before`` pages further back."""
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
+    form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")})
+    if not form.is_valid():
+        raise HttpError(422, "invalid rollout filters: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+    attempts, next_before = attempt_page(run.proof_attempts.all(), form)
+    return {"rollouts": [card(a) for a in attempts], "next_before": next_before}
+
+
 @router.get("/attempts/{attempt_id}", response=ProofAttemptOut)
 def get_attempt(request, attempt_id: int):
     return get_object_or_404(ProofAttempt.objects.visible_to(request.user), pk=attempt_id)
+
+
+@router.get("/attempts/{attempt_id}/code", response=dict)
+def attempt_code(request, attempt_id: int):
+    """The Lean code as highlighted tokens per line, with Lean's messages (columns in code points)."""
+    attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user), pk=attempt_id)
+    return code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)

@@ -15,6 +15,7 @@ class Verdict(models.TextChoices):
     VALID = "valid", "Valid"
     SORRY = "sorry", "Uses sorry"
     LEAN_ERROR = "lean_error", "Lean error"
+    REJECTED = "rejected", "Rejected by an integrity rule"
     TIMEOUT = "timeout", "Timeout (censored)"
     INFRA_ERROR = "infra_error", "Verifier could not decide (censored)"
 
@@ -69,6 +70,8 @@ class ProofAttempt(models.Model):
             models.Index(fields=["run", "verdict", "id"]),
             models.Index(fields=["run", "turn", "id"]),
             models.Index(fields=["run", "problem_key", "id"]),
+            # The proof viewer's filter by format error category, newest first.
+            models.Index(fields=["run", "format_error", "id"], name="attempt_run_format_error_id"),
         ]
 
     def __str__(self):

@@ -1,10 +1,45 @@
+from __future__ import annotations
+
+import difflib
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from proofs.models import ProofAttempt
+from proofs.lean_view import code_view
+from proofs.models import ProofAttempt, RetryFeedback
+
+
+def code_diff(first: str, retry: str) -> list[tuple[str, str]]:
+    """The retry's Lean code against the first attempt's, line by line: ('-'|'+'|' ', line)."""
+    before, after = first.splitlines(), retry.splitlines()
+    rows: list[tuple[str, str]] = []
+    for tag, a_start, a_end, b_start, b_end in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            rows.extend((" ", line) for line in before[a_start:a_end])
+            continue
+        rows.extend(("-", line) for line in before[a_start:a_end])
+        rows.extend(("+", line) for line in after[b_start:b_end])
+    return rows
 
 
 @login_required
 def detail(request, pk):
-    attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user).select_related("run", "parent"), pk=pk)
-    return render(request, "proofs/detail.html", {"attempt": attempt, "retries": attempt.retries.all()})
+    attempts = ProofAttempt.objects.visible_to(request.user).select_related("run", "parent")
+    attempt = get_object_or_404(attempts, pk=pk)
+    first_attempt = attempt.parent if attempt.turn == "retry" else None
+    feedback = None
+    if attempt.parent_rollout_key:
+        feedback = RetryFeedback.objects.filter(run_id=attempt.run_id, parent_rollout_key=attempt.parent_rollout_key).first()
+    views = {"attempt": code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)}
+    if first_attempt:
+        views["first"] = code_view(first_attempt.checked_code, first_attempt.lean_messages, first_attempt.lean_code)
+    return render(request, "proofs/detail.html", {
+        "attempt": attempt,
+        "run": attempt.run,
+        "first_attempt": first_attempt,
+        "retries": list(attempt.retries.all()),
+        "feedback": feedback,
+        "diff": code_diff(first_attempt.lean_code, attempt.lean_code) if first_attempt else None,
+        "code_views": views,
+        "sampling": sorted(attempt.sampling.items()),
+    })

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from runs import ray_jobs
+from runs import cluster, ray_jobs
 from runs.models import Run, RunKind, RunState
 from trainer.config import RunConfig
 
@@ -50,7 +49,7 @@ def launch_run(*, owner, name: str, promptset_version, preset: str, overrides: d
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner, name=name, kind=kind, promptset_version=promptset_version, preset=preset,
-            config=config_json, code_version=code_version(),
+            config=config_json, code_version=cluster.code_version(),
         )
         run.state_changes.create(state=RunState.QUEUED, reason="launched")
         transaction.on_commit(lambda: _enqueue_dispatch(run.pk, resume=False))
@@ -105,20 +104,19 @@ def dispatch(run_id: int, *, resume: bool) -> None:
     Run.objects.filter(pk=run_id).update(attempt=F("attempt") + 1)
     run.refresh_from_db()
     try:
+        available = cluster.cluster_resources(settings.RAY_ADDRESS)
+        problems = cluster.resource_problems(RunConfig.model_validate(run.config), available)
+        if problems:
+            run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems))
+            return
+        description = cluster.cluster_description(settings.RAY_ADDRESS)
         export_run_inputs(run)
         job_id = ray_jobs.submit(run, resume=resume)
     except Exception as error:
         run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}")
         return
-    Run.objects.filter(pk=run_id).update(ray_job_id=job_id, cluster=ray_jobs.cluster_description())
+    Run.objects.filter(pk=run_id).update(ray_job_id=job_id, cluster=description)
     run.refresh_from_db()
     if run.state == RunState.CANCELLED:  # cancelled while we were submitting: stop what we just started
         ray_jobs.stop(job_id)
 
-
-def code_version() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=settings.REPO_DIR, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""

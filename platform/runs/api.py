@@ -7,7 +7,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from promptsets.models import Promptset, PromptsetVersion
-from runs import actions
+from runs import actions, queries
 from runs.models import Run
 
 router = Router(tags=["runs"])
@@ -48,6 +48,48 @@ def _visible(request, run_id: int) -> Run:
 @router.get("/", response=list[RunOut])
 def list_runs(request):
     return Run.objects.visible_to(request.user)[:500]
+
+
+class RunSummaryOut(Schema):
+    id: int
+    url: str
+    name: str
+    state: str
+    state_label: str
+    preset: str
+    model: str
+    promptset_version: str
+    step: int
+    total_steps: int | None
+    reward: float | None
+    accuracy: float | None
+    reward_series: list[float | None]
+    accuracy_series: list[float | None]
+    elapsed_s: float | None
+    created_at: str
+
+
+class StepValuesOut(Schema):
+    step: int
+    values: dict
+
+
+class SeriesOut(Schema):
+    metrics: list[StepValuesOut]
+    evaluations: list[StepValuesOut]
+
+
+@router.get("/summaries", response=list[RunSummaryOut])
+def run_summaries(request, state: str = "", q: str = "", sort: str = ""):
+    """The runs list's rows, for its live refresh: latest reward and accuracy, sparkline series, elapsed time."""
+    runs = queries.filter_runs(Run.objects.visible_to(request.user).select_related("promptset_version__promptset"),
+                               state=state, search=q, sort=sort)
+    return queries.run_summaries(list(runs[:200]))
+
+
+@router.get("/{run_id}/series", response=SeriesOut)
+def run_series(request, run_id: int):
+    return queries.metric_series(_visible(request, run_id))
 
 
 @router.post("/", response={201: RunOut, 422: LaunchErrorOut})

@@ -166,7 +166,11 @@ class RunEvent(models.Model):
 
     class Meta:
         ordering = ["pk"]
-        indexes = [models.Index(fields=["run", "type", "id"])]
+        indexes = [
+            models.Index(fields=["run", "type", "id"]),
+            # The run page's "last event id" and the WebSocket's backlog read a run's events by id.
+            models.Index(fields=["run", "id"], name="runevent_run_id_order"),
+        ]
 
 
 class StepMetrics(models.Model):

@@ -42,6 +42,10 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
 
 
 def submit(run, *, resume: bool) -> str:
+    from runs.cluster import requested_resources
+    from trainer.config import RunConfig
+
+    requested = requested_resources(RunConfig.model_validate(run.config))
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
@@ -50,9 +54,9 @@ def submit(run, *, resume: bool) -> str:
         submission_id=f"run-{run.pk}-attempt-{run.attempt}",
         runtime_env={"env_vars": env_vars},
         metadata={"run_id": str(run.pk), "run_name": run.name[:100]},
-        # The driver holds the run's GPUs itself (one node: rollouts and learner share them).
-        entrypoint_num_cpus=1,
-        entrypoint_num_gpus=run.config["cluster"]["num_gpus"] or None,
+        # The driver holds the run's resources itself (rollouts and learner share its GPUs).
+        entrypoint_num_cpus=requested["num_cpus"],
+        entrypoint_num_gpus=requested["num_gpus"] or None,
     )
 
 
@@ -73,8 +77,3 @@ def log_tail(job_id: str, lines: int = 25) -> str:
         return f"(job logs unavailable: {error})"
     return "\n".join(logs.splitlines()[-lines:])
 
-
-def cluster_description() -> dict:
-    import ray
-
-    return {"address": settings.RAY_ADDRESS, "ray_version": ray.__version__}

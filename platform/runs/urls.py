@@ -6,7 +6,9 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.launch, name="new"),
+    path("compare/", views.compare, name="compare"),
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/cancel/", views.cancel, name="cancel"),
     path("<int:pk>/resume/", views.resume, name="resume"),
+    path("<int:pk>/checkpoints/<int:step>/<str:part>.zip", views.download_checkpoint, name="checkpoint"),
 ]

@@ -1,12 +1,17 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseForbidden
+from django.http import Http404, HttpResponseForbidden, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from runs import actions
+from proofs.queries import RolloutFilters, attempt_page
+from runs import actions, queries
+from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
 from runs.forms import LaunchRunForm
-from runs.models import Run
+from runs.models import Run, RunState
+
+RUNS_LISTED = 200
+RUNS_COMPARED = 6
 
 
 def _visible_run(request, pk) -> Run:
@@ -16,10 +21,28 @@ def _visible_run(request, pk) -> Run:
     return run
 
 
+def _listed_runs(request):
+    runs = queries.filter_runs(
+        Run.objects.visible_to(request.user).select_related("promptset_version__promptset"),
+        state=request.GET.get("state", ""), search=request.GET.get("q", ""), sort=request.GET.get("sort", ""),
+    )
+    return list(runs[:RUNS_LISTED])
+
+
 @login_required
 def run_list(request):
-    runs = Run.objects.visible_to(request.user).select_related("promptset_version__promptset")[:200]
-    return render(request, "runs/list.html", {"runs": runs})
+    summaries = queries.run_summaries(_listed_runs(request))
+    return render(request, "runs/list.html", {
+        "summaries": summaries,
+        "states": RunState.choices,
+        "state": request.GET.get("state", ""),
+        "q": request.GET.get("q", ""),
+        "sort": request.GET.get("sort", "") or queries.DEFAULT_SORT,
+        "sort_columns": [("name", "Name"), ("state", "State"), ("preset", "Preset"), ("step", "Step"),
+                         ("created", "Created")],
+        # The live refresh asks the API for the same rows the page shows.
+        "list_query": {key: request.GET.get(key, "") for key in ("state", "q", "sort")},
+    })
 
 
 @login_required
@@ -39,16 +62,68 @@ def launch(request):
 @login_required
 def detail(request, pk):
     run = _visible_run(request, pk)
-    recent_attempts = list(run.proof_attempts.order_by("-pk")[:100])
-    last_event = run.events.order_by("-pk").values_list("pk", flat=True).first() or 0
+    filters = RolloutFilters(request.GET)
+    if filters.is_valid():
+        attempts, next_before = attempt_page(run.proof_attempts.all(), filters)
+    else:
+        attempts, next_before = [], None
+    other = None
+    if request.GET.get("diff", "").isdigit():
+        other = Run.objects.visible_to(request.user).filter(pk=int(request.GET["diff"])).first()
+    # Read the last event id before anything else: the WebSocket resends what came after it,
+    # so an event stored while this page renders is delivered, not lost.
+    last_event_id = queries.last_event_id(run)
     return render(request, "runs/detail.html", {
         "run": run,
-        "attempts": recent_attempts,
-        "metrics": list(run.step_metrics.all()),
+        "run_context": {"runId": run.pk, "lastEventId": last_event_id, "state": run.state,
+                        "filtersAreActive": bool(filters.is_valid() and filters.active_filters())},
+        "filters": filters,
+        "attempts": attempts,
+        "next_before": next_before,
+        "series": queries.metric_series(run),
+        "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
-        "last_event_id": last_event,
+        "checkpoints": queries.checkpoints(run),
+        "config_rows": sorted(queries.flatten(run.config).items()),
+        "other": other,
+        "config_diff": queries.config_diff(run.config, other.config) if other else None,
+        "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
+        "elapsed_s": queries.elapsed_seconds(run),
         "can_edit": run.is_editable_by(request.user),
     })
+
+
+@login_required
+def compare(request):
+    """Runs side by side: overlaid charts, and each run's configuration against the first's."""
+    wanted = [int(part) for part in request.GET.getlist("runs") if part.isdigit()][:RUNS_COMPARED]
+    found = {run.pk: run for run in Run.objects.visible_to(request.user).filter(pk__in=wanted)
+             .select_related("promptset_version__promptset")}
+    runs = [found[pk] for pk in wanted if pk in found]
+    base = runs[0] if runs else None
+    return render(request, "runs/compare.html", {
+        "runs": runs,
+        "choices": Run.objects.visible_to(request.user).values("pk", "name")[:RUNS_LISTED],
+        "series": [{"id": run.pk, "name": run.name, **queries.metric_series(run)} for run in runs],
+        "diffs": [(run, queries.config_diff(base.config, run.config)) for run in runs[1:]],
+        "base": base,
+    })
+
+
+@login_required
+def download_checkpoint(request, pk, step, part):
+    if part not in ("model", "checkpoint"):
+        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
+    run = _visible_run(request, pk)
+    checkpoint = get_object_or_404(run.checkpoints, step=step)
+    try:
+        folder = checkpoint_folder(checkpoint, model_only=part == "model")
+    except CheckpointUnavailable as error:
+        raise Http404(str(error))
+    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
+    suffix = "model" if part == "model" else "checkpoint"
+    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{suffix}.zip"'
+    return response
 
 
 @login_required

@@ -12,8 +12,7 @@ pytestmark = pytest.mark.django_db
 
 def upload(client, rows_or_bytes, filename="kimina.jsonl", **fields):
     data = rows_or_bytes if isinstance(rows_or_bytes, bytes) else encode(rows_or_bytes, filename.rsplit(".", 1)[1])
-    form = {"name": "kimina", "file": SimpleUploadedFile(filename, data), "max_statement_chars": 20000,
-            "default_header": "import Mathlib"}
+    form = {"name": "kimina", "file": SimpleUploadedFile(filename, data)}
     form.update(fields)
     return client.post(reverse("promptsets:upload"), form)
 
@@ -87,3 +86,17 @@ def test_the_upload_page_loads_the_progress_script(alice_client):
 def test_a_stranger_must_sign_in_first(client):
     response = client.get(reverse("promptsets:upload"))
     assert response.status_code == 302 and "login" in response.url
+
+
+def test_rows_without_imports_get_the_header_typed_in_the_form(alice_client):
+    rows = [{"name": "bare", "formal_statement": "theorem bare : 1 + 1 = 2 := by"}]
+    upload(alice_client, rows, filename="bare.jsonl", default_header="import Mathlib\nopen Real")
+    assert Problem.objects.get().header == "import Mathlib\nopen Real"
+    upload(alice_client, rows, filename="bare.jsonl", name="no header", default_header="")
+    assert Problem.objects.get(promptset__name="no header").header == ""
+
+
+def test_a_statement_limit_outside_its_range_names_the_range(alice_client):
+    response = upload(alice_client, kimina_rows(1), max_statement_chars=5)
+    assert "Ensure this value is greater than or equal to 100" in response.content.decode()
+    assert not Promptset.objects.exists()

@@ -128,3 +128,11 @@ def test_weights_changed_by_the_learner_are_used_by_the_next_generation(fresh_ra
     engine.push_weights(model)
     after = [g.token_ids for g in engine.generate(PROMPTS, SamplingSettings.greedy(max_tokens=4))]
     assert before != after
+
+
+def test_a_short_prompt_gets_the_same_greedy_answer_alone_as_beside_a_longer_one(random_llama, tokenizer):
+    engine = TransformersEngine(random_llama, tokenizer)
+    short, long = "proof by simp", "theorem x + y = y + x := by intro n apply ring"
+    alone = next(engine.generate([short], SamplingSettings.greedy(max_tokens=6))).token_ids
+    batched = {g.prompt_index: g.token_ids for g in engine.generate([long, short], SamplingSettings.greedy(max_tokens=6))}
+    assert batched[1] == alone  # left padding and its attention mask leave the short prompt's answer unchanged

@@ -27,7 +27,7 @@ def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, s
     run = make_run()
     actions.dispatch(run.pk, resume=False)
     run.refresh_from_db()
-    assert run.state == RunState.STARTING and run.attempt == 1
+    assert run.state == RunState.STARTING and run.attempt == 1, run.failure_reason
     assert run.ray_job_id == f"run-{run.pk}-attempt-1"
     assert run.cluster["address"] == ray_head.address
     rows = [json.loads(line) for line in (run.artifacts_dir / "promptset.jsonl").read_text().splitlines()]
@@ -78,3 +78,13 @@ def test_a_run_that_is_not_queued_is_not_dispatched_twice(make_run, settings):
     actions.dispatch(run.pk, resume=False)
     run.refresh_from_db()
     assert run.attempt == 0 and run.ray_job_id == ""
+
+
+def test_a_run_the_cluster_cannot_hold_fails_before_submission_with_the_reason(make_run, ray_head):
+    from trainer.config import RunConfig
+
+    run = make_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
+    actions.dispatch(run.pk, resume=False)
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED and run.ray_job_id == ""
+    assert "the run asks for 8 GPUs (cluster.num_gpus)" in run.failure_reason

@@ -6,11 +6,13 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
 from trainer.commands import lean_standin, score
 
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 STATEMENT = "theorem two_plus_two : (2 : ℕ) + 2 = 4 := by"
 
 
@@ -60,16 +62,10 @@ def test_lean_standin_serves_the_kimina_api_on_the_given_port(helpers):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    runner = (
-        "import argparse, sys\n"
-        "from trainer.commands import lean_standin\n"
-        "parser = argparse.ArgumentParser()\n"
-        "lean_standin.add_arguments(parser)\n"
-        "sys.exit(lean_standin.main(parser.parse_args(sys.argv[1:])))\n"
-    )
     process = subprocess.Popen(
-        [sys.executable, "-c", runner, "--port", str(port), "--api-key", "k", "--latency-ms", "1", "--max-concurrency", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "trainer", "lean-standin", "--port", str(port), "--api-key", "k",
+         "--latency-ms", "1", "--max-concurrency", "2"],
+        cwd=REPOSITORY_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         url = f"http://127.0.0.1:{port}"

@@ -51,6 +51,9 @@ ATTACKS = [
     ("an unterminated «name»", "\n  exact «oops", "unterminated"),
     ("a string literal", "\n  exact (\"x\" : String).length", "string literal"),
     ("a control character", "\n  norm_num\x00", "control characters"),
+    ("a line separator the server turns into a newline", "\n  norm_num -- done\u2028  sorry", "line breaks"),
+    ("a lone carriage return", "\n  norm_num -- done\r  sorry", "line breaks"),
+    ("a form feed", "\n  norm_num -- done\x0c  sorry", "line breaks"),
     ("a nested comment ends early only for a naive scanner", "\n  /- /- -/ sorry -/ norm_num\n  sorry", "sorry"),
 ]
 
@@ -73,6 +76,7 @@ CLEAN_BODIES = [
     "\n  simp only [Finset.sum_range_succ, #[1, 2].size]",
     "\n  have hadmit : Nat.sorryish = 1 := rfl",
     "\n  exact Classical.axiom_of_choice_is_fine_here",
+    "\r\n  norm_num\r\n  -- Windows line endings\r\n",
 ]
 
 
@@ -87,11 +91,11 @@ def test_native_decide_passes_only_when_the_run_allows_it():
 
 
 def test_only_the_standard_three_axioms_are_accepted():
-    assert disallowed_axioms(["propext", "Classical.choice", "Quot.sound"], STRICT) == []
-    assert disallowed_axioms(["propext", "sorryAx"], STRICT) == ["sorryAx"]
-    assert disallowed_axioms(["cheat"], STRICT) == ["cheat"]
-    assert disallowed_axioms(["Lean.ofReduceBool"], STRICT) == ["Lean.ofReduceBool"]
-    assert disallowed_axioms(["Lean.ofReduceBool"], NATIVE_ALLOWED) == []
+    assert disallowed_axioms(["propext", "Classical.choice", "Quot.sound"], allow_native_decide=False) == []
+    assert disallowed_axioms(["propext", "sorryAx"], allow_native_decide=False) == ["sorryAx"]
+    assert disallowed_axioms(["cheat"], allow_native_decide=False) == ["cheat"]
+    assert disallowed_axioms(["Lean.ofReduceBool"], allow_native_decide=False) == ["Lean.ofReduceBool"]
+    assert disallowed_axioms(["Lean.ofReduceBool"], allow_native_decide=True) == []
 
 
 def test_it_reads_both_forms_of_leans_axioms_report():

@@ -29,6 +29,7 @@ TRUE_STATEMENTS = [
     ("5 % 3 = 2 → 1 < 2", "decide"),
     ("((2 : ℤ) + 3 = 5) ↔ True", "norm_num"),
     ("(2 + 3) * 4 = 20", "decide"),
+    ("2 ^ 100 > 0", "norm_num"),
 ]
 
 
@@ -90,6 +91,8 @@ OUTSIDE_THE_FRAGMENT = [
     ("(7 : ℤ) / -2 = -3", "norm_num"),  # negative divisors
     ("2 ≤ 3", "rfl"),  # rfl on an inequality
     ("2 + 2 = 4", "exact rfl"),
+    ("2 ^ 100 > 0", "decide"),  # Lean's evaluator refuses large powers
+    ("2 < 3 ∨ False", "omega"),  # omega and propositional constants
 ]
 
 

@@ -84,3 +84,23 @@ def test_snippets_in_flight_never_exceed_the_limit(fresh_standin, helpers):
     assert all(result.verdict is Verdict.VALID for result in results)
     assert fresh_standin.app.peak_snippets_in_progress == 4
     assert stats["requests"] >= 12
+
+
+def test_a_duplicate_whose_first_asker_is_cancelled_still_gets_its_verdict(fresh_standin, helpers):
+    fresh_standin.app.settings.latency_s = 0.3
+    config = helpers.make_config(fresh_standin.url)
+    code = helpers.checked("\n  norm_num")
+
+    async def go():
+        verifier = LeanVerifier(config.verifier, environment="standin-test")
+        try:
+            first = asyncio.ensure_future(verifier.verify(code, key="first"))
+            await asyncio.sleep(0.05)
+            duplicate = asyncio.ensure_future(verifier.verify(code, key="duplicate"))
+            await asyncio.sleep(0.05)
+            first.cancel()
+            return await duplicate
+        finally:
+            await verifier.aclose()
+
+    assert asyncio.run(go()).verdict is Verdict.VALID

@@ -7,9 +7,11 @@ snippets that become ready in the same event-loop turn share one HTTP request (u
 the server's REPL count, since a server without a free REPL fails the whole batch.
 
 Requests and responses are kimina-client's own models (``CheckRequest``,
-``CheckResponse``) over one pooled ``httpx.AsyncClient`` of ours: its ``check()`` batches
-only fixed lists, returns results in completion order and gives plain strings random ids;
-we send ids we made and match results by id. Transport errors, 429 and 5xx are retried
+``CheckResponse``) over one pooled ``httpx.AsyncClient`` of ours. Its async ``check()`` is
+as fast on a fixed list (benchmarks/verifier_throughput.py measures both against its
+sync ``check()`` and the ceiling), but it takes only fixed lists (no pipelining), fails a
+whole batch together, returns results in completion order and gives plain strings random
+ids; we send ids we made and match results by id. Transport errors, 429 and 5xx are retried
 with exponential backoff; a failed batch is retried snippet by snippet, so one bad
 snippet (a REPL crash, an oversized answer) cannot fail its neighbours. No proxy is read
 from the environment; the API key is sent only when one is set.
@@ -70,11 +72,6 @@ class _Pending:
     snippet_id: str
     code: str
     future: asyncio.Future
-
-
-class _NativeDecideConfig:
-    def __init__(self, allow_native_decide: bool):
-        self.allow_native_decide = allow_native_decide
 
 
 def interpret_answer(
@@ -149,7 +146,7 @@ def interpret_answer(
                 is_standin_verdict=is_standin,
                 extra=extra,
             )
-        extra_axioms = disallowed_axioms(axioms, _NativeDecideConfig(allow_native_decide))
+        extra_axioms = disallowed_axioms(axioms, allow_native_decide=allow_native_decide)
         if extra_axioms:
             return VerificationResult(
                 Verdict.REJECTED,
@@ -213,8 +210,13 @@ class LeanVerifier:
             return _with(cached, is_cached=True, seconds=0.0)
         waiting = self._in_progress.get(cache_key)
         if waiting is not None:
+            try:
+                result = await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                if not waiting.cancelled():
+                    raise  # this caller was cancelled
+                return await self.verify(checked_code, key=key)  # the first asker was: ask again
             self._counts["cache_hits"] += 1
-            result = await asyncio.shield(waiting)
             self._count_verdict(result)
             return _with(result, is_cached=True, seconds=time.perf_counter() - started)
         self._counts["cache_misses"] += 1
@@ -237,9 +239,12 @@ class LeanVerifier:
                 if len(self._cache) > self.config.cache_size:
                     self._cache.popitem(last=False)
             future.set_result(result)
-        except BaseException as error:
+        except asyncio.CancelledError:
+            future.cancel()  # duplicates waiting on this proof then ask Lean themselves
+            raise
+        except Exception as error:
             future.set_exception(error)
-            future.exception()  # retrieved here, so an unawaited duplicate-less future logs nothing
+            future.exception()  # retrieved here, so a future nobody else awaited logs nothing
             raise
         finally:
             del self._in_progress[cache_key]

@@ -92,7 +92,10 @@ _NATIVE_DECIDE_RULES: list[tuple[re.Pattern[str], str]] = [
 
 _SET_OPTION = re.compile(r"(?<![\w.'!?])set_option\s+(?P<name>[^\s]+)")
 _OPEN = re.compile(r"(?<![\w.'!?])open\b(?P<rest>[^\n]*)")
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Control characters, and every line break but "\n": kimina-lean-server splits snippets with
+# Python's splitlines() and re-joins them with "\n", so a U+2028 inside a "-- comment" would
+# become a real line break, and code hidden from this scan, by the time Lean reads it.
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x85\u2028\u2029]|\r(?!\n)")
 
 
 class _UnscannableBody(Exception):
@@ -159,7 +162,7 @@ def check_integrity(proof_body: str, config: Any) -> list[str]:
     ``config`` is the run's ``RewardConfig`` (``allow_native_decide``).
     """
     if _CONTROL_CHARACTERS.search(proof_body):
-        return ["contains control characters: they have no place in a proof"]
+        return ["contains control characters or unusual line breaks: they have no place in a proof"]
     try:
         code, quoted_names = strip_comments(proof_body)
     except _UnscannableBody as error:
@@ -189,10 +192,10 @@ def check_integrity(proof_body: str, config: Any) -> list[str]:
     return reasons
 
 
-def disallowed_axioms(axioms: list[str] | tuple[str, ...], config: Any) -> list[str]:
+def disallowed_axioms(axioms: list[str] | tuple[str, ...], *, allow_native_decide: bool) -> list[str]:
     """The axioms of an accepted theorem beyond the standard three (and native_decide's, if allowed)."""
     allowed = set(STANDARD_AXIOMS)
-    if getattr(config, "allow_native_decide", False):
+    if allow_native_decide:
         allowed |= NATIVE_DECIDE_AXIOMS
     return [axiom for axiom in axioms if axiom not in allowed]
 

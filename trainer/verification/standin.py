@@ -23,6 +23,7 @@ ACCEPTED_IMPORTS = frozenset({"import Mathlib", "import Aesop"})
 HARMLESS_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats"})
 STANDIN_NOTE = "[lean-standin] decided by the stand-in Lean server (a small fragment of Lean), not by Lean"
 MAX_EXPONENT = 256
+KERNEL_SAFE_EXPONENT = 64
 MAX_BITS = 4096
 
 
@@ -294,6 +295,8 @@ class Features:
     connectives: set[str] = field(default_factory=set)
     divides_by_zero: bool = False
     negative_divisor: bool = False
+    largest_exponent: int = 0
+    has_constants: bool = False  # True or False written in the statement
 
 
 def _ascribed_types(expression) -> set[str]:
@@ -352,6 +355,7 @@ def evaluate(expression, type_name: str, features: Features) -> Fraction:
         features.types.add(type_name)
         if exponent > MAX_EXPONENT:
             raise CannotDecide(f"exponent above {MAX_EXPONENT}")
+        features.largest_exponent = max(features.largest_exponent, int(exponent))
         if base == 0 and exponent == 0:
             return Fraction(1)
         return _check_size(base ** int(exponent))
@@ -384,6 +388,7 @@ def evaluate(expression, type_name: str, features: Features) -> Fraction:
 def truth(proposition, features: Features) -> bool:
     kind = proposition[0]
     if kind == "const":
+        features.has_constants = True
         return proposition[1]
     if kind == "not":
         features.connectives.add("¬")
@@ -405,6 +410,9 @@ def _closes(tactic: str, proposition, features: Features) -> bool:
         raise CannotDecide("division by zero: how each tactic treats it is not pinned down here")
     if tactic == "norm_num":
         return True
+    if tactic in ("decide", "simp", "rfl") and features.largest_exponent > KERNEL_SAFE_EXPONENT:
+        # Lean's evaluator refuses large powers (its exponentiation threshold); norm_num does not.
+        raise CannotDecide(f"{tactic} with an exponent above {KERNEL_SAFE_EXPONENT}")
     if tactic == "decide":
         if features.types != {"ℕ"}:
             raise CannotDecide("decide outside ℕ (ℤ and ℚ instances may not reduce)")
@@ -414,7 +422,12 @@ def _closes(tactic: str, proposition, features: Features) -> bool:
             raise CannotDecide("simp outside ℕ")
         return True
     if tactic == "omega":
-        if features.types - {"ℕ", "ℤ"} or "^" in features.operators or features.connectives - {"∧", "∨", "¬"}:
+        if (
+            features.types - {"ℕ", "ℤ"}
+            or "^" in features.operators
+            or features.connectives - {"∧", "∨", "¬"}
+            or features.has_constants
+        ):
             raise CannotDecide("omega outside linear ℕ/ℤ arithmetic with ∧ ∨ ¬")
         return True
     if tactic == "rfl":

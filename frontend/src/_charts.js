@@ -1,0 +1,90 @@
+// Step charts on uPlot: each chart owns a list of named series read from step-keyed values.
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+
+const PALETTE = ["#2f6fdb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c940d", "#c2255c", "#495057", "#f08c00"];
+
+export function colour(index) {
+  return PALETTE[index % PALETTE.length];
+}
+
+/**
+ * A line chart over steps. `rows` is a list of {step, values}; each series names a `pick(values)`
+ * function. New series (a format error category seen for the first time) rebuild the chart.
+ */
+export class StepChart {
+  constructor(figure, { series = [], dynamicSeries = null, yLabel = "" } = {}) {
+    this.figure = figure;
+    this.fixedSeries = series;
+    this.dynamicSeries = dynamicSeries; // (rows) => [{label, pick}]
+    this.yLabel = yLabel;
+    this.rows = new Map();
+    this.plot = null;
+    this.seriesKey = "";
+    this.empty = figure.appendChild(document.createElement("p"));
+    this.empty.className = "chart-empty";
+    this.empty.textContent = "No data yet.";
+    new ResizeObserver(() => this.plot?.setSize(this.size())).observe(figure);
+  }
+
+  size() {
+    return { width: Math.max(240, this.figure.clientWidth - 8), height: 200 };
+  }
+
+  set(rows) {
+    for (const row of rows) this.rows.set(row.step, row.values || {});
+    this.draw();
+  }
+
+  currentSeries(sortedRows) {
+    const dynamic = this.dynamicSeries ? this.dynamicSeries(sortedRows) : [];
+    return [...this.fixedSeries, ...dynamic].filter((s) => s.always || sortedRows.some(([, v]) => typeof s.pick(v) === "number"));
+  }
+
+  draw() {
+    const sorted = [...this.rows.entries()].sort((a, b) => a[0] - b[0]);
+    const series = this.currentSeries(sorted);
+    this.empty.hidden = series.length > 0 && sorted.length > 0;
+    if (!series.length || !sorted.length) return;
+    const data = [sorted.map(([step]) => step), ...series.map((s) => sorted.map(([, v]) => {
+      const value = s.pick(v);
+      return typeof value === "number" && Number.isFinite(value) ? value : null;
+    }))];
+    const key = series.map((s) => s.label).join("\u0000");
+    if (this.plot && key === this.seriesKey) {
+      this.plot.setData(data);
+      return;
+    }
+    this.plot?.destroy();
+    this.seriesKey = key;
+    this.plot = new uPlot({
+      ...this.size(),
+      scales: { x: { time: false } },
+      axes: [{ label: "step", stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } },
+             { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } }],
+      series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: true, points: { show: sorted.length < 40 } }))],
+    }, data, this.figure);
+  }
+}
+
+// The metric names the trainer publishes (trainer/driver.py, trainer/evaluation.py).
+export const value = (key) => (v) => v[key];
+
+export function evaluationSeries(rows) {
+  const names = new Set();
+  for (const [, values] of rows) for (const name of Object.keys(values)) names.add(name);
+  const ks = [...names].map((n) => /^pass@(\d+)$/.exec(n)).filter(Boolean).map((m) => Number(m[1]));
+  const largest = ks.length ? Math.max(...ks) : null;
+  const wanted = [];
+  for (const k of new Set([1, largest].filter((x) => x !== null))) {
+    wanted.push([`pass@${k}`, `pass@${k}`], [`retry/pass@${k}`, `pass@${k} after retry`]);
+  }
+  if (largest !== null) wanted.push([`best@${largest}/mean`, `best@${largest}`], [`retry/best@${largest}/mean`, `best@${largest} after retry`]);
+  return wanted.filter(([key]) => names.has(key)).map(([key, label]) => ({ label, pick: value(key) }));
+}
+
+export function formatErrorSeries(rows) {
+  const categories = new Set();
+  for (const [, values] of rows) for (const name of Object.keys(values.format_errors || {})) categories.add(name);
+  return [...categories].sort().map((name) => ({ label: name.replaceAll("_", " "), pick: (v) => (v.format_errors ? v.format_errors[name] ?? 0 : null) }));
+}

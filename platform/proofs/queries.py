@@ -1,0 +1,75 @@
+"""Which rollouts a viewer asked for: the filters of the proof viewer, shared by the page and the API."""
+
+from __future__ import annotations
+
+from django import forms
+from django.db.models import QuerySet
+
+from proofs.models import ProofAttempt, Turn, Verdict
+from trainer.format_reward import FormatError
+
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
+
+
+class RewardFilter:
+    ACCEPTED = "1"
+    ZERO = "0"
+    CENSORED = "censored"
+    CHOICES = [("", "any reward"), (ACCEPTED, "1 (accepted)"), (ZERO, "0 (rejected)"), (CENSORED, "censored")]
+
+
+class RolloutFilters(forms.Form):
+    """The proof viewer's filters. Blank fields filter nothing; bad values are form errors, never a 500."""
+
+    step = forms.IntegerField(required=False, min_value=0)
+    turn = forms.ChoiceField(required=False, choices=[("", "any turn"), *Turn.choices])
+    verdict = forms.ChoiceField(required=False, choices=[("", "any verdict"), ("none", "not sent to Lean"), *Verdict.choices])
+    format_error = forms.ChoiceField(required=False, label="Format error",
+                                     choices=[("", "any format"), *[(e.value, e.value.replace("_", " ")) for e in FormatError]])
+    problem = forms.CharField(required=False, max_length=300, help_text="The problem's key, exactly.")
+    reward = forms.ChoiceField(required=False, choices=RewardFilter.CHOICES)
+    before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput,
+                                help_text="Only rollouts older than this id (the next page).")
+    limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE, widget=forms.HiddenInput)
+
+    def active_filters(self) -> dict:
+        """The filters that narrow the list, as the JavaScript filter receives them."""
+        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        return {name: value for name, value in data.items() if name not in ("before", "limit") and value not in (None, "")}
+
+
+def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> QuerySet[ProofAttempt]:
+    """Newest first. Each filter is an equality the (run, field, id) indexes answer without a scan."""
+    if not filters.is_valid():
+        raise ValueError(f"invalid rollout filters: {filters.errors.as_json()}")
+    data = filters.cleaned_data
+    if data.get("step") is not None:
+        queryset = queryset.filter(step=data["step"])
+    if data.get("turn"):
+        queryset = queryset.filter(turn=data["turn"])
+    if data.get("verdict"):
+        queryset = queryset.filter(verdict="" if data["verdict"] == "none" else data["verdict"])
+    if data.get("format_error"):
+        queryset = queryset.filter(format_error=data["format_error"])
+    if data.get("problem"):
+        queryset = queryset.filter(problem_key=data["problem"])
+    reward = data.get("reward")
+    if reward == RewardFilter.CENSORED:
+        queryset = queryset.filter(reward__isnull=True)
+    elif reward == RewardFilter.ACCEPTED:
+        queryset = queryset.filter(reward__gt=0)
+    elif reward == RewardFilter.ZERO:
+        queryset = queryset.filter(reward=0)
+    if data.get("before"):
+        queryset = queryset.filter(pk__lt=data["before"])
+    return queryset.order_by("-pk")
+
+
+def attempt_page(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> tuple[list[ProofAttempt], int | None]:
+    """One page of rollouts, newest first, and the id to pass as ``before`` for the next page (None at the end)."""
+    limit = filters.cleaned_data.get("limit") or PAGE_SIZE
+    rows = list(filter_attempts(queryset, filters).defer("prompt", "checked_code", "response")[: limit + 1])
+    if len(rows) > limit:
+        return rows[:limit], rows[limit - 1].pk
+    return rows, None

@@ -1,0 +1,68 @@
+"""Checkpoint downloads: a folder streamed as a zip, never read whole into memory.
+
+Checkpoints hold gigabytes of weights, so the archive is written stored (weights do not
+compress) to a buffer that is drained after every chunk.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.models import Checkpoint
+from trainer.checkpoint import MODEL_FOLDER
+
+CHUNK_BYTES = 1 << 20
+
+
+class CheckpointUnavailable(Exception):
+    """The checkpoint's folder cannot be offered for download; the message says why."""
+
+
+def checkpoint_folder(checkpoint: Checkpoint, *, model_only: bool) -> Path:
+    """The folder to archive, refused unless it lies inside the platform's artifacts folder."""
+    folder = Path(checkpoint.path).resolve()
+    root = Path(settings.ARTIFACTS_DIR).resolve()
+    if not folder.is_relative_to(root):
+        raise CheckpointUnavailable(
+            f"checkpoint folder {checkpoint.path!r} lies outside the platform's artifacts folder {str(root)!r}; "
+            "copy it from the cluster's storage instead"
+        )
+    if model_only:
+        folder = folder / MODEL_FOLDER
+    if not folder.is_dir():
+        raise CheckpointUnavailable(f"checkpoint folder {str(folder)!r} does not exist on this machine (any more)")
+    return folder
+
+
+class _DrainedBuffer:
+    """A write-only file whose contents are taken away as they come (zipfile streams into it)."""
+
+    def __init__(self):
+        self.chunks: list[bytes] = []
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+    def flush(self):
+        pass
+
+    def take(self) -> bytes:
+        data, self.chunks = b"".join(self.chunks), []
+        return data
+
+
+def zip_stream(folder: Path) -> Iterator[bytes]:
+    buffer = _DrainedBuffer()
+    with zipfile.ZipFile(buffer, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+            with path.open("rb") as source, archive.open(path.relative_to(folder).as_posix(), "w", force_zip64=True) as target:
+                while chunk := source.read(CHUNK_BYTES):
+                    target.write(chunk)
+                    yield buffer.take()
+            yield buffer.take()
+    yield buffer.take()

@@ -1,0 +1,142 @@
+"""What the runs list, the run page and the comparison read: summaries, series, logs, config diffs."""
+
+from __future__ import annotations
+
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from runs.models import Checkpoint, Run, RunEvent, RunState, StepMetrics
+from trainer.events import EventType
+
+SPARKLINE_STEPS = 30
+LOG_LINES_SHOWN = 200
+
+# The trainer's metric names (trainer/driver.py step_metrics) that the list and the charts single out.
+REWARD_KEY = "reward/mean"
+ACCURACY_KEY = "lean/accuracy"
+
+SORTS = {
+    "name": "name", "-name": "-name",
+    "state": "state", "-state": "-state",
+    "step": "current_step", "-step": "-current_step",
+    "created": "created_at", "-created": "-created_at",
+    "preset": "preset", "-preset": "-preset",
+}
+DEFAULT_SORT = "-created"
+
+
+def filter_runs(queryset: QuerySet[Run], *, state: str = "", search: str = "", sort: str = "") -> QuerySet[Run]:
+    if state == "active":
+        queryset = queryset.active()
+    elif state in RunState.values:
+        queryset = queryset.filter(state=state)
+    if search.strip():
+        queryset = queryset.filter(name__icontains=search.strip())
+    return queryset.order_by(SORTS.get(sort, SORTS[DEFAULT_SORT]), "-pk")
+
+
+def elapsed_seconds(run: Run, now=None) -> float | None:
+    """Training time so far (or in all, once finished); None before the trainer started."""
+    if not run.started_at:
+        return None
+    end = run.finished_at or now or timezone.now()
+    return max(0.0, (end - run.started_at).total_seconds())
+
+
+def recent_metrics(run_ids: list[int], steps: int = SPARKLINE_STEPS) -> dict[int, list[StepMetrics]]:
+    """The last ``steps`` metrics rows of each run, oldest first, in one query."""
+    rows = (
+        StepMetrics.objects.filter(run_id__in=run_ids)
+        .annotate(recency=Window(RowNumber(), partition_by=[F("run_id")], order_by=F("step").desc()))
+        .filter(recency__lte=steps)
+        .order_by("run_id", "step")
+    )
+    by_run: dict[int, list[StepMetrics]] = {run_id: [] for run_id in run_ids}
+    for row in rows:
+        by_run[row.run_id].append(row)
+    return by_run
+
+
+def run_summaries(runs: list[Run]) -> list[dict]:
+    """One row of the runs list per run, JSON-ready (the page renders it, the live poll refreshes it)."""
+    metrics = recent_metrics([run.pk for run in runs])
+    now = timezone.now()
+    summaries = []
+    for run in runs:
+        series = metrics.get(run.pk, [])
+        rewards = [_number(m.values.get(REWARD_KEY)) for m in series]
+        accuracies = [_number(m.values.get(ACCURACY_KEY)) for m in series]
+        summaries.append({
+            "id": run.pk,
+            "url": run.get_absolute_url(),
+            "name": run.name,
+            "state": run.state,
+            "state_label": run.get_state_display(),
+            "preset": run.preset,
+            "model": (run.config.get("model") or {}).get("name_or_path", ""),
+            "promptset_version": str(run.promptset_version),
+            "step": run.current_step,
+            "total_steps": (run.config.get("schedule") or {}).get("total_steps"),
+            "reward": rewards[-1] if rewards else None,
+            "accuracy": accuracies[-1] if accuracies else None,
+            "reward_series": rewards,
+            "accuracy_series": accuracies,
+            "elapsed_s": elapsed_seconds(run, now),
+            "created_at": run.created_at.isoformat(),
+        })
+    return summaries
+
+
+def metric_series(run: Run) -> dict:
+    """Every step's metrics and every evaluation, for the run page's charts."""
+    return {
+        "metrics": [{"step": m.step, "values": m.values} for m in run.step_metrics.all()],
+        "evaluations": [{"step": e.step, "values": e.values} for e in run.evaluations.all()],
+    }
+
+
+def log_lines(run: Run, limit: int = LOG_LINES_SHOWN) -> list[dict]:
+    """The trainer's latest log lines and errors, oldest first, in the shape the WebSocket delivers them."""
+    events = list(
+        RunEvent.objects.filter(run=run, type__in=(EventType.LOG, EventType.ERROR)).order_by("-pk")[:limit]
+    )
+    return [{"id": e.pk, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
+            for e in reversed(events)]
+
+
+def last_event_id(run: Run) -> int:
+    return RunEvent.objects.filter(run=run).order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+def checkpoints(run: Run) -> list[Checkpoint]:
+    return list(run.checkpoints.all())
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, object]:
+    """``{"rollout": {"temperature": 1.0}}`` → ``{"rollout.temperature": 1.0}``."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def config_diff(config: dict, other: dict) -> list[dict]:
+    """The settings in which two resolved configurations differ, by dotted path, in path order."""
+    mine, theirs = flatten(config), flatten(other)
+    missing = object()
+    rows = []
+    for path in sorted(mine.keys() | theirs.keys()):
+        a, b = mine.get(path, missing), theirs.get(path, missing)
+        if a != b:
+            rows.append({"path": path, "this": None if a is missing else a, "other": None if b is missing else b,
+                         "only_in": "this" if b is missing else "other" if a is missing else ""})
+    return rows
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

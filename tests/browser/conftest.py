@@ -1,0 +1,57 @@
+"""Headless Chromium (Debian's, driven by Playwright) against the platform's real ASGI server."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API keeps an asyncio loop running in the test thread; Django would then refuse
+# the tests' own (synchronous) database calls. Nothing here shares a connection across threads.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `deploy/bootstrap.sh --browser` (make test does) to install Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, platform_processes):
+    """A fresh browser tab; the test fails if the page logs a console error or throws."""
+    context = browser.new_context(base_url=platform_processes["url"], viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    problems = []
+    page.on("console", lambda message: problems.append(f"console.{message.type}: {message.text}")
+            if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.console_problems = problems
+    yield page
+    context.close()
+    assert not problems, "the page reported errors:\n" + "\n".join(problems)
+
+
+def log_in(page, username, password):
+    page.goto("/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+
+
+def screenshot(page, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

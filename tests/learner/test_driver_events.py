@@ -1,0 +1,123 @@
+"""The driver end to end: a tiny random model learning from the real scorer and the stand-in Lean server.
+
+Answers come from a canned-answers engine (a test double): a tiny random model never writes
+the recipe's shape, so Lean would never be reached. Everything after generation is real:
+format check, the Lean client, the stand-in server, rewards, advantages, learner, retries,
+evaluation, checkpoints and events.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
+from trainer.driver import RunStatus, TrainingRun
+from trainer.events import EventPublisher, EventType, ListSink, RolloutFinished
+from trainer.problems import Problem
+from trainer.verification.standin_server import StandinServerThread
+
+PROBLEMS = [
+    Problem("add_small", "theorem add_small : (2 : ℕ) + 3 = 5 := by", name="add_small"),
+    Problem("mul_small", "theorem mul_small : (6 : ℕ) * 7 = 42 := by", name="mul_small"),
+]
+
+
+def answer(statement: str, tactic: str) -> str:
+    return f"<think>\nCompute both sides.\n</think>\nSo:\n```lean4\n{statement}\n  {tactic}\n```"
+
+
+def answer_for(prompt: str, sample_index: int) -> str:
+    problem = next(p for p in PROBLEMS if p.formal_statement in prompt)
+    if "Error" in prompt:  # an error-correction turn: fix it
+        return answer(problem.formal_statement, "norm_num")
+    # sample 0 proves it; sample 1 writes a wrong closed statement's proof (Lean rejects it); sample 2 rambles.
+    return [
+        answer(problem.formal_statement, "norm_num"),
+        answer(problem.formal_statement, "rfl\n  norm_num"),
+        "I am not sure how to do this.",
+    ][sample_index]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, smollm2_tokenizer_once):
+    import copy
+
+    from trainer.models import tiny_random_policy
+
+    model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
+    sink = ListSink()
+    output = tmp_path_factory.mktemp("run")
+    with StandinServerThread() as server:
+        config = tiny_run_config(
+            rollout={"prompts_per_step": 2, "samples_per_prompt": 3, "max_response_tokens": 64},
+            optimizer={"mini_batch_prompts": 2, "micro_batch_sequences": 3},
+            retry={"replay_probability": 1.0},
+            schedule={"total_steps": 3, "eval_every": 3, "checkpoint_every": 2, "eval_samples": 3},
+            verifier={"url": server.url},
+        )
+        engine = CannedAnswersEngine(tokenizer, answer_for)
+        status = TrainingRun(config, PROBLEMS, output, EventPublisher("e2e", sink),
+                             model=model, tokenizer=tokenizer, engine=engine).run()
+    return status, sink, output, engine
+
+
+def test_the_run_starts_steps_and_finishes_succeeded_in_order(finished_run):
+    status, sink, _, _ = finished_run
+    assert status is RunStatus.SUCCEEDED, sink.of_type(EventType.ERROR)
+    assert sink.events[0].type == EventType.RUN_STARTED
+    assert sink.events[-1].type == EventType.RUN_FINISHED
+    assert sink.events[-1].payload["status"] == "succeeded"
+    assert [e.payload["step"] for e in sink.of_type(EventType.STEP_STARTED)] == [1, 2, 3]
+    assert [e.seq for e in sink.events] == list(range(len(sink.events)))
+
+
+def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_run):
+    _, sink, _, _ = finished_run
+    rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]
+    assert len(rollouts) == 3 * 2 * 3
+    proved = [r for r in rollouts if r.verdict == "valid"]
+    assert proved and all(r.reward == 1.0 and r.is_standin_verdict and r.checked_code for r in proved)
+    rambling = [r for r in rollouts if r.format_error]
+    assert rambling and all(r.reward == 0.0 and r.verdict is None for r in rambling)
+    assert all(r.prompt and r.response and r.num_tokens > 0 and r.sampling["n"] == 3 for r in rollouts)
+    assert len({r.rollout_key for r in rollouts}) == len(rollouts)
+
+
+def test_rejected_first_attempts_become_retries_that_are_rolled_out_later(finished_run):
+    _, sink, _, _ = finished_run
+    retries = sink.of_type(EventType.RETRY_CREATED)
+    assert retries and all("Error" in e.payload["feedback"] for e in retries)
+    retry_rollouts = [e.payload for e in sink.of_type(EventType.ROLLOUT_FINISHED) if e.payload["turn"] == "retry"]
+    parents = {e.payload["parent_rollout_key"] for e in retries}
+    assert retry_rollouts and all(r["parent_rollout_key"] in parents for r in retry_rollouts)
+    assert all(r["reward"] == 1.0 for r in retry_rollouts)
+
+
+def test_each_step_publishes_its_metrics(finished_run):
+    _, sink, _, engine = finished_run
+    metrics = sink.of_type(EventType.METRICS)
+    assert [e.payload["step"] for e in metrics] == [1, 2, 3]
+    values = metrics[0].payload["values"]
+    # 2 problems × (1 proved, 1 rejected, 1 rambling): reward 1/3, Lean accepts 1 of the 2 it sees.
+    assert values["reward/mean"] == pytest.approx(1 / 3)
+    assert values["lean/accuracy"] == pytest.approx(1 / 2)
+    assert values["format_errors"] == {"no_valid_lean4_code_block": 2}
+    assert values["retries/added"] == 2
+    assert values["censored"] == 0
+    for key in ("learner/grad_norm", "learner/clip_fraction", "time/generation_s", "time/learning_s",
+                "time/weight_sync_s", "response_length/max", "verifier/cache_hit_rate", "generation/tokens_per_second"):
+        assert key in values
+    assert engine.pushed_weights == 3
+
+
+def test_evaluation_and_checkpoints_are_published_when_due(finished_run):
+    _, sink, output, _ = finished_run
+    evaluations = sink.of_type(EventType.EVALUATION)
+    assert [e.payload["step"] for e in evaluations] == [3]
+    values = evaluations[0].payload["values"]
+    # Each problem: 1 of 3 samples proves it; after one retry the rejected one is fixed too.
+    assert values["pass@1"] == pytest.approx(1 / 3)
+    assert values["retry/pass@1"] == pytest.approx(2 / 3)
+    saved = sink.of_type(EventType.CHECKPOINT_SAVED)
+    assert [e.payload["step"] for e in saved] == [2, 3]
+    assert all((output / "checkpoints" / f"step_00000{step}" / "model" / "model.safetensors").is_file() for step in (2, 3))

@@ -1,0 +1,10 @@
+"""Rollout engines: chat-templated prompts in, sampled answers out, each as soon as it is finished.
+
+``build_engine(config, model, tokenizer)`` picks the engine ``config.rollout.engine`` names:
+Hugging Face transformers on CPU (or one GPU without vLLM), vLLM on GPU nodes. vLLM is
+imported only when that engine is built.
+"""
+
+from trainer.rollout.base import Generation, RolloutEngine, SamplingSettings, build_engine
+
+__all__ = ["Generation", "RolloutEngine", "SamplingSettings", "build_engine"]

@@ -145,3 +145,9 @@ def platform_logs():
         return "\n".join(parts)
 
     return read
+
+
+def pytest_collection_modifyitems(config, items):
+    """Browser tests last: Playwright's sync API leaves its event loop marked as running in the main
+    thread, and any later test that calls async_to_sync would then refuse to run."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

@@ -260,7 +260,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "schedule": {"total_steps": 20, "eval_every": 5, "checkpoint_every": 5, "eval_samples": 4},
         "cluster": {"num_gpus": 0, "cpus_per_worker": 2},
         # A 135M model learning the answer format from a few dozen demonstrations needs a bigger step.
-        "sft": {"learning_rate": 5e-5, "warmup_steps": 2, "epochs": 2, "batch_sequences": 8,
+        "sft": {"learning_rate": 1e-4, "warmup_steps": 2, "epochs": 2, "batch_sequences": 8,
                 "micro_batch_sequences": 4, "max_sequence_tokens": 1024},
     },
 }

@@ -144,8 +144,9 @@ def _generated_statement(rng: random.Random) -> tuple[str, str, bool]:
 def generate_fragment_problems(count: int, seed: int = 0, header: str = DEFAULT_LEAN_HEADER) -> list[Problem]:
     """``count`` distinct closed arithmetic statements the stand-in decides, about one in eight false.
 
-    Held apart from any promptset's statements by their names (``frag_0001``…), so a model
-    fine-tuned on them and then trained with RL on the demo promptset is tried on new statements.
+    Named ``frag_0001``…; the warm start's seed gives none of the demo promptset's goals (a test
+    checks it), so a model fine-tuned on them and then trained with RL on the demo promptset is
+    tried on new statements.
     """
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")

@@ -15,6 +15,7 @@ half-written remains, since checkpoints are renamed into place only when complet
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import threading
@@ -211,6 +212,7 @@ class TrainingRun:
         from trainer.models import load_policy
         from trainer.retry import ReplayBuffer
 
+        _quiet_transformers()
         if self.model is None:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
@@ -282,13 +284,10 @@ class TrainingRun:
         timings = {}
         slots = self.sample_prompts(step)
 
-        started = time.perf_counter()
-        rollouts, generation_seconds, verification_tail_seconds = self.roll_out_and_verify(slots, step)
-        timings["generation_s"] = generation_seconds
-        timings["verification_tail_s"] = verification_tail_seconds
+        rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_and_verify(slots, step)
 
-        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N)
-        sequences = self.training_sequences(slots, rollouts, rewards)
+        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
+        sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
 
         started = time.perf_counter()
         self.engine.sleep()
@@ -602,6 +601,13 @@ class _SeqRecorder:
         self.sink.write(event)
 
 
+def _quiet_transformers() -> None:
+    # Progress bars on every checkpoint write would bury the run's own output.
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
 def _mean(values) -> float:
     values = [v for v in values if v is not None]
     return float(sum(values) / len(values)) if values else 0.0
@@ -614,6 +620,4 @@ def first_event_seq_for_resume(output_dir: str | Path) -> int:
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is None:
         return 0
-    import json
-
     return int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))

@@ -255,13 +255,15 @@ class Learner:
     def __init__(self, config: RunConfig, model, tokenizer):
         self.config = config
         self.tokenizer = tokenizer
-        self.device = torch.device("cuda") if config.cluster.num_gpus > 0 and torch.cuda.is_available() else torch.device("cpu")
+        # Joined first: it picks this rank's GPU, which the model must then move to.
+        self.is_sharded = init_distributed_from_env(config.cluster.num_gpus)
+        is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
         self.compute_dtype = torch.bfloat16 if config.model.dtype == "bfloat16" else torch.float32
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         model.to(self.device)
         if config.model.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
             model.gradient_checkpointing_enable()
-        self.is_sharded = init_distributed_from_env(config.cluster.num_gpus)
         if self.is_sharded:
             model = shard_with_fsdp(model, self.compute_dtype)
         self.model = model

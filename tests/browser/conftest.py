@@ -15,7 +15,9 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open its event loop runs in the test
+# thread, and every later test that uses async_to_sync (Channels, the WebSocket tests) would fail.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run `deploy/bootstrap.sh --browser` (make test does) to install Debian's chromium")

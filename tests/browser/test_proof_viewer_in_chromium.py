@@ -42,7 +42,6 @@ def watched_run(make_run, make_attempt):
 def test_a_published_rollout_appears_within_two_seconds_and_the_filters_and_keys_work(page, alice, watched_run):
     missing = []
     page.on("response", lambda response: missing.append(response.url) if response.status == 404 else None)
-    page.on("console", lambda m: print("CONSOLE", m.type, m.text, m.location, flush=True))
     log_in(page, "alice", "alice-password")
     page.goto(f"/runs/{watched_run.pk}/")
     page.wait_for_selector("body[data-live=connected]")

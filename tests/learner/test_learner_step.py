@@ -115,3 +115,16 @@ def test_response_logprobs_score_each_response_token_given_everything_before_it(
         full = torch.log_softmax(model(torch.tensor([[11, 12, 13, 21, 22, 23]])).logits[0].float(), dim=-1)
     expected = torch.stack([full[2, 21], full[3, 22], full[4, 23]])
     assert torch.allclose(got, expected, atol=1e-5)
+
+
+def test_later_mini_batches_measure_their_ratio_against_the_policy_before_the_first_update(tiny_policy):
+    # Two prompts with the same answer: the first mini-batch's update raises that answer's
+    # probability, so the second sees ratios above 1 + 0.3 and is clipped. Had π_old been
+    # recomputed per mini-batch, every ratio would be 1 and nothing would be clipped.
+    config = tiny_run_config(optimizer={"learning_rate": 0.05, "mini_batch_prompts": 1, "micro_batch_sequences": 1})
+    model, tokenizer = tiny_policy()
+    same = dict(prompt_ids=[11, 12, 13], response_ids=[21, 22, 23], advantage=1.0)
+    sequences = [TrainingSequence(**same, group_key="a"), TrainingSequence(**same, group_key="b")]
+    metrics = Learner(config, model, tokenizer).step(sequences)
+    assert metrics["optimizer_steps"] == 2
+    assert metrics["clip_high_fraction"] == pytest.approx(0.5)  # all 3 tokens of the second of two sequences

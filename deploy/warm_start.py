@@ -1,0 +1,167 @@
+"""The cpu-demo preset's starting model: SmolLM2-135M-Instruct fine-tuned once on demonstrations.
+
+Untrained, SmolLM2 never writes the recipe's answer format, so a format-gated RL run shows
+nothing learning. ``make run`` starts this builder in the background
+(``python -m deploy.warm_start --data-dir DIR``): it generates demonstrations for
+closed arithmetic statements of its own (``trainer.demonstrations``; none of them is in the
+demo promptset, so RL on the demo promptset meets new statements), fine-tunes with the
+trainer's own SFT loop (``trainer.sft``), and exports the result as a Hugging Face model
+folder. The folder's name carries a fingerprint of everything that shapes the model, so a
+restart finds it and returns at once, and a change to the recipe builds a new one.
+
+The cpu-demo preset's ``model.init_checkpoint`` points at ``warm_start_checkpoint_path(DIR)``.
+While the build runs, ``warm_start_status(DIR)`` says how far it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+WARM_START_FOLDER = "warm-start"
+STATUS_FILE = "status.json"
+# Statements the demonstrations are written for, answers per statement, and the share of
+# answers whose proof Lean rejects (what is left for RL to learn).
+DEMONSTRATION_PROBLEMS = 48
+ANSWERS_PER_PROBLEM = 1
+FLAWED_SHARE = 0.25
+DEMONSTRATION_SEED = 7
+# Bump when the demonstrations' wording changes in a way the parameters above do not show.
+DEMONSTRATIONS_VERSION = 1
+
+
+def warm_start_config():
+    """The cpu-demo preset as the SFT run uses it (its ``sft`` section holds the step sizes)."""
+    from trainer.config import RunConfig
+
+    return RunConfig.from_preset("cpu-demo")
+
+
+def recipe_fingerprint() -> str:
+    """A short hash of the model source, the SFT settings and the demonstrations' parameters."""
+    config = warm_start_config()
+    recipe = {
+        "model": config.model.model_dump(mode="json"),
+        "sft": config.sft.model_dump(mode="json"),
+        "optimizer": config.optimizer.model_dump(mode="json"),
+        "seed": config.schedule.seed,
+        "demonstrations": [DEMONSTRATION_PROBLEMS, ANSWERS_PER_PROBLEM, FLAWED_SHARE, DEMONSTRATION_SEED,
+                           DEMONSTRATIONS_VERSION],
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def warm_start_root(data_dir: str | Path) -> Path:
+    return Path(data_dir) / WARM_START_FOLDER
+
+
+def warm_start_build_dir(data_dir: str | Path) -> Path:
+    return warm_start_root(data_dir) / f"smollm2-sft-{recipe_fingerprint()}"
+
+
+def warm_start_checkpoint_path(data_dir: str | Path) -> Path:
+    """The Hugging Face model folder the cpu-demo preset starts from (present once built)."""
+    return warm_start_build_dir(data_dir) / "model"
+
+
+def is_built(data_dir: str | Path) -> bool:
+    return (warm_start_checkpoint_path(data_dir) / "config.json").is_file()
+
+
+def warm_start_status(data_dir: str | Path) -> dict:
+    """{"state": "ready" | "building" | "failed" | "absent", "step", "total_steps", "path", "message"}."""
+    path = warm_start_checkpoint_path(data_dir)
+    if is_built(data_dir):
+        return {"state": "ready", "path": str(path)}
+    status_file = warm_start_build_dir(data_dir) / STATUS_FILE
+    if status_file.is_file():
+        try:
+            return {**json.loads(status_file.read_text()), "path": str(path)}
+        except json.JSONDecodeError:
+            pass  # being rewritten this very moment
+    return {"state": "absent", "path": str(path)}
+
+
+def _write_status(build_dir: Path, **status) -> None:
+    staging = build_dir / (STATUS_FILE + ".tmp")
+    staging.write_text(json.dumps({**status, "updated": time.time()}))
+    staging.replace(build_dir / STATUS_FILE)
+
+
+def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
+    """Build the warm-started model unless it exists; returns its folder. Safe to call from two
+    processes at once (the second waits for the first) and to restart after a kill (it resumes
+    from the last SFT checkpoint)."""
+    from tqdm import tqdm
+
+    from trainer.checkpoint import export_hf, latest_checkpoint
+    from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
+    from trainer.events import EventPublisher, StdoutSink
+    from trainer.sft import SupervisedFineTuning
+
+    target = warm_start_checkpoint_path(data_dir)
+    build_dir = warm_start_build_dir(data_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with (build_dir / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second builder waits here, then finds the model built
+        if is_built(data_dir):
+            return target
+        config = warm_start_config()
+        problems = generate_fragment_problems(DEMONSTRATION_PROBLEMS, seed=DEMONSTRATION_SEED)
+        demonstrations = demonstrations_for(problems, ANSWERS_PER_PROBLEM, FLAWED_SHARE, seed=DEMONSTRATION_SEED)
+        write_demonstrations(demonstrations, build_dir / "demonstrations.jsonl")
+        sft_dir = build_dir / "sft"
+        _write_status(build_dir, state="building", step=0, total_steps=None, message="loading SmolLM2")
+        progress = tqdm(desc="warm start: fine-tuning SmolLM2 on demonstrations", unit="step", disable=not show_progress)
+
+        def on_step(step: int, total_steps: int, values: dict) -> None:
+            progress.total = total_steps
+            progress.n = step
+            progress.set_postfix(loss=f"{values['sft_loss']:.3f}")
+            progress.refresh()
+            _write_status(build_dir, state="building", step=step, total_steps=total_steps,
+                          message=f"step {step} of {total_steps}, loss {values['sft_loss']:.3f}")
+
+        with (build_dir / "events.jsonl").open("a") as events:
+            run = SupervisedFineTuning(
+                config, [demonstration.messages() for demonstration in demonstrations], sft_dir,
+                EventPublisher("warm-start", StdoutSink(events)), resume=True, on_step=on_step,
+            )
+            status = run.run()
+        progress.close()
+        checkpoint = latest_checkpoint(sft_dir)
+        if status.value != "succeeded" or checkpoint is None:
+            _write_status(build_dir, state="failed", message=f"SFT ended {status.value}; see {build_dir / 'events.jsonl'}")
+            raise RuntimeError(f"the warm-start fine-tuning ended {status.value}; its events are in {build_dir / 'events.jsonl'}")
+        staging = build_dir / "model.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        export_hf(checkpoint, staging)
+        staging.replace(target)  # complete or absent: a cpu-demo run never loads half a model
+        # The checkpoints (with AdamW's moments, twice the model's size) are no longer needed.
+        shutil.rmtree(sft_dir, ignore_errors=True)
+        _write_status(build_dir, state="ready", step=run.step, total_steps=run.total_steps, message="ready")
+        return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.warm_start", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="The stack's data folder (the model is cached there).")
+    parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    options = parser.parse_args(argv)
+    try:
+        folder = build_warm_start(options.data_dir, show_progress=not options.quiet)
+    except Exception as error:  # the stack keeps running; the cpu-demo preset reports the missing model
+        print(f"warm start failed: {error}", file=sys.stderr)
+        return 1
+    print(folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -37,8 +37,9 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group_name"):
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
 
-    async def run_event(self, message):
-        await self._send_event(message["event"])
+    async def run_events(self, message):
+        for event in message["events"]:
+            await self._send_event(event)
 
     async def _send_event(self, event: dict):
         if event["id"] <= self.last_sent_id:

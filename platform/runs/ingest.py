@@ -29,6 +29,7 @@ from trainer.events import EventType, RolloutFinished, TrainerEvent, stream_key
 logger = logging.getLogger(__name__)
 
 GROUP = "platform-ingester"
+FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
 FINAL_STATUS = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
 
 
@@ -110,11 +111,20 @@ class EventIngester:
                 logger.error("dropping malformed event %s on %s: %s", entry_id, key, error)
         new_events = self.store(events)
         self.redis.xack(key, GROUP, *[entry_id for entry_id, _ in entries])
-        for stored in new_events:
-            async_to_sync(self.channel_layer.group_send)(
-                f"run-{stored.run_id}", {"type": "run.event", "event": browser_message(stored)}
-            )
+        self.forward(new_events)
         return len(new_events)
+
+    def forward(self, stored_events: list[RunEvent]) -> None:
+        """One Channels message per run and chunk, not per event: a step's burst of 2,048
+        rollouts would otherwise cost 2,048 round trips to Redis."""
+        by_run: dict[int, list[dict]] = {}
+        for stored in stored_events:
+            by_run.setdefault(stored.run_id, []).append(browser_message(stored))
+        for run_id, messages in by_run.items():
+            for start in range(0, len(messages), FORWARD_CHUNK):
+                async_to_sync(self.channel_layer.group_send)(
+                    f"run-{run_id}", {"type": "run.events", "events": messages[start:start + FORWARD_CHUNK]}
+                )
 
     def store(self, events: list[TrainerEvent]) -> list[RunEvent]:
         """Store events not stored before, and apply their effects, in one transaction."""

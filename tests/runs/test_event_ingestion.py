@@ -114,6 +114,21 @@ def test_stored_events_are_forwarded_to_the_runs_channels_group(running_run, red
     EventIngester().poll_once()
     message = async_to_sync(layer.receive)(channel)
     stored = RunEvent.objects.get(run=running_run)
-    assert message["event"]["id"] == stored.pk
-    assert message["event"]["payload"]["reasoning"] == "<script>alert(1)</script>"  # escaped by the page, not here
-    assert message["event"]["payload"]["attempt_id"] == ProofAttempt.objects.get(run=running_run).pk
+    [event] = message["events"]
+    assert event["id"] == stored.pk
+    assert event["payload"]["reasoning"] == "<script>alert(1)</script>"  # escaped by the page, not here
+    assert event["payload"]["attempt_id"] == ProofAttempt.objects.get(run=running_run).pk
+
+
+def test_a_burst_is_forwarded_in_a_few_messages_in_order(running_run, redis_client):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(running_run.group_name, channel)
+    publisher = publisher_for(running_run)
+    for index in range(250):
+        publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key=f"s1-p0-r{index}"))
+    EventIngester().poll_once()
+    received = []
+    while len(received) < 250:
+        received.extend(async_to_sync(layer.receive)(channel)["events"])
+    assert [e["payload"]["rollout_key"] for e in received] == [f"s1-p0-r{index}" for index in range(250)]

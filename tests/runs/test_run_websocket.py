@@ -72,8 +72,8 @@ def test_it_sends_what_was_missed_after_the_given_id_then_live_events_without_du
         # A live event, and a copy of one already sent (as happens when the ingester
         # forwards an event that the backlog query also found).
         fourth = await _store(run, 3)
-        await layer.group_send(run.group_name, {"type": "run.event", "event": browser_message(fourth)})
-        await layer.group_send(run.group_name, {"type": "run.event", "event": browser_message(third)})
+        await layer.group_send(run.group_name, {"type": "run.events", "events": [browser_message(fourth)]})
+        await layer.group_send(run.group_name, {"type": "run.events", "events": [browser_message(third)]})
         live = await receive_exactly(communicator, 1)
         await communicator.disconnect()
         return [m["id"] for m in backlog], [m["id"] for m in live], fourth.pk

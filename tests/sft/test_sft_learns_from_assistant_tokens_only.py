@@ -85,7 +85,7 @@ def test_the_learning_rate_warms_up_linearly_and_then_stays_constant():
     assert learning_rate_at(1, 3e-4, 0) == 3e-4
 
 
-def test_a_step_reports_the_nll_of_the_answer_tokens_alone_and_changing_the_prompt_text_changes_no_target(tiny_policy, tmp_path):
+def test_a_training_step_reports_the_nll_of_the_answer_tokens_alone(tiny_policy, tmp_path):
     model, tokenizer = tiny_policy(seed=1)
     messages = [{"role": "user", "content": "Prove it."}, {"role": "assistant", "content": "<think>ok</think>"}]
     (example,) = conversation_examples(tokenizer, messages)

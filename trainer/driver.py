@@ -39,6 +39,10 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class VerifierUnreachable(RuntimeError):
+    """The Lean server does not answer: the run fails with this reason instead of training on nothing."""
+
+
 class RunCancelled(Exception):
     """Raised in the main thread by the SIGTERM handler: stop now, keep only complete files."""
 
@@ -264,7 +268,26 @@ class TrainingRun:
             self.config.verifier, environment=self.config.verifier.url,
             allow_native_decide=self.config.reward.allow_native_decide,
         )
+        self.check_verifier_reachable()
         return RewardScorer(self.config, self.verifier)
+
+    def check_verifier_reachable(self) -> None:
+        """Fail at start-up, not at step 10,000: a run whose every proof would be censored learns nothing."""
+        url = self.config.verifier.url
+        try:
+            self.events_loop.submit(self.verifier.health()).result(timeout=self.config.verifier.timeout_s)
+        except Exception as error:  # any transport or HTTP failure means the same to the person
+            raise VerifierUnreachable(
+                f"the Lean server at {url} does not answer its /health check ({type(error).__name__}: {error}); "
+                f"start it (kimina-lean-server, or `python -m trainer lean-standin` without Lean) or fix verifier.url"
+            ) from error
+
+    def check_verifier_still_reachable(self, rollouts) -> None:
+        """A step whose every proof sent to Lean came back censored asks the server once more: if it is
+        gone, the run fails with the reason rather than going on with no signal."""
+        sent = [r for r in rollouts if r.scored.verification is not None and r.scored.format_check.is_valid]
+        if self.verifier is not None and sent and all(r.scored.is_censored for r in sent):
+            self.check_verifier_reachable()
 
     def tear_down(self) -> None:
         if self.verifier is not None and self.events_loop is not None:
@@ -286,6 +309,7 @@ class TrainingRun:
 
         rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_and_verify(slots, step)
 
+        self.check_verifier_still_reachable(rollouts)
         rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
         sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
 

@@ -249,13 +249,18 @@ def demonstrations_for(
     per_problem: int = 2,
     flawed_share: float = 0.25,
     seed: int = 0,
+    closing_tactics: Sequence[str] = CLOSING_TACTICS,
 ) -> list[Demonstration]:
     """``per_problem`` answers for each problem the stand-in decides; problems outside it are skipped.
 
     True statements get a closing tactic drawn from those the stand-in accepts, or, with
     probability ``flawed_share``, a proof that Lean rejects (a closing tactic followed by a
-    second one). False statements get an honest attempt that fails.
+    second one). False statements get an honest attempt that fails. ``closing_tactics`` limits
+    the tactics tried (fewer choices: less for a small model to learn).
     """
+    unknown = set(closing_tactics) - set(CLOSING_TACTICS)
+    if unknown or not closing_tactics:
+        raise ValueError(f"closing_tactics must be some of {', '.join(CLOSING_TACTICS)}, got {list(closing_tactics)}")
     if per_problem < 1:
         raise ValueError(f"per_problem must be at least 1, got {per_problem}")
     if not 0.0 <= flawed_share <= 1.0:
@@ -264,7 +269,7 @@ def demonstrations_for(
     demonstrations: list[Demonstration] = []
     for problem in problems:
         closing = [
-            demonstration for tactic in CLOSING_TACTICS
+            demonstration for tactic in closing_tactics
             if (demonstration := _candidate(problem, _valid_answer(problem, tactic))) is not None
             and demonstration.expected_verdict is ExpectedVerdict.VALID
         ]

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/", include("accounts.urls")),
     path("promptsets/", include("promptsets.urls")),
     path("runs/", include("runs.urls")),
     path("proofs/", include("proofs.urls")),

@@ -41,14 +41,22 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
 
 
 def launch_run(*, owner, name: str, promptset_version, preset: str, overrides: dict | None = None,
-               kind: str = RunKind.RL) -> Run:
-    """Store a queued run with its resolved config and dispatch it once the row is committed."""
-    config = resolve_config(preset, overrides or {})
+               kind: str = RunKind.RL, starting_checkpoint=None) -> Run:
+    """Store a queued run with its resolved config and dispatch it once the row is committed.
+
+    ``starting_checkpoint`` (a Checkpoint of an earlier run, typically a warm-start SFT run)
+    becomes the model the run starts from, and the run records it as its lineage.
+    """
+    overrides = dict(overrides or {})
+    if starting_checkpoint is not None:
+        overrides["model"] = {**overrides.get("model", {}), "init_checkpoint": starting_checkpoint.model_folder}
+    config = resolve_config(preset, overrides)
     config_json = config.to_json_dict()
     config_json["verifier"]["url"] = settings.LEAN_SERVER_URL
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner, name=name, kind=kind, promptset_version=promptset_version, preset=preset,
+            starting_checkpoint=starting_checkpoint,
             config=config_json, code_version=cluster.code_version(),
         )
         run.state_changes.create(state=RunState.QUEUED, reason="launched")

@@ -8,7 +8,7 @@ from ninja.errors import HttpError
 
 from promptsets.models import Promptset, PromptsetVersion
 from runs import actions, queries
-from runs.models import Run
+from runs.models import Checkpoint, Run, RunKind
 
 router = Router(tags=["runs"])
 
@@ -23,6 +23,7 @@ class RunOut(Schema):
     current_step: int
     failure_reason: str
     ray_job_id: str
+    starting_checkpoint_id: int | None
     config: dict
     created_at: datetime
     started_at: datetime | None
@@ -33,6 +34,8 @@ class LaunchIn(Schema):
     name: str
     promptset_version_id: int
     preset: str = "cpu-demo"
+    kind: RunKind = RunKind.RL
+    starting_checkpoint_id: int | None = None
     overrides: dict = {}
 
 
@@ -98,9 +101,14 @@ def launch_run(request, data: LaunchIn):
         PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(request.user)),
         pk=data.promptset_version_id,
     )
+    checkpoint = None
+    if data.starting_checkpoint_id is not None:
+        checkpoint = get_object_or_404(Checkpoint.objects.filter(run__in=Run.objects.visible_to(request.user)),
+                                       pk=data.starting_checkpoint_id)
     try:
         run = actions.launch_run(owner=request.user, name=data.name, promptset_version=version,
-                                 preset=data.preset, overrides=data.overrides)
+                                 preset=data.preset, overrides=data.overrides, kind=data.kind,
+                                 starting_checkpoint=checkpoint)
     except actions.LaunchError as error:
         return 422, {"detail": str(error), "field_errors": error.field_errors}
     return 201, run

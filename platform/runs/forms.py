@@ -4,6 +4,7 @@ from django import forms
 
 from promptsets.models import PromptsetVersion
 from runs.actions import LaunchError, resolve_config
+from runs.models import Checkpoint, Run, RunKind
 from trainer.config import PRESETS
 
 # Form field → (config section, field). Left blank, the preset's value stands.
@@ -20,7 +21,14 @@ FIELD_FOR_PATH = {".".join(path): name for name, path in OVERRIDE_FIELDS.items()
 class LaunchRunForm(forms.Form):
     name = forms.CharField(max_length=200)
     promptset_version = forms.ModelChoiceField(queryset=PromptsetVersion.objects.none(), label="Promptset version")
+    kind = forms.ChoiceField(choices=RunKind.choices, initial=RunKind.RL, label="Kind of run",
+                             help_text="Warm-start SFT teaches the answer format from demonstrations generated "
+                                       "for the promptset; start an RL run from its checkpoint.")
     preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial="cpu-demo")
+    starting_checkpoint = forms.ModelChoiceField(
+        queryset=Checkpoint.objects.none(), required=False, label="Start from checkpoint",
+        help_text="Blank: the preset's model. A checkpoint of an earlier run (e.g. warm-start SFT) to start from.",
+    )
     total_steps = forms.IntegerField(required=False, min_value=1, help_text="Blank: the preset's value.")
     prompts_per_step = forms.IntegerField(required=False, min_value=1)
     samples_per_prompt = forms.IntegerField(required=False, min_value=1, help_text="The GRPO group size.")
@@ -34,6 +42,9 @@ class LaunchRunForm(forms.Form):
         self.fields["promptset_version"].queryset = PromptsetVersion.objects.filter(
             promptset__in=Promptset.objects.visible_to(user)
         ).select_related("promptset")
+        self.fields["starting_checkpoint"].queryset = Checkpoint.objects.filter(
+            run__in=Run.objects.visible_to(user)
+        ).select_related("run").order_by("-created_at")
 
     def overrides(self) -> dict:
         result: dict = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
@@ -62,6 +64,10 @@ class Run(models.Model):
     ray_job_id = models.CharField(max_length=128, blank=True)
     cluster = models.JSONField(default=dict, blank=True, help_text="Cluster address and Ray version it ran on.")
     code_version = models.CharField(max_length=64, blank=True)
+    starting_checkpoint = models.ForeignKey(
+        "runs.Checkpoint", null=True, blank=True, on_delete=models.PROTECT, related_name="descendant_runs",
+        help_text="The checkpoint (e.g. of a warm-start SFT run) this run's model started from: its lineage.",
+    )
     attempt = models.PositiveIntegerField(default=0, help_text="How many times the job was submitted (resumes).")
     current_step = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -202,3 +208,13 @@ class Checkpoint(models.Model):
     class Meta:
         ordering = ["step"]
         constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")]
+
+    def __str__(self):
+        return f"{self.run.name} · step {self.step}"
+
+    @property
+    def model_folder(self) -> str:
+        """The Hugging Face model folder inside the checkpoint: what model.init_checkpoint takes."""
+        from trainer.checkpoint import MODEL_FOLDER
+
+        return str(Path(self.path) / MODEL_FOLDER)

@@ -52,7 +52,8 @@ def launch(request):
         run = actions.launch_run(
             owner=request.user, name=form.cleaned_data["name"],
             promptset_version=form.cleaned_data["promptset_version"], preset=form.cleaned_data["preset"],
-            overrides=form.overrides(),
+            overrides=form.overrides(), kind=form.cleaned_data["kind"],
+            starting_checkpoint=form.cleaned_data["starting_checkpoint"],
         )
         messages.success(request, f"Run “{run.name}” queued.")
         return redirect(run)

@@ -23,7 +23,7 @@ def dispatched(monkeypatch):
 
 
 def form_data(version, **overrides):
-    data = {"name": "demo run", "promptset_version": version.pk, "preset": "cpu-demo"}
+    data = {"name": "demo run", "promptset_version": version.pk, "preset": "cpu-demo", "kind": "rl"}
     data.update(overrides)
     return data
 
@@ -98,3 +98,27 @@ def test_the_api_launches_with_the_same_rules(alices_client, promptset_version, 
     assert response.status_code == 422
     assert "rollout.samples_per_prompt" in response.json()["field_errors"]
     assert Run.objects.count() == 0
+
+
+def test_an_rl_run_can_start_from_an_sft_checkpoint_and_records_that_lineage(
+        alices_client, make_run, promptset_version, dispatched):
+    sft_run = make_run(state="succeeded", kind="sft", name="warm start")
+    checkpoint = sft_run.checkpoints.create(step=12, path="/data/artifacts/runs/1/checkpoints/step_000012")
+    response = alices_client.post(reverse("runs:new"), form_data(
+        promptset_version, name="rl after sft", kind="rl", starting_checkpoint=checkpoint.pk))
+    assert response.status_code == 302
+    run = Run.objects.get(name="rl after sft")
+    assert run.starting_checkpoint == checkpoint
+    assert run.config["model"]["init_checkpoint"] == "/data/artifacts/runs/1/checkpoints/step_000012/model"
+
+
+def test_an_sft_run_is_launched_from_the_same_form(alices_client, promptset_version, dispatched):
+    alices_client.post(reverse("runs:new"), form_data(promptset_version, kind="sft"))
+    assert Run.objects.get().kind == "sft"
+
+
+def test_a_checkpoint_of_someone_elses_run_cannot_be_chosen(client, charlie, make_run, promptset_version, dispatched):
+    checkpoint = make_run(state="succeeded").checkpoints.create(step=1, path="/x")
+    client.force_login(charlie)
+    response = client.post(reverse("runs:new"), form_data(promptset_version, starting_checkpoint=checkpoint.pk))
+    assert "Select a valid choice" in response.content.decode()

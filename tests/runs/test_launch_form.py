@@ -122,3 +122,12 @@ def test_a_checkpoint_of_someone_elses_run_cannot_be_chosen(client, charlie, mak
     client.force_login(charlie)
     response = client.post(reverse("runs:new"), form_data(promptset_version, starting_checkpoint=checkpoint.pk))
     assert "Select a valid choice" in response.content.decode()
+
+
+def test_the_run_page_links_to_the_run_it_started_from(client, alice, make_run):
+    sft_run = make_run(state="succeeded", kind="sft", name="warm start")
+    checkpoint = sft_run.checkpoints.create(step=12, path="/x")
+    run = make_run(name="rl", starting_checkpoint=checkpoint)
+    client.force_login(alice)
+    page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert f'href="{sft_run.get_absolute_url()}">warm start · step 12</a>' in page

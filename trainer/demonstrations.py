@@ -39,6 +39,14 @@ CLOSING_TACTICS = ("decide", "norm_num", "omega", "simp", "rfl")
 GENERATED_SOURCE = "generated-fragment"
 
 
+class AnswerStyle(StrEnum):
+    # The recipe's full format: two tactics blocks, the second the whole theorem (h100x8 checks pass).
+    FULL = "full"
+    # One tactics block, the statement only in the lean4 block: half the tokens, for tiny models
+    # under the cpu-demo checks (the h100x8 preset's tactics-block checks reject it).
+    BRIEF = "brief"
+
+
 class ExpectedVerdict(StrEnum):
     VALID = "valid"
     LEAN_ERROR = "lean_error"
@@ -190,9 +198,14 @@ _WHY = {
 }
 
 
-def _answer(problem: Problem, opening: str, body_lines: Sequence[str], closing: str) -> str:
+def _answer(problem: Problem, opening: str, body_lines: Sequence[str], closing: str, style: AnswerStyle) -> str:
     body = "\n".join(f"  {line}" for line in body_lines)
     first_try = "\n".join(body_lines)
+    if style is AnswerStyle.BRIEF:
+        return (
+            f"<think>\n{opening}\n```tactics\n{first_try}\n```\n</think>\n"
+            f"```lean4\n{problem.formal_statement}\n{body}\n```"
+        )
     return (
         "<think>\n"
         f"{opening}\n"
@@ -204,19 +217,19 @@ def _answer(problem: Problem, opening: str, body_lines: Sequence[str], closing: 
     )
 
 
-def _valid_answer(problem: Problem, tactic: str) -> str:
-    return _answer(problem, _WHY[tactic].format(type=_number_type(problem)), [tactic], "That closes the goal.")
+def _valid_answer(problem: Problem, tactic: str, style: AnswerStyle) -> str:
+    return _answer(problem, _WHY[tactic].format(type=_number_type(problem)), [tactic], "That closes the goal.", style)
 
 
-def _double_tactic_answer(problem: Problem, first: str, second: str) -> str:
+def _double_tactic_answer(problem: Problem, first: str, second: str, style: AnswerStyle) -> str:
     # The flaw a prover's first try often has: a second tactic after the goal is already closed.
     opening = f"{_WHY[first].format(type=_number_type(problem))} To be safe I follow it with `{second}`."
-    return _answer(problem, opening, [first, second], "Both tactics run.")
+    return _answer(problem, opening, [first, second], "Both tactics run.", style)
 
 
-def _false_statement_answer(problem: Problem) -> str:
+def _false_statement_answer(problem: Problem, style: AnswerStyle) -> str:
     opening = "Evaluating both sides, they seem to differ, so this may be false; `norm_num` will tell."
-    return _answer(problem, opening, ["norm_num"], "If it is false, this fails.")
+    return _answer(problem, opening, ["norm_num"], "If it is false, this fails.", style)
 
 
 def standin_verdict(problem: Problem, proof_body: str) -> ExpectedVerdict | None:
@@ -232,9 +245,15 @@ def standin_verdict(problem: Problem, proof_body: str) -> ExpectedVerdict | None
     return ExpectedVerdict.LEAN_ERROR if is_rejected else ExpectedVerdict.VALID
 
 
-def _candidate(problem: Problem, response: str) -> Demonstration | None:
+_FORMAT_CHECKS = {
+    AnswerStyle.FULL: RewardConfig(),  # the release's checks, as the h100x8 preset runs them
+    AnswerStyle.BRIEF: RewardConfig(min_tactic_blocks=None, min_tactics_lean4_match=None),  # the cpu-demo preset's
+}
+
+
+def _candidate(problem: Problem, response: str, style: AnswerStyle) -> Demonstration | None:
     """The answer with its stand-in verdict, or None where the stand-in cannot decide it."""
-    format_check = check_format(response, problem, RewardConfig())
+    format_check = check_format(response, problem, _FORMAT_CHECKS[style])
     if not format_check.is_valid:
         # Our own template broke the recipe's format: a bug here, never a demonstration to train on.
         raise AssertionError(f"generated answer for {problem.problem_id} fails the format check: {format_check.detail}")
@@ -250,6 +269,7 @@ def demonstrations_for(
     flawed_share: float = 0.25,
     seed: int = 0,
     closing_tactics: Sequence[str] = CLOSING_TACTICS,
+    style: AnswerStyle = AnswerStyle.FULL,
 ) -> list[Demonstration]:
     """``per_problem`` answers for each problem the stand-in decides; problems outside it are skipped.
 
@@ -258,6 +278,7 @@ def demonstrations_for(
     second one). False statements get an honest attempt that fails. ``closing_tactics`` limits
     the tactics tried (fewer choices: less for a small model to learn).
     """
+    style = AnswerStyle(style)
     unknown = set(closing_tactics) - set(CLOSING_TACTICS)
     if unknown or not closing_tactics:
         raise ValueError(f"closing_tactics must be some of {', '.join(CLOSING_TACTICS)}, got {list(closing_tactics)}")
@@ -270,18 +291,18 @@ def demonstrations_for(
     for problem in problems:
         closing = [
             demonstration for tactic in closing_tactics
-            if (demonstration := _candidate(problem, _valid_answer(problem, tactic))) is not None
+            if (demonstration := _candidate(problem, _valid_answer(problem, tactic, style), style)) is not None
             and demonstration.expected_verdict is ExpectedVerdict.VALID
         ]
         if not closing:
-            attempt = _candidate(problem, _false_statement_answer(problem))
+            attempt = _candidate(problem, _false_statement_answer(problem, style), style)
             if attempt is not None and attempt.expected_verdict is ExpectedVerdict.LEAN_ERROR:
                 demonstrations.extend([attempt] * per_problem)
             continue  # outside the fragment: nothing the stand-in would score
         closing_tactics = [demonstration.proof_body.strip() for demonstration in closing]
         flawed = [
             demonstration for first in closing_tactics for second in closing_tactics
-            if (demonstration := _candidate(problem, _double_tactic_answer(problem, first, second))) is not None
+            if (demonstration := _candidate(problem, _double_tactic_answer(problem, first, second, style), style)) is not None
             and demonstration.expected_verdict is ExpectedVerdict.LEAN_ERROR
         ]
         for _ in range(per_problem):

@@ -190,19 +190,25 @@ class TrainingRun:
             if not self._is_due(self.config.schedule.checkpoint_every):
                 self.save_checkpoint()  # the last step is always kept
             status = RunStatus.SUCCEEDED
-        except RunCancelled:
-            status, reason = RunStatus.CANCELLED, f"stopped by SIGTERM during step {self.step}"
         except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
-            status, reason = RunStatus.FAILED, f"{type(error).__name__}: {error}"
-            self.publisher.publish(EventType.ERROR, {
-                "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
-            })
+            status, reason = self.outcome_of(error)
+            if status is RunStatus.FAILED:
+                self.publisher.publish(EventType.ERROR, {
+                    "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
+                })
         finally:
             self.tear_down()
             if previous_handler is not None:
                 signal.signal(signal.SIGTERM, previous_handler)
         self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
         return status
+
+    def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
+        """How an exception ends the run. A data-parallel rank overrides it: there, what one rank
+        sees (a broken collective, torchrun's SIGTERM) may be the echo of another rank's failure."""
+        if isinstance(error, RunCancelled):
+            return RunStatus.CANCELLED, f"stopped by SIGTERM during step {self.step}"
+        return RunStatus.FAILED, f"{type(error).__name__}: {error}"
 
     def _is_due(self, every: int) -> bool:
         return every > 0 and self.step % every == 0
@@ -384,28 +390,34 @@ class TrainingRun:
         # A seed per step: a resumed run samples what the uninterrupted run would have.
         return SamplingSettings.from_config(self.config.rollout, seed=self.config.schedule.seed * 1_000_003 + step)
 
-    def roll_out_and_verify(self, slots: list[PromptSlot], step: int):
-        """Generate; each finished generation goes to Lean at once; returns (rollouts, gen s, tail s)."""
+    def roll_out_and_verify(self, slots: list[PromptSlot], step: int, slot_indices: Sequence[int] | None = None):
+        """Generate; each finished generation goes to Lean at once; returns (rollouts, gen s, tail s).
+
+        ``slot_indices`` are the slots this process rolls out (all of them by default; one share
+        per rank when data-parallel); rollouts keep the batch-wide slot index in keys and groups.
+        """
+        indices = list(range(len(slots))) if slot_indices is None else list(slot_indices)
         sampling = self.sampling_settings(step)
         sampling_payload = asdict(sampling)
         pending: list[Future] = []
         started = time.perf_counter()
-        for generation in self.engine.generate([slot.prompt_text for slot in slots], sampling):
-            slot = slots[generation.prompt_index]
-            key = rollout_key(step, generation.prompt_index, generation.sample_index, slot.turn)
+        for generation in self.engine.generate([slots[index].prompt_text for index in indices], sampling):
+            slot_index = indices[generation.prompt_index]
+            slot = slots[slot_index]
+            key = rollout_key(step, slot_index, generation.sample_index, slot.turn)
             pending.append(self.events_loop.submit(
-                self._score_and_publish(step, key, slot, generation, sampling_payload)
+                self._score_and_publish(step, key, slot_index, slot, generation, sampling_payload)
             ))
         generation_seconds = time.perf_counter() - started
         rollouts = [future.result() for future in pending]
         return rollouts, generation_seconds, time.perf_counter() - started - generation_seconds
 
-    async def _score_and_publish(self, step, key, slot: PromptSlot, generation, sampling_payload) -> Rollout:
+    async def _score_and_publish(self, step, key, slot_index: int, slot: PromptSlot, generation, sampling_payload) -> Rollout:
         started = time.perf_counter()
         scored = await self.scorer.score(
             slot.problem, generation.text, generation.num_tokens, self.config.rollout.max_response_tokens, key=key
         )
-        rollout = Rollout(key, generation.prompt_index, slot, generation, scored, time.perf_counter() - started)
+        rollout = Rollout(key, slot_index, slot, generation, scored, time.perf_counter() - started)
         self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(step, rollout, sampling_payload))
         return rollout
 
@@ -539,13 +551,22 @@ class TrainingRun:
     def evaluate(self, step: int) -> dict:
         """best@k and pass@k on the evaluation problems, then the same after one retry per failed attempt."""
         from trainer.evaluation import evaluation_report
+
+        started = time.perf_counter()
+        first_rewards, retry_rewards = self.evaluation_rewards(self.eval_problems, step)
+        values = evaluation_report(first_rewards, retry_rewards)
+        values["seconds"] = time.perf_counter() - started
+        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        return values
+
+    def evaluation_rewards(self, problems: Sequence, step: int) -> tuple[dict, dict]:
+        """Per problem id, the rewards of its first attempts and of their retries (None: censored or none)."""
         from trainer.prompts import first_attempt_messages, prompt_token_count
         from trainer.retry import RetryPrompt, make_retry
         from trainer.rollout.base import SamplingSettings
 
-        started = time.perf_counter()
         max_tokens = self.config.rollout.max_response_tokens
-        slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in self.eval_problems]
+        slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
         sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=self.config.schedule.seed + step)
         first = self._score_all(slots, sampling, f"eval{step}")
@@ -573,10 +594,7 @@ class TrainingRun:
             for (slot_index, _), (_, scored) in self._score_all(retry_slots, retry_sampling, f"eval{step}-retry").items():
                 problem_id, sample_index = retry_owner[slot_index]
                 retry_rewards[problem_id][sample_index] = None if scored.is_censored else scored.reward
-        values = evaluation_report(first_rewards, retry_rewards)
-        values["seconds"] = time.perf_counter() - started
-        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        return values
+        return first_rewards, retry_rewards
 
     def _score_all(self, slots, sampling, key_prefix) -> dict:
         futures = {}

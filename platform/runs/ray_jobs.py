@@ -26,10 +26,20 @@ def client(address: str | None = None):
 
 
 def trainer_entrypoint(run, *, resume: bool) -> str:
-    """The shell command Ray runs: the trainer's driver, with the run's exported files."""
+    """The shell command Ray runs: the trainer's driver, with the run's exported files.
+
+    An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
+    ranks, trainer/distributed.py); everything else runs as one process.
+    """
+    from trainer.config import RunConfig
+
     folder = run.artifacts_dir
+    num_gpus = RunConfig.model_validate(run.config).cluster.num_gpus
+    launcher = [settings.TRAINER_PYTHON]
+    if run.kind == "rl" and num_gpus > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
     argv = [
-        settings.TRAINER_PYTHON, "-m", "trainer", "run" if run.kind == "rl" else "sft",
+        *launcher, "-m", "trainer", "run" if run.kind == "rl" else "sft",
         "--config", str(folder / "config.json"),
         "--promptset", str(folder / "promptset.jsonl"),
         "--output", str(folder),

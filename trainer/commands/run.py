@@ -73,6 +73,7 @@ def resolve_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
+    from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
     from trainer.events import EventPublisher, EventType, sink_from_url
 
     try:
@@ -80,15 +81,24 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"--events: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
+    try:
+        position = torchrun_position()  # None unless torchrun started this process as one of several ranks
+    except ValueError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
     output = Path(args.output)
     first_seq = 0
     if args.resume:
         from trainer.driver import first_event_seq_for_resume
 
         first_seq = first_event_seq_for_resume(output)
-    publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
+    if position is None:
+        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
+    else:
+        publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size)
     try:
         config = resolve_config(args)
+        check_launch_fits_config(config, position)
         from trainer.problems import load_problems_jsonl
 
         problems = load_problems_jsonl(args.promptset)
@@ -101,10 +111,18 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_BAD_ARGUMENTS
 
     output.mkdir(parents=True, exist_ok=True)
-    (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    if position is None or position.rank == 0:
+        (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
     from trainer.driver import RunStatus, TrainingRun
 
-    status = TrainingRun(
-        config, problems, output, publisher, eval_problems=eval_problems, resume=args.resume
-    ).run()
+    if position is None:
+        status = TrainingRun(
+            config, problems, output, publisher, eval_problems=eval_problems, resume=args.resume
+        ).run()
+    else:
+        from trainer.distributed import run_data_parallel
+
+        status = run_data_parallel(
+            config, problems, output, publisher, position, eval_problems=eval_problems, resume=args.resume
+        )
     return {RunStatus.SUCCEEDED: 0, RunStatus.CANCELLED: EXIT_CANCELLED}.get(status, EXIT_FAILED)

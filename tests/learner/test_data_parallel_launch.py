@@ -1,0 +1,86 @@
+"""How a data-parallel run is launched: torchrun's environment, start-up checks, and the platform's command."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.learner.conftest import tiny_run_config
+from trainer.config import RunConfig
+from trainer.distributed import (
+    RankPosition,
+    check_launch_fits_config,
+    check_world_fits_config,
+    owned_slot_indices,
+    torchrun_position,
+)
+
+
+def test_a_process_outside_torchrun_runs_alone():
+    assert torchrun_position({}) is None
+    assert torchrun_position({"WORLD_SIZE": "1", "RANK": "0"}) is None
+
+
+def test_torchruns_environment_gives_this_processs_rank():
+    environment = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"}
+    assert torchrun_position(environment) == RankPosition(rank=3, world_size=4, local_rank=1)
+
+
+def test_a_world_without_a_rank_is_refused_with_the_launch_command():
+    with pytest.raises(ValueError, match="torch.distributed.run"):
+        torchrun_position({"WORLD_SIZE": "2"})
+
+
+def test_a_multi_gpu_config_started_as_one_process_is_refused_with_the_torchrun_command():
+    config = RunConfig.from_preset("h100x8")
+    with pytest.raises(ValueError, match="--nproc-per-node 8 -m trainer run"):
+        check_launch_fits_config(config, None)
+    check_launch_fits_config(RunConfig.from_preset("cpu-demo"), None)  # one process, no GPU: fine
+
+
+def test_the_number_of_ranks_must_be_the_configured_number_of_gpus():
+    with pytest.raises(ValueError, match="one of 4 ranks but cluster.num_gpus is 8"):
+        check_launch_fits_config(RunConfig.from_preset("h100x8"), RankPosition(0, 4, 0))
+
+
+def test_a_mini_batch_that_does_not_split_evenly_over_the_ranks_is_refused_with_a_size_that_does():
+    config = tiny_run_config(rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 3},
+                             cluster={"num_gpus": 2})
+    with pytest.raises(ValueError, match=r"mini_batch_prompts \(3\) must be a multiple of the 2 ranks.*set it to 4"):
+        check_world_fits_config(config, 2)
+
+
+def test_vllm_must_run_one_engine_per_gpu_in_a_data_parallel_run():
+    config = RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": 2}})
+    with pytest.raises(ValueError, match="vllm_tensor_parallel_size is 2.*set it to 1"):
+        check_world_fits_config(config, 8)
+    check_world_fits_config(RunConfig.from_preset("h100x8"), 8)
+
+
+def test_each_rank_rolls_out_every_world_size_th_slot_and_together_all_of_them():
+    shares = [owned_slot_indices(10, rank, 4) for rank in range(4)]
+    assert shares[1] == [1, 5, 9]
+    assert sorted(slot for share in shares for slot in share) == list(range(10))
+
+
+def run_of(kind: str, num_gpus: int):
+    config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": num_gpus}}).to_json_dict()
+    return SimpleNamespace(artifacts_dir=Path("/runs/7"), kind=kind, pk=7, config=config)
+
+
+def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu():
+    from runs.ray_jobs import trainer_entrypoint
+
+    argv = shlex.split(trainer_entrypoint(run_of("rl", 8), resume=True))
+    assert argv[1:8] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8", "-m", "trainer"]
+    assert argv[8] == "run" and argv[-1] == "--resume"
+
+
+def test_the_platform_starts_one_gpu_runs_and_sft_runs_as_one_process():
+    from runs.ray_jobs import trainer_entrypoint
+
+    assert shlex.split(trainer_entrypoint(run_of("rl", 1), resume=False))[1:4] == ["-m", "trainer", "run"]
+    assert shlex.split(trainer_entrypoint(run_of("sft", 8), resume=False))[1:4] == ["-m", "trainer", "sft"]

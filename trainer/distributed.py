@@ -1,0 +1,604 @@
+"""Data-parallel training: one process per GPU, started by torchrun, each one a whole trainer.
+
+Prompt-parallel, as verl's colocated mode is in spirit. Every rank owns one GPU, its own
+rollout engine there (vLLM with tensor-parallel size 1; on CPU, transformers sampling a copy
+of the policy), its own Lean client, and one FSDP shard of the learner. Each step:
+
+1. every rank draws the same prompt slots (the same seeded rng, the same replay buffer) and
+   rolls out the slots with ``slot_index % world_size == rank``, so a GRPO group stays whole
+   on one rank;
+2. each rank scores its rollouts and publishes them (ROLLOUT_FINISHED) as they finish;
+3. the scored rollouts are all-gathered in host memory (a gloo group), so every rank holds
+   the whole batch in slot order. Advantages, mini-batches, retries and metrics are then
+   computed from the same data on every rank: the replay buffers stay identical without a
+   protocol of their own, the next step draws the same slots everywhere, and rank 0's
+   METRICS are the global ones;
+4. the learner step: the learner splits the shared batch by sequence across ranks and FSDP
+   averages the gradients, so the update equals one process's update on the whole batch
+   (``mini_batch_prompts`` prompts per optimizer step, world-wide);
+5. every rank gathers the full weights by name and pushes them into its own engine.
+
+Why whole rollouts rather than just new retries and metric sums: the learner already expects
+every rank to hold the same sequence list (it takes ``sequences[rank::world_size]`` and pads
+ranks to equal passes), and one exchange per step then serves advantages, retries and
+metrics alike. The cost is the rollouts' text and token ids once per step, small next to
+generating them.
+
+Events: rank r numbers its events ``first_seq + n·world_size + r``, so numbers never clash,
+and ranks align ``n`` at each step's start, so the platform's order by seq keeps every
+rank's rollouts of a step after that step's STEP_STARTED. Rollouts are published by the rank
+that made them; every other event by rank 0 alone.
+
+Failures: a rank that fails records the reason in the process group's key-value store
+before it leaves. Work done between collectives (generation, scoring, evaluation) is
+exchanged with a status, so every rank leaves that exchange together and rank 0 fails the run
+with the peer's reason. A failure inside a collective (the learner step, the weight push)
+reaches rank 0 as a broken collective or as torchrun's SIGTERM; rank 0 then reports the
+first recorded failure instead of that echo. Should rank 0 hang in a collective that will
+never complete (NCCL waits for a missing rank), a watch thread publishes the recorded failure
+and ends the process after a grace period.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import RolloutEngineKind, RunConfig
+from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, rewards_matrix
+from trainer.events import EventPublisher, EventType, TrainerEvent
+from trainer.rollout.weights import iter_full_weights
+
+EXIT_FAILED = 1
+# The step's exchange waits for the slowest rank's generation and Lean checks: minutes at the
+# recipe's 24k-token answers, so the driver's own group waits long; failures do not rely on it.
+CONTROL_GROUP_TIMEOUT = timedelta(hours=2)
+PEER_FAILURE_GRACE_S = 30.0
+# Apart by more than any step's (prompt, sample) seed offsets, so ranks never share a random stream.
+SAMPLING_SEED_STRIDE = 1_000_033
+_FAILURE_COUNT_KEY = "trainer/failures"
+_FIRST_FAILURE_KEY = "trainer/first_failure"
+
+
+class PeerRankFailed(RuntimeError):
+    """Another rank failed; the message names the rank and its reason."""
+
+
+# --- where this process stands --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankPosition:
+    """This process's place in a torchrun world."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def torchrun_position(environ: Mapping[str, str] = os.environ) -> RankPosition | None:
+    """RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them; None for a process that runs alone."""
+    world_size = int(environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return None
+    if "RANK" not in environ:
+        raise ValueError(
+            f"WORLD_SIZE is {world_size} but RANK is not set; start the trainer with "
+            "`python -m torch.distributed.run --nproc-per-node N -m trainer run ...`, which sets both"
+        )
+    rank = int(environ["RANK"])
+    if not 0 <= rank < world_size:
+        raise ValueError(f"RANK must be in [0, {world_size}), got {rank}; let torchrun set it")
+    return RankPosition(rank, world_size, int(environ.get("LOCAL_RANK", rank)))
+
+
+def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -> None:
+    """Fail at start-up when the processes started do not match ``cluster.num_gpus``."""
+    gpus = config.cluster.num_gpus
+    if position is None:
+        if gpus > 1:
+            raise ValueError(
+                f"cluster.num_gpus is {gpus} but this trainer runs as one process; start one process per GPU with "
+                f"`python -m torch.distributed.run --standalone --nproc-per-node {gpus} -m trainer run ...` "
+                "(the platform does), or set cluster.num_gpus to 1"
+            )
+        return
+    check_world_fits_config(config, position.world_size)
+
+
+def check_world_fits_config(config: RunConfig, world_size: int) -> None:
+    """The rules a data-parallel run adds to RunConfig's own, checked before anything is loaded."""
+    if config.cluster.num_gpus != world_size:
+        raise ValueError(
+            f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}; "
+            f"launch with --nproc-per-node {config.cluster.num_gpus} or set cluster.num_gpus to {world_size}"
+        )
+    mini_batch = config.optimizer.mini_batch_prompts
+    if mini_batch % world_size:
+        fits = mini_batch + world_size - mini_batch % world_size
+        raise ValueError(
+            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of the {world_size} ranks, each of which "
+            f"trains mini_batch_prompts / {world_size} prompts' rollouts per optimizer step; set it to {fits} "
+            f"(and rollout.prompts_per_step to a multiple of that)"
+        )
+    if config.rollout.engine is RolloutEngineKind.VLLM and config.rollout.vllm_tensor_parallel_size != 1:
+        raise ValueError(
+            f"rollout.vllm_tensor_parallel_size is {config.rollout.vllm_tensor_parallel_size}, but in a data-parallel "
+            "run every rank rolls out its own prompts on its own GPU; set it to 1"
+        )
+
+
+def owned_slot_indices(num_slots: int, rank: int, world_size: int) -> list[int]:
+    """The prompt slots one rank rolls out: every world_size-th, so each GRPO group stays on one rank."""
+    return list(range(rank, num_slots, world_size))
+
+
+# --- the ranks, together --------------------------------------------------------------------------
+
+
+@dataclass
+class _Share:
+    kind: str  # "done", "failed" or "cancelled"
+    value: Any = None
+    reason: str = ""
+
+
+class RankGroup:
+    """The driver's collectives (host memory, their own gloo group) and the run's failure record."""
+
+    def __init__(self, rank: int, world_size: int, control_group=None, store=None):
+        self.rank = rank
+        self.world_size = world_size
+        self.control_group = control_group
+        self.store = store
+        self._has_recorded_failure = False
+
+    @classmethod
+    def join(cls, position: RankPosition) -> RankGroup:
+        """Join torchrun's process group (NCCL on CUDA, gloo on CPU), then open the driver's gloo group.
+
+        The driver's exchanges get a group of their own so that they can never be matched
+        against the learner's FSDP collectives, and so that they travel in host memory.
+        """
+        if not dist.is_initialized():
+            if torch.cuda.is_available():
+                torch.cuda.set_device(position.local_rank)
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        control_group = dist.new_group(backend="gloo", timeout=CONTROL_GROUP_TIMEOUT)
+        store = dist.distributed_c10d._get_default_store()
+        return cls(dist.get_rank(), dist.get_world_size(), control_group, store)
+
+    def all_gather(self, value: Any) -> list:
+        gathered: list = [None] * self.world_size
+        dist.all_gather_object(gathered, value, group=self.control_group)
+        return gathered
+
+    def max_int(self, value: int) -> int:
+        tensor = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self.control_group)
+        return int(tensor.item())
+
+    def barrier(self) -> None:
+        dist.barrier(group=self.control_group)
+
+    def exchange(self, produce: Callable[[], Any], during: str) -> list:
+        """This rank's share of some local work, then every rank's share, in rank order.
+
+        A share that raised is exchanged as a failure, so all ranks leave together: the
+        failed rank re-raises its own error, the others raise PeerRankFailed with its reason.
+        ``produce`` must be local work: a rank failing before a collective inside it would
+        leave its peers waiting in that collective.
+        """
+        own_error: BaseException | None = None
+        try:
+            share = _Share("done", produce())
+        except RunCancelled:
+            share = _Share("cancelled")
+        except Exception as error:  # noqa: BLE001 - any failure must reach rank 0
+            own_error = error
+            reason = f"failed during {during}: {type(error).__name__}: {error}"
+            self.record_failure(reason)
+            share = _Share("failed", reason=reason)
+        shares = self.all_gather(share)
+        if own_error is not None:
+            raise own_error
+        failed = [(rank, other.reason) for rank, other in enumerate(shares) if other.kind == "failed"]
+        if failed:
+            rank, reason = failed[0]
+            raise PeerRankFailed(f"rank {rank} {reason}")
+        if any(other.kind == "cancelled" for other in shares):
+            raise RunCancelled()
+        return [other.value for other in shares]
+
+    def record_failure(self, reason: str) -> None:
+        """Leave the reason where every rank can read it, before this rank stops answering collectives."""
+        if self.store is None or self._has_recorded_failure:
+            return
+        self._has_recorded_failure = True
+        try:
+            if self.store.add(_FAILURE_COUNT_KEY, 1) == 1:
+                self.store.set(_FIRST_FAILURE_KEY, f"{self.rank}\n{reason}")
+        except Exception:  # noqa: BLE001 - the store left with torchrun's agent; this rank's own log keeps the reason
+            pass
+
+    def first_failure(self, wait_s: float = 5.0) -> tuple[int, str] | None:
+        """(rank, reason) of the run's first recorded failure, or None."""
+        if self.store is None:
+            return None
+        try:
+            if self.store.add(_FAILURE_COUNT_KEY, 0) == 0:
+                return None
+            # The first failing rank counts itself before it writes its reason.
+            self.store.wait([_FIRST_FAILURE_KEY], timedelta(seconds=wait_s))
+            rank, _, reason = self.store.get(_FIRST_FAILURE_KEY).decode().partition("\n")
+            return int(rank), reason
+        except Exception:  # noqa: BLE001 - no store to ask: the caller reports what it saw itself
+            return None
+
+
+# --- events -------------------------------------------------------------------------------------------
+
+
+class RankEventPublisher(EventPublisher):
+    """Events of one rank of a data-parallel run: interleaved numbers, rank 0 speaking for the run.
+
+    Rank r's n-th event has seq ``first_seq + n·world_size + r``. Other ranks publish only their
+    own rollouts. Nothing goes out after RUN_FINISHED: the failure watch and the main thread
+    may both try to finish the run, and only the first may.
+    """
+
+    def __init__(self, run_id: str, sink, first_seq: int = 0, *, rank: int, world_size: int):
+        super().__init__(run_id, sink, first_seq)
+        self.first_seq = first_seq
+        self.rank = rank
+        self.world_size = world_size
+        self.next_number = 0
+        self.is_finished = False
+        self._numbering_lock = threading.Lock()
+
+    def publish(self, type: EventType, payload=None) -> TrainerEvent | None:
+        if self.rank != 0 and type is not EventType.ROLLOUT_FINISHED:
+            return None
+        if hasattr(payload, "model_dump"):
+            payload = payload.model_dump(mode="json")
+        with self._numbering_lock:
+            if self.is_finished:
+                return None
+            self.is_finished = type is EventType.RUN_FINISHED
+            seq = self.seq_of(self.next_number)
+            self.next_number += 1
+            event = TrainerEvent(run_id=self.run_id, seq=seq, type=type, payload=payload or {})
+        self.sink.write(event)
+        return event
+
+    def seq_of(self, number: int, rank: int | None = None) -> int:
+        return self.first_seq + number * self.world_size + (self.rank if rank is None else rank)
+
+    def align(self, number: int) -> None:
+        """Continue numbering from ``number`` (the highest of all ranks), never going back."""
+        with self._numbering_lock:
+            self.next_number = max(self.next_number, number)
+
+
+class PeerFailureWatch:
+    """Rank 0's guard against waiting forever in a collective a failed peer will never join.
+
+    Once a peer's failure has been on record for ``grace_s`` and the run has not finished by
+    itself, it publishes the failure (ERROR, RUN_FINISHED) and ends the process.
+    """
+
+    def __init__(self, group: RankGroup, publisher: RankEventPublisher, current_step: Callable[[], int],
+                 grace_s: float = PEER_FAILURE_GRACE_S, poll_s: float = 1.0,
+                 exit_process: Callable[[int], Any] = os._exit):
+        self.group = group
+        self.publisher = publisher
+        self.current_step = current_step
+        self.grace_s = grace_s
+        self.poll_s = poll_s
+        self.exit_process = exit_process
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="peer-failure-watch", daemon=True)
+
+    def __enter__(self) -> PeerFailureWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.poll_s + 10)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            failure = self.group.first_failure(wait_s=self.poll_s)
+            if failure is None or failure[0] == self.group.rank:
+                continue  # this rank's own failure is reported by its main thread
+            if self._stop.wait(self.grace_s) or self.publisher.is_finished:
+                return
+            rank, reason = failure
+            message = f"rank {rank} {reason}"
+            step = self.current_step()
+            self.publisher.publish(EventType.ERROR, {"step": step, "message": message})
+            if self.publisher.publish(EventType.RUN_FINISHED, {"status": RunStatus.FAILED.value, "reason": message,
+                                                               "step": step}) is not None:
+                self.exit_process(EXIT_FAILED)
+            return
+
+
+# --- rollouts on a sharded learner ----------------------------------------------------------------------
+
+
+def build_rank_engine(config: RunConfig, model, tokenizer):
+    """This rank's rollout engine for a sharded ``model``."""
+    if config.rollout.engine is RolloutEngineKind.VLLM:
+        from trainer.rollout.base import build_engine
+
+        # vLLM keeps its own copy of the weights; with several ranks it joins them through its
+        # external launcher, each rank a tensor-parallel group of one (vllm_engine.from_config).
+        return build_engine(config, model, tokenizer)
+    return ReplicaRolloutEngine.of(model, tokenizer)
+
+
+class ReplicaRolloutEngine:
+    """transformers sampling from a full, unsharded copy of the policy.
+
+    A sharded learner cannot sample by itself: each forward pass gathers parameters from every
+    rank, and ranks whose answers end at different lengths would wait on each other for ever.
+    Each rank keeps its own copy; ``push_weights`` refreshes it from the gathered weights.
+    """
+
+    def __init__(self, replica, tokenizer):
+        from trainer.rollout.transformers_engine import TransformersEngine
+
+        self.replica = replica
+        self._engine = TransformersEngine(replica, tokenizer)
+
+    @classmethod
+    def of(cls, model, tokenizer) -> ReplicaRolloutEngine:
+        """A copy of ``model``'s architecture on its device, holding its current weights."""
+        from transformers import AutoModelForCausalLM
+
+        first_parameter = next(model.parameters())
+        replica = AutoModelForCausalLM.from_config(model.config)
+        replica.generation_config = copy.deepcopy(model.generation_config)
+        replica.to(device=first_parameter.device, dtype=first_parameter.dtype)
+        replica.eval().requires_grad_(False)
+        engine = cls(replica, tokenizer)
+        engine.push_weights(model)
+        return engine
+
+    def generate(self, prompts, sampling):
+        return self._engine.generate(prompts, sampling)
+
+    def sleep(self) -> None:
+        self._engine.sleep()
+
+    def wake(self) -> None:
+        self._engine.wake()
+
+    @torch.no_grad()
+    def push_weights(self, model) -> None:
+        """Copy ``model``'s full weights into the replica (a collective under FSDP: every rank calls it)."""
+        own = dict(self.replica.named_parameters())
+        unknown, copied = [], set()
+        # The loop runs to its end even on a mismatch: stopping early would strand the other ranks.
+        for name, tensor in iter_full_weights(model):
+            if name in own and own[name].shape == tensor.shape:
+                own[name].copy_(tensor)
+                copied.add(name)
+            else:
+                unknown.append(name)
+        missing = sorted(set(own) - copied)
+        if unknown or missing:
+            raise ValueError(
+                f"the rollout copy of the policy does not match the learner's weights (unknown or misshapen: "
+                f"{unknown[:5]}, not sent: {missing[:5]}); the policy's config must rebuild the same architecture"
+            )
+
+    def close(self) -> None:
+        self._engine.close()
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RolloutShare:
+    """One rank's scored rollouts of a step, and what its metrics need from that rank."""
+
+    rollouts: list[Rollout]
+    generation_s: float
+    verification_tail_s: float
+    verifier_cache_hits: int = 0
+    verifier_cache_misses: int = 0
+    next_event_number: int = 0
+
+
+def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
+    """One learner step's metrics over all ranks, as one process training the whole batch reports them.
+
+    Each rank's loss is its part of the batch scaled by world_size (the learner's micro-batch
+    scale), so their mean is the batch's loss; tokens and sequences add up; clip fractions are
+    recounted over all tokens; the gradient norm is already global (clipping reduces it).
+    """
+    combined = dict(per_rank[0])
+    tokens = sum(metrics["tokens"] for metrics in per_rank)
+    combined["loss"] = sum(metrics["loss"] for metrics in per_rank) / len(per_rank)
+    combined["trained_sequences"] = sum(metrics["trained_sequences"] for metrics in per_rank)
+    combined["tokens"] = tokens
+    for name in ("clip_low", "clip_high", "dual_clip"):
+        # The learner divides by max(tokens, 1); multiplying back recovers each rank's count.
+        count = sum(metrics[f"{name}_fraction"] * max(metrics["tokens"], 1) for metrics in per_rank)
+        combined[f"{name}_fraction"] = count / max(tokens, 1)
+    combined["clip_fraction"] = combined["clip_low_fraction"] + combined["clip_high_fraction"]
+    combined["seconds"] = max(metrics["seconds"] for metrics in per_rank)
+    combined["tokens_per_second"] = tokens / combined["seconds"] if combined["seconds"] > 0 else 0.0
+    return combined
+
+
+class DataParallelRun(TrainingRun):
+    """One rank of a data-parallel run; every rank runs one, rank 0 speaks for the run."""
+
+    def __init__(self, config: RunConfig, problems: Sequence, output_dir, publisher: RankEventPublisher, *,
+                 group: RankGroup, peer_failure_grace_s: float = PEER_FAILURE_GRACE_S, **options):
+        check_world_fits_config(config, group.world_size)
+        super().__init__(config, problems, output_dir, publisher, **options)
+        self.publisher: RankEventPublisher = publisher
+        self.group = group
+        self.peer_failure_grace_s = peer_failure_grace_s
+        self._is_cancelling = False
+        self._verifier_cache_counts = (0, 0)
+
+    # --- start and end ---------------------------------------------------------------------------
+
+    def run(self) -> RunStatus:
+        if self.group.rank != 0:
+            return super().run()
+        with PeerFailureWatch(self.group, self.publisher, lambda: self.step, self.peer_failure_grace_s):
+            return super().run()
+
+    def _on_sigterm(self, signum, frame) -> None:
+        # torchrun passes Ray's SIGTERM on and may send another while the run winds down;
+        # a second RunCancelled would cut off the final events.
+        if self._is_cancelling:
+            return
+        self._is_cancelling = True
+        raise RunCancelled()
+
+    def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
+        if isinstance(error, PeerRankFailed):
+            return RunStatus.FAILED, str(error)
+        if not isinstance(error, RunCancelled):
+            during = f"step {self.step}" if self.step else "start-up"
+            self.group.record_failure(f"failed during {during}: {type(error).__name__}: {error}")
+        first = self.group.first_failure()
+        if first is not None and first[0] != self.group.rank:
+            # What this rank saw (a broken collective, torchrun's SIGTERM) echoes that rank's failure.
+            rank, reason = first
+            return RunStatus.FAILED, f"rank {rank} {reason}"
+        return super().outcome_of(error)
+
+    def _start_rollouts_and_scoring(self) -> None:
+        if self.engine is None:
+            self.engine = build_rank_engine(self.config, self.model, self.tokenizer)  # gathers weights: all ranks
+        # The Lean client and its health check are this rank's own: exchanged, so a rank that
+        # cannot reach Lean fails the run at start-up with its reason.
+        self.group.exchange(super()._start_rollouts_and_scoring, "start-up")
+
+    # --- one training step -------------------------------------------------------------------------
+
+    def train_step(self, step: int) -> dict:
+        self._align_event_numbers()  # this step's rollouts, from any rank, come after its STEP_STARTED
+        self.publisher.publish(EventType.STEP_STARTED, {"step": step})
+        slots = self.sample_prompts(step)  # the same slots on every rank: same rng, same replay buffer
+        mine = owned_slot_indices(len(slots), self.group.rank, self.group.world_size)
+
+        shares: list[RolloutShare] = self.group.exchange(lambda: self._roll_out_share(slots, mine, step), f"step {step}")
+        rollouts = sorted((r for share in shares for r in share.rollouts),
+                          key=lambda r: (r.slot_index, r.generation.sample_index))
+        self.publisher.align(max(share.next_event_number for share in shares))
+        timings = {  # the step waits for the slowest rank
+            "generation_s": max(share.generation_s for share in shares),
+            "verification_tail_s": max(share.verification_tail_s for share in shares),
+        }
+        self._verifier_cache_counts = (sum(s.verifier_cache_hits for s in shares),
+                                       sum(s.verifier_cache_misses for s in shares))
+        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
+        sequences = self.training_sequences(slots, rollouts, rewards)  # the whole batch, on every rank
+
+        started = time.perf_counter()
+        self.engine.sleep()
+        learner_metrics = combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))
+        timings["learning_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        self.engine.wake()
+        self.engine.push_weights(self.model)
+        timings["weight_sync_s"] = time.perf_counter() - started
+
+        retry_counts = self.add_retries(rollouts, step)  # same rollouts in the same order: same buffers
+        metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
+        self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
+        return metrics
+
+    def _roll_out_share(self, slots, mine: list[int], step: int) -> RolloutShare:
+        rollouts, generation_s, tail_s = self.roll_out_and_verify(slots, step, mine)
+        self.check_verifier_still_reachable(rollouts)
+        stats = self.verifier.stats() if self.verifier is not None else {}
+        return RolloutShare(rollouts, generation_s, tail_s, stats.get("cache_hits", 0), stats.get("cache_misses", 0),
+                            self.publisher.next_number)
+
+    def sampling_settings(self, step: int):
+        settings = super().sampling_settings(step)
+        # Each rank its own random stream: two ranks given the same problem must not write the same answers.
+        return replace(settings, seed=settings.seed + self.group.rank * SAMPLING_SEED_STRIDE)
+
+    def step_metrics(self, rollouts, learner_metrics, retry_counts, timings) -> dict:
+        metrics = super().step_metrics(rollouts, learner_metrics, retry_counts, timings)
+        if "verifier/cache_hit_rate" in metrics:
+            hits, misses = self._verifier_cache_counts
+            metrics["verifier/cache_hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
+        return metrics
+
+    # --- evaluation and checkpoints ------------------------------------------------------------------
+
+    def evaluate(self, step: int) -> dict:
+        """Each rank evaluates every world_size-th problem; rank 0 publishes the report over all of them."""
+        from trainer.evaluation import evaluation_report
+
+        started = time.perf_counter()
+        mine = self.eval_problems[self.group.rank :: self.group.world_size]
+        shares = self.group.exchange(lambda: self.evaluation_rewards(mine, step), f"evaluation at step {step}")
+        first_rewards, retry_rewards = {}, {}
+        for first, retry in shares:
+            first_rewards.update(first)
+            retry_rewards.update(retry)
+        values = evaluation_report(first_rewards, retry_rewards)
+        values["seconds"] = time.perf_counter() - started
+        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        return values
+
+    def save_checkpoint(self):
+        folder = super().save_checkpoint()  # every rank gathers the full weights, rank 0 writes
+        self.group.barrier()  # no rank runs ahead, or exits, before the checkpoint is in place
+        return folder
+
+    def _next_event_seq(self) -> int:
+        # A resumed run must number its events after every rank's, not only after rank 0's.
+        self._align_event_numbers()
+        return self.publisher.seq_of(self.publisher.next_number, rank=0)
+
+    def _align_event_numbers(self) -> None:
+        self.publisher.align(self.group.max_int(self.publisher.next_number))
+
+
+def run_data_parallel(config: RunConfig, problems, output_dir, publisher: RankEventPublisher,
+                      position: RankPosition, **options) -> RunStatus:
+    """``python -m trainer run`` under torchrun: join the ranks, train, and leave the group cleanly."""
+    try:
+        group = RankGroup.join(position)
+    except Exception as error:  # noqa: BLE001 - a run that cannot start must still say why
+        reason = f"cannot join the {position.world_size} training ranks: {type(error).__name__}: {error}"
+        publisher.publish(EventType.ERROR, {"step": 0, "message": reason})
+        publisher.publish(EventType.RUN_FINISHED, {"status": RunStatus.FAILED.value, "reason": reason, "step": 0})
+        return RunStatus.FAILED
+    status = DataParallelRun(config, problems, output_dir, publisher, group=group, **options).run()
+    if status is RunStatus.SUCCEEDED:
+        # Only after success: with a peer gone, tearing the group down could wait on it.
+        dist.destroy_process_group()
+    return status
+
+
+__all__ = [
+    "DataParallelRun", "PeerFailureWatch", "PeerRankFailed", "RankEventPublisher", "RankGroup", "RankPosition",
+    "ReplicaRolloutEngine", "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
+    "combine_learner_metrics", "owned_slot_indices", "run_data_parallel", "torchrun_position",
+]

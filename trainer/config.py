@@ -161,7 +161,11 @@ class ScheduleConfig(Section):
 
 
 class ClusterConfig(Section):
-    num_gpus: int = Field(8, ge=0, description="GPUs for the learner and rollouts; 0 runs on CPU in one process.")
+    num_gpus: int = Field(
+        8, ge=0,
+        description="GPUs for the learner and rollouts, one data-parallel rank each (launched with torchrun); "
+                    "0 runs on CPU in one process.",
+    )
     cpus_per_worker: int = Field(8, ge=1)
 
 

@@ -10,7 +10,6 @@ stand-in Lean server.
 from __future__ import annotations
 
 import copy
-import json
 import os
 from pathlib import Path
 

@@ -26,6 +26,7 @@ from deploy.services import (
     Service,
     ServiceError,
 )
+from deploy.warm_start import STATUS_FILE, is_built, warm_start_build_dir, warm_start_checkpoint_path, warm_start_status
 
 
 def _env_int(name: str, default: int) -> int:
@@ -80,6 +81,9 @@ class Stack:
             "ARTIFACTS_DIR": str(data / "artifacts"),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
+            # Where the cpu-demo preset's warm-started model appears once built (deploy/warm_start.py).
+            "LEANRL_WARM_START_MODEL": str(warm_start_checkpoint_path(data)),
+            "LEANRL_WARM_START_STATUS": str(warm_start_build_dir(data) / STATUS_FILE),
         }
         python = sys.executable
         self.web = PlatformProcess(
@@ -96,6 +100,10 @@ class Stack:
             name="ingester", port=0, log_dir=logs, env=self.env, has_port=False,
             argv=[python, "manage.py", "ingest_events"],
         )
+        self.warm_start = PlatformProcess(
+            name="warm-start", port=0, log_dir=logs, env=self.env, has_port=False,
+            argv=[python, "-m", "deploy.warm_start", "--data-dir", str(data)],
+        )
         self.started: list[Service] = []
 
     def start(self) -> None:
@@ -108,6 +116,10 @@ class Stack:
         manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
         for service in (self.web, self.worker, self.ingester):
             self._start(service)
+        if not is_built(self.options.data_dir.resolve()):
+            print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations; "
+                  "once, cached in the data folder)", flush=True)
+            self.warm_start.start()
 
     def _start(self, service: Service) -> None:
         print(f"== starting {service.name}" + (f" on port {service.port}" if service.port else ""), flush=True)
@@ -115,18 +127,42 @@ class Stack:
         self.started.append(service)
 
     def stop(self) -> None:
+        if self.warm_start.is_running():
+            print("== stopping the warm-start build (it resumes from its last checkpoint next time)", flush=True)
+            self.warm_start.stop()
         for service in reversed(self.started):
             print(f"== stopping {service.name}", flush=True)
             service.stop()
         self.started.clear()
 
     def watch(self) -> None:
+        data = self.options.data_dir.resolve()
+        reported = None
         while True:
             for service in self.started:
                 if not service.is_running():
                     raise ServiceError(f"{service.name} stopped unexpectedly; last lines of its log:\n"
                                        f"{service.log_tail()}")
+            if self.warm_start.process is not None and reported != "done":
+                reported = self._report_warm_start(data, reported)
             time.sleep(1)
+
+    def _report_warm_start(self, data: Path, reported):
+        """A one-line progress bar for the background warm start, then one line when it ends."""
+        status = warm_start_status(data)
+        if status["state"] == "ready":
+            print(f"\n== warm start ready: cpu-demo runs start from {status['path']}", flush=True)
+            return "done"
+        if not self.warm_start.is_running():
+            print(f"\n== the warm start failed (cpu-demo runs start from the base model); see "
+                  f"{self.warm_start.log_dir / 'warm-start.log'}", flush=True)
+            return "done"
+        step, total = status.get("step") or 0, status.get("total_steps") or 0
+        if total and (step, total) != reported:
+            filled = int(30 * step / total)
+            print(f"\r   warm start [{'#' * filled}{'.' * (30 - filled)}] step {step}/{total}", end="", flush=True)
+            return (step, total)
+        return reported
 
 
 def main(argv=None) -> int:

@@ -93,6 +93,9 @@ LEAN_SERVER_API_KEY = os.environ.get("LEAN_SERVER_API_KEY") or None
 LEAN_SERVER_IS_STANDIN = os.environ.get("LEAN_SERVER_IS_STANDIN", "1") == "1"
 ARTIFACTS_DIR = Path(os.environ.get("ARTIFACTS_DIR", REPO_DIR / "var" / "artifacts"))
 TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
+# The cpu-demo preset's warm-started model (built by the embedded stack; unset elsewhere).
+WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
+WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
 

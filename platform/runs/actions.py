@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from runs import cluster, ray_jobs
+from runs import cluster, ray_jobs, warm_start
 from runs.models import Run, RunKind, RunState
 from trainer.config import RunConfig
 
@@ -50,6 +50,13 @@ def launch_run(*, owner, name: str, promptset_version, preset: str, overrides: d
     overrides = dict(overrides or {})
     if starting_checkpoint is not None:
         overrides["model"] = {**overrides.get("model", {}), "init_checkpoint": starting_checkpoint.model_folder}
+    elif "init_checkpoint" not in overrides.get("model", {}):
+        try:
+            warm_started = warm_start.starting_model(preset)
+        except ValueError as error:
+            raise LaunchError(str(error), {"preset": [str(error)]}) from error
+        if warm_started:
+            overrides["model"] = {**overrides.get("model", {}), "init_checkpoint": warm_started}
     config = resolve_config(preset, overrides)
     config_json = config.to_json_dict()
     config_json["verifier"]["url"] = settings.LEAN_SERVER_URL

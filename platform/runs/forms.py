@@ -61,8 +61,12 @@ class LaunchRunForm(forms.Form):
         try:
             self.resolved_config = resolve_config(cleaned["preset"], self.overrides())
         except LaunchError as error:
-            for path, messages in error.field_errors.items():
-                field = FIELD_FOR_PATH.get(path, "preset" if path == "preset" else None)
-                for message in messages:
-                    self.add_error(field, f"{path}: {message}" if field is None else message)
+            self.add_launch_error(error)
         return cleaned
+
+    def add_launch_error(self, error: LaunchError) -> None:
+        """Each of the trainer schema's complaints on the field it is about, or above the form."""
+        for path, messages in error.field_errors.items():
+            field = FIELD_FOR_PATH.get(path, "preset" if path == "preset" else None)
+            for message in messages:
+                self.add_error(field, f"{path}: {message}" if field is None else message)

@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
-from runs import actions, queries
+from runs import actions, queries, warm_start
 from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
 from runs.forms import LaunchRunForm
 from runs.models import Run, RunState
@@ -49,15 +49,19 @@ def run_list(request):
 def launch(request):
     form = LaunchRunForm(request.POST or None, user=request.user, initial={"preset": "cpu-demo"})
     if request.method == "POST" and form.is_valid():
-        run = actions.launch_run(
-            owner=request.user, name=form.cleaned_data["name"],
-            promptset_version=form.cleaned_data["promptset_version"], preset=form.cleaned_data["preset"],
-            overrides=form.overrides(), kind=form.cleaned_data["kind"],
-            starting_checkpoint=form.cleaned_data["starting_checkpoint"],
-        )
-        messages.success(request, f"Run “{run.name}” queued.")
-        return redirect(run)
-    return render(request, "runs/launch.html", {"form": form})
+        try:
+            run = actions.launch_run(
+                owner=request.user, name=form.cleaned_data["name"],
+                promptset_version=form.cleaned_data["promptset_version"], preset=form.cleaned_data["preset"],
+                overrides=form.overrides(), kind=form.cleaned_data["kind"],
+                starting_checkpoint=form.cleaned_data["starting_checkpoint"],
+            )
+        except actions.LaunchError as error:
+            form.add_launch_error(error)
+        else:
+            messages.success(request, f"Run “{run.name}” queued.")
+            return redirect(run)
+    return render(request, "runs/launch.html", {"form": form, "warm_start": warm_start.status()})
 
 
 @login_required

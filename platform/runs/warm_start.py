@@ -1,0 +1,44 @@
+"""The cpu-demo preset's warm start, as the platform sees it: the model folder the embedded stack
+builds in the background (deploy/warm_start.py) and how far the build is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+
+WARM_STARTED_PRESET = "cpu-demo"
+
+
+def status() -> dict:
+    """{"state": "ready" | "building" | "failed" | "absent" | "not configured", ...}."""
+    if not settings.WARM_START_MODEL:
+        return {"state": "not configured"}
+    if (Path(settings.WARM_START_MODEL) / "config.json").is_file():
+        return {"state": "ready", "path": settings.WARM_START_MODEL}
+    try:
+        return json.loads(Path(settings.WARM_START_STATUS).read_text())
+    except (OSError, TypeError, ValueError):
+        return {"state": "absent"}
+
+
+def starting_model(preset: str) -> str | None:
+    """The warm-started model folder for a run of ``preset``, or None to use the preset's model.
+
+    Raises ValueError with what to do when the warm start is configured but not ready: a cpu-demo
+    run from the bare SmolLM2 would score 0 on every answer and look broken.
+    """
+    if preset != WARM_STARTED_PRESET:
+        return None
+    current = status()
+    if current["state"] in ("ready",):
+        return current["path"]
+    if current["state"] == "not configured":
+        return None
+    progress = f" (step {current['step']} of {current['total_steps']})" if current.get("total_steps") else ""
+    raise ValueError(
+        f"the cpu-demo preset starts from the warm-started SmolLM2, which is {current['state']}{progress}; "
+        f"launch again once it is ready (the run command shows its progress), choose a checkpoint to start from, "
+        f"or use the cpu-smoke preset"
+    )

@@ -49,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--ray-cpus", type=int, default=_env_int("LEANRL_RAY_CPUS", max(os.cpu_count() or 2, 2)))
     parser.add_argument("--ray-object-store-mb", type=int, default=_env_int("LEANRL_RAY_OBJECT_STORE_MB", 512),
                         help="Cap on Ray's object store (by default Ray would claim 30%% of memory).")
+    parser.add_argument("--no-warm-start", action="store_true",
+                        help="Do not build the cpu-demo warm start (cpu-demo runs then wait for it or use cpu-smoke).")
     parser.add_argument("--demo-username", default="demo")
     parser.add_argument("--demo-password", default="lean-rl-demo")
     return parser.parse_args(argv)
@@ -81,10 +83,11 @@ class Stack:
             "ARTIFACTS_DIR": str(data / "artifacts"),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
-            # Where the cpu-demo preset's warm-started model appears once built (deploy/warm_start.py).
-            "LEANRL_WARM_START_MODEL": str(warm_start_checkpoint_path(data)),
-            "LEANRL_WARM_START_STATUS": str(warm_start_build_dir(data) / STATUS_FILE),
         }
+        if not options.no_warm_start:
+            # Where the cpu-demo preset's warm-started model appears once built (deploy/warm_start.py).
+            self.env["LEANRL_WARM_START_MODEL"] = str(warm_start_checkpoint_path(data))
+            self.env["LEANRL_WARM_START_STATUS"] = str(warm_start_build_dir(data) / STATUS_FILE)
         python = sys.executable
         self.web = PlatformProcess(
             name="web", port=options.web_port, log_dir=logs, env=self.env,
@@ -116,7 +119,7 @@ class Stack:
         manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
         for service in (self.web, self.worker, self.ingester):
             self._start(service)
-        if not is_built(self.options.data_dir.resolve()):
+        if not self.options.no_warm_start and not is_built(self.options.data_dir.resolve()):
             print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations; "
                   "once, cached in the data folder)", flush=True)
             self.warm_start.start()

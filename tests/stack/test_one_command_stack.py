@@ -19,7 +19,8 @@ def start_stack(data_dir, ports):
     argv = [sys.executable, "-m", "deploy.stack", "--data-dir", str(data_dir),
             "--web-port", str(ports["web"]), "--postgres-port", str(ports["postgres"]),
             "--redis-port", str(ports["redis"]), "--ray-port", str(ports["ray"]),
-            "--ray-dashboard-port", str(ports["dashboard"]), "--lean-port", str(ports["lean"]), "--ray-cpus", "1"]
+            "--ray-dashboard-port", str(ports["dashboard"]), "--lean-port", str(ports["lean"]), "--ray-cpus", "1",
+            "--no-warm-start"]  # building it takes CPU minutes; tests/sft covers it
     return subprocess.Popen(argv, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

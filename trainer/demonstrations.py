@@ -299,9 +299,9 @@ def demonstrations_for(
             if attempt is not None and attempt.expected_verdict is ExpectedVerdict.LEAN_ERROR:
                 demonstrations.extend([attempt] * per_problem)
             continue  # outside the fragment: nothing the stand-in would score
-        closing_tactics = [demonstration.proof_body.strip() for demonstration in closing]
+        accepted_tactics = [demonstration.proof_body.strip() for demonstration in closing]
         flawed = [
-            demonstration for first in closing_tactics for second in closing_tactics
+            demonstration for first in accepted_tactics for second in accepted_tactics
             if (demonstration := _candidate(problem, _double_tactic_answer(problem, first, second, style), style)) is not None
             and demonstration.expected_verdict is ExpectedVerdict.LEAN_ERROR
         ]

@@ -110,3 +110,18 @@ def test_a_row_keeps_what_the_rl_prompt_is_built_from():
     row = demonstration.to_row()
     assert Problem.from_dict(row) == demonstration.problem
     assert row["response"].startswith("<think>") and row["expected_verdict"] in {"valid", "lean_error"}
+
+
+def test_brief_answers_pass_the_cpu_demo_checks_but_not_the_h100x8_ones():
+    from trainer.config import RunConfig
+    from trainer.demonstrations import AnswerStyle
+
+    (demonstration,) = demonstrations_for(nat_sum_problems([(2, 3)]), per_problem=1, style=AnswerStyle.BRIEF)
+    cpu_demo = RunConfig.from_preset("cpu-demo").reward
+    assert check_format(demonstration.response, demonstration.problem, cpu_demo).is_valid
+    assert not check_format(demonstration.response, demonstration.problem, RewardConfig()).is_valid
+
+
+def test_an_unknown_closing_tactic_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="norm_num"):
+        demonstrations_for(nat_sum_problems([(2, 3)]), closing_tactics=("linarith",))

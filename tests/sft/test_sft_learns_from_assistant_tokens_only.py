@@ -105,3 +105,21 @@ def test_a_training_step_reports_the_nll_of_the_answer_tokens_alone(tiny_policy,
     (metrics,) = sink.of_type(EventType.METRICS)
     assert metrics.payload["values"]["sft_loss"] == pytest.approx(expected, rel=1e-4)
     assert metrics.payload["values"]["tokens"] == len(example.completion_ids)
+
+
+def test_a_resumed_run_continues_after_its_last_checkpoint(tiny_policy, tmp_path):
+    messages = [[{"role": "user", "content": f"q{index}"}, {"role": "assistant", "content": f"a{index}"}] for index in range(4)]
+
+    def run(epochs: int, resume: bool) -> ListSink:
+        model, tokenizer = tiny_policy(seed=2)
+        config = tiny_config(sft={"epochs": epochs, "batch_sequences": 2, "checkpoint_every": 1})
+        sink = ListSink()
+        status = SupervisedFineTuning(config, messages, tmp_path, EventPublisher("sft", sink), model=model,
+                                      tokenizer=tokenizer, resume=resume, install_signal_handlers=False).run()
+        assert status.value == "succeeded", sink.of_type(EventType.ERROR)
+        return sink
+
+    run(epochs=1, resume=False)
+    resumed = run(epochs=2, resume=True)
+    assert [event.payload["step"] for event in resumed.of_type(EventType.METRICS)] == [3, 4]
+    assert resumed.of_type(EventType.RUN_STARTED)[0].payload["resumed_from_step"] == 2

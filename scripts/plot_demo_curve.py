@@ -1,0 +1,163 @@
+"""Draw docs/demo-curve.png: a cpu-demo RL run on the demo promptset, starting from the warm start.
+
+Per training step: the share of well-formed answers (the format check passed) and the
+accuracy (the share of answers Lean, here the stand-in, accepted), for first attempts and
+for all answers (retry turns included), plus the wall time of each step.
+
+Rerun everything (builds the warm start if needed, about 20 minutes on 2 cores, then the run):
+
+    .venv/bin/python scripts/plot_demo_curve.py --steps 10
+
+or only draw an earlier run's events (JSON lines from ``python -m trainer run --events stdout``):
+
+    .venv/bin/python scripts/plot_demo_curve.py --events var/demo-curve/events.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "platform")]
+
+
+def write_demo_promptset(path: Path) -> None:
+    """The demo promptset (platform/promptsets/demo.py, plain data) in the trainer's export format."""
+    from promptsets.demo import DEMO_HEADER, DEMO_PROBLEMS, DEMO_SOURCE
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for problem in DEMO_PROBLEMS:
+            out.write(json.dumps({
+                "problem_id": problem.key, "formal_statement": problem.formal_statement,
+                "informal_statement": problem.informal_statement, "name": problem.key,
+                "header": DEMO_HEADER, "source": DEMO_SOURCE,
+            }, ensure_ascii=False) + "\n")
+
+
+def run_demo(data_dir: Path, steps: int, events_path: Path) -> None:
+    """Warm start (cached), the stand-in on a free port, then ``python -m trainer run`` with the cpu-demo preset."""
+    from deploy.warm_start import build_warm_start
+    from trainer.verification.standin_server import StandinServerThread, StandinSettings
+
+    model = build_warm_start(data_dir)
+    work = events_path.parent
+    promptset = work / "demo.jsonl"
+    write_demo_promptset(promptset)
+    with StandinServerThread(StandinSettings()) as standin, events_path.open("w") as events:
+        command = [
+            sys.executable, "-m", "trainer", "run", "--preset", "cpu-demo",
+            "--set", f"model.init_checkpoint={model}", "--set", f"schedule.total_steps={steps}",
+            # Per-step training figures are what is drawn; evaluation would double the time.
+            "--set", "schedule.eval_every=0", "--set", "schedule.checkpoint_every=0",
+            "--lean-url", standin.url, "--promptset", str(promptset), "--output", str(work / "run"), "--run-id", "demo",
+        ]
+        print("running:", " ".join(command), file=sys.stderr)
+        subprocess.run(command, cwd=REPO, stdout=events, check=True)
+
+
+def step_figures(events_path: Path) -> list[dict]:
+    """Per step: well-formed share and accuracy (first attempts, all answers), answers, seconds."""
+    rollouts: dict[int, list[dict]] = defaultdict(list)
+    started: dict[int, float] = {}
+    finished: dict[int, float] = {}
+    for line in events_path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        payload = event["payload"]
+        if event["type"] == "rollout_finished":
+            rollouts[payload["step"]].append(payload)
+        elif event["type"] == "step_started":
+            started[payload["step"]] = event["time"]
+        elif event["type"] == "metrics":
+            finished[payload["step"]] = event["time"]
+
+    def shares(answers: list[dict]) -> tuple[float | None, float | None]:
+        if not answers:
+            return None, None
+        well_formed = sum(answer["format_error"] is None for answer in answers) / len(answers)
+        scored = [answer for answer in answers if not answer["is_censored"]]
+        accepted = sum((answer["reward"] or 0) > 0 for answer in scored) / len(scored) if scored else None
+        return well_formed, accepted
+
+    figures = []
+    for step in sorted(finished):
+        answers = rollouts[step]
+        first = [answer for answer in answers if answer["turn"] == "first"]
+        first_formed, first_accuracy = shares(first)
+        all_formed, all_accuracy = shares(answers)
+        figures.append({
+            "step": step, "answers": len(answers), "first_attempts": len(first),
+            "first_well_formed": first_formed, "first_accuracy": first_accuracy,
+            "all_well_formed": all_formed, "all_accuracy": all_accuracy,
+            "censored": sum(answer["is_censored"] for answer in answers),
+            "seconds": finished[step] - started.get(step, finished[step]),
+        })
+    return figures
+
+
+def plot(figures: list[dict], out: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    steps = [figure["step"] for figure in figures]
+    fig, axis = plt.subplots(figsize=(8, 4.5), dpi=120)
+    series = [
+        ("first_well_formed", "well-formed, first attempts", "tab:blue", "-"),
+        ("first_accuracy", "accepted by Lean (stand-in), first attempts", "tab:green", "-"),
+        ("all_well_formed", "well-formed, all answers (retries too)", "tab:blue", ":"),
+        ("all_accuracy", "accepted, all answers (retries too)", "tab:green", ":"),
+    ]
+    for key, label, color, style in series:
+        axis.plot(steps, [figure[key] for figure in figures], style, color=color, marker="o", label=label)
+    axis.set_xlabel("RL step (4 prompts × 4 samples; half the prompts are retries once there are some)")
+    axis.set_ylabel("share of answers")
+    axis.set_ylim(-0.02, 1.02)
+    axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axis.set_title(title, fontsize=10)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=Path, default=None, help="Draw this run's events instead of running one.")
+    parser.add_argument("--data-dir", type=Path, default=REPO / "var", help="Where the warm start is cached (default ./var).")
+    parser.add_argument("--steps", type=int, default=10, help="RL steps to run (default 10).")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "demo-curve.png")
+    options = parser.parse_args(argv)
+    events_path = options.events
+    if events_path is None:
+        events_path = options.data_dir / "demo-curve" / "events.jsonl"
+        events_path.parent.mkdir(parents=True, exist_ok=True)
+        run_demo(options.data_dir, options.steps, events_path)
+    figures = step_figures(events_path)
+    if not figures:
+        print(f"no finished steps in {events_path}", file=sys.stderr)
+        return 1
+    print("step  answers  first: well-formed  accuracy   all: well-formed  accuracy  censored  seconds")
+    for figure in figures:
+        def show(value):
+            return "  -  " if value is None else f"{value:5.2f}"
+        print(f"{figure['step']:4d}  {figure['answers']:7d}  {show(figure['first_well_formed']):>18}  "
+              f"{show(figure['first_accuracy']):>8}   {show(figure['all_well_formed']):>16}  "
+              f"{show(figure['all_accuracy']):>8}  {figure['censored']:8d}  {figure['seconds']:7.0f}")
+    plot(figures, options.out, "cpu-demo preset: SmolLM2-135M warm-started by SFT, Dr.GRPO on the demo promptset")
+    print(f"wrote {options.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

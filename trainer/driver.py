@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished
+from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, SequenceRecorder
 
 
 class RunStatus(StrEnum):
@@ -150,7 +150,7 @@ class TrainingRun:
             self.eval_problems = self.eval_problems[: config.schedule.eval_max_problems]
         self.output_dir = Path(output_dir)
         self.publisher = publisher
-        self._seq_recorder = _SeqRecorder(publisher.sink)
+        self._seq_recorder = SequenceRecorder(publisher.sink)
         publisher.sink = self._seq_recorder
         self.scorer = scorer
         self.model = model
@@ -629,18 +629,6 @@ class TrainingRun:
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
-
-
-class _SeqRecorder:
-    """Passes events on to the real sink and remembers the last sequence number, for checkpoints."""
-
-    def __init__(self, sink):
-        self.sink = sink
-        self.last_seq = -1
-
-    def write(self, event) -> None:
-        self.last_seq = max(self.last_seq, event.seq)
-        self.sink.write(event)
 
 
 def _quiet_transformers() -> None:

@@ -161,6 +161,19 @@ class ListSink:
         return [e for e in self.events if e.type == type]
 
 
+class SequenceRecorder:
+    """Passes events on to a sink and remembers the last sequence number, so that a run resumed
+    from a checkpoint numbers its events after it."""
+
+    def __init__(self, sink: EventSink):
+        self.sink = sink
+        self.last_seq = -1
+
+    def write(self, event: TrainerEvent) -> None:
+        self.last_seq = max(self.last_seq, event.seq)
+        self.sink.write(event)
+
+
 def sink_from_url(url: str, run_id: str) -> EventSink:
     """``redis://…`` publishes to the run's stream; ``-`` or ``stdout`` prints JSON lines."""
     if url in ("-", "stdout", ""):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The preamble the Kimina-Prover models were trained and evaluated under (their model cards and the
 # release's promptset use it): Mathlib, Aesop, a raised heartbeat budget, the usual namespaces.
@@ -92,29 +94,35 @@ def load_problems_jsonl(path: str | Path) -> list[Problem]:
     """Problems from the platform's export: one JSON object per line with problem_id,
     formal_statement, informal_statement, name, header and source. Blank lines are skipped;
     unknown keys are ignored so the export can grow without breaking older trainers."""
-    path = Path(path)
     problems: list[Problem] = []
-    first_line_of: dict[str, int] = {}
+    first_seen_at: dict[str, str] = {}
+    for where, row in json_lines(path):
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        try:
+            problem = Problem.from_dict(row)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if problem.problem_id in first_seen_at:
+            raise ValueError(
+                f"{where}: problem_id {problem.problem_id!r} already used on line {first_seen_at[problem.problem_id]}; "
+                f"problem ids must be unique within a promptset"
+            )
+        first_seen_at[problem.problem_id] = where.rsplit(" ", 1)[-1]
+        problems.append(problem)
+    return problems
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for each non-blank line of a JSON Lines file; ``where`` names the file and line."""
+    path = Path(path)
     with path.open(encoding="utf-8") as lines:
         for line_number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             where = f"{path}, line {line_number}"
             try:
-                row = json.loads(line)
+                yield where, json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}); each line must be one JSON object") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            try:
-                problem = Problem.from_dict(row)
-            except ValueError as error:
-                raise ValueError(f"{where}: {error}") from None
-            if problem.problem_id in first_line_of:
-                raise ValueError(
-                    f"{where}: problem_id {problem.problem_id!r} already used on line "
-                    f"{first_line_of[problem.problem_id]}; problem ids must be unique within a promptset"
-                )
-            first_line_of[problem.problem_id] = line_number
-            problems.append(problem)
-    return problems
+                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}); "
+                                 f"each line must be one JSON object") from None

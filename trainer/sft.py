@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType
-from trainer.problems import Problem
+from trainer.events import EventPublisher, EventType, SequenceRecorder
+from trainer.problems import Problem, json_lines
 from trainer.prompts import check_messages, first_attempt_messages, render_prompt
 
 RUN_KIND = "sft"
@@ -82,17 +82,7 @@ def conversation_from_row(row: dict, where: str) -> list[dict]:
 def load_demonstrations(path: str | Path) -> list[list[dict]]:
     """Conversations from a JSON-lines demonstrations file; blank lines are skipped."""
     path = Path(path)
-    conversations = []
-    with path.open(encoding="utf-8") as lines:
-        for line_number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {line_number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}); each line must be one JSON object") from None
-            conversations.append(conversation_from_row(row, where))
+    conversations = [conversation_from_row(row, where) for where, row in json_lines(path)]
     if not conversations:
         raise ValueError(f"{path} holds no demonstrations; give at least one JSON line")
     return conversations
@@ -161,18 +151,6 @@ def epoch_batches(examples: Sequence[SftExample], batch_size: int, epoch: int, s
 # --- the run -----------------------------------------------------------------------------------------------
 
 
-class _SeqRecorder:
-    """Passes events on and remembers the last sequence number, so a resumed run continues after it."""
-
-    def __init__(self, sink):
-        self.sink = sink
-        self.last_seq = -1
-
-    def write(self, event) -> None:
-        self.last_seq = max(self.last_seq, event.seq)
-        self.sink.write(event)
-
-
 def sft_model_folder(output_dir: str | Path) -> Path | None:
     """The Hugging Face model folder of an SFT run's latest checkpoint: what ``model.init_checkpoint`` takes."""
     from trainer.checkpoint import MODEL_FOLDER, latest_checkpoint
@@ -203,7 +181,7 @@ class SupervisedFineTuning:
         self.conversations = [list(messages) for messages in conversations]
         self.output_dir = Path(output_dir)
         self.publisher = publisher
-        self._seq_recorder = _SeqRecorder(publisher.sink)
+        self._seq_recorder = SequenceRecorder(publisher.sink)
         publisher.sink = self._seq_recorder
         self.model = model
         self.tokenizer = tokenizer

@@ -13,7 +13,7 @@ from django.test import Client
 
 from proofs.models import ProofAttempt
 from runs import actions
-from runs.models import Run, RunState, StepMetrics
+from runs.models import RunState, StepMetrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

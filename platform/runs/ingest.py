@@ -71,10 +71,19 @@ class EventIngester:
         if streams:
             # First what this consumer was given but never acknowledged (a crash mid-batch), then new events.
             for start in ("0", ">"):
-                response = self.redis.xreadgroup(
-                    GROUP, self.consumer, {key: start for key in streams}, count=self.batch_size,
-                    block=None if start == "0" else self.block_ms,
-                )
+                try:
+                    response = self.redis.xreadgroup(
+                        GROUP, self.consumer, {key: start for key in streams}, count=self.batch_size,
+                        block=None if start == "0" else self.block_ms,
+                    )
+                except redis.ResponseError as error:
+                    if "NOGROUP" not in str(error):
+                        raise
+                    # A stream or its group vanished (Redis restarted without its data, a key
+                    # deleted): forget what we knew and create them again on the next poll.
+                    logger.warning("consumer group missing (%s); recreating it", error)
+                    self._known_groups.clear()
+                    return stored
                 for key, entries in response or []:
                     if entries:
                         stored += self.ingest(key.decode() if isinstance(key, bytes) else key, entries)

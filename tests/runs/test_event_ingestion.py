@@ -16,9 +16,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def redis_client():
+    """The session's Redis; each test's run streams are removed afterwards (run ids restart per test)."""
     client = redis.Redis.from_url(settings.REDIS_URL)
     yield client
-    client.flushdb()
+    for key in client.scan_iter("trainer:run:*"):
+        client.delete(key)
 
 
 @pytest.fixture
@@ -69,6 +71,17 @@ def test_events_are_acknowledged_after_they_are_stored(running_run, redis_client
     pending = redis_client.xpending(stream_key(str(running_run.pk)), GROUP)
     assert pending["pending"] == 0
     assert RunEvent.objects.get(run=running_run).payload["message"] == "hello"
+
+
+def test_a_stream_whose_group_vanished_is_read_again_once_the_group_is_recreated(running_run, redis_client):
+    ingester = EventIngester()
+    ingester.poll_once()  # creates and remembers the run's group
+    redis_client.delete(stream_key(str(running_run.pk)))  # as after a Redis restart without its data
+    publisher_for(running_run).publish(EventType.LOG, {"level": "info", "message": "after the restart"})
+    redis_client.xgroup_destroy(stream_key(str(running_run.pk)), GROUP)
+    ingester.poll_once()  # notices, forgets
+    ingester.poll_once()  # recreates the group and reads from the start
+    assert RunEvent.objects.get(run=running_run).payload["message"] == "after the restart"
 
 
 def test_a_censored_rollout_is_stored_without_a_reward(running_run, redis_client):

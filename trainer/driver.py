@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, SequenceRecorder
+from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished
 
 
 class RunStatus(StrEnum):
@@ -150,8 +150,7 @@ class TrainingRun:
             self.eval_problems = self.eval_problems[: config.schedule.eval_max_problems]
         self.output_dir = Path(output_dir)
         self.publisher = publisher
-        self._seq_recorder = SequenceRecorder(publisher.sink)
-        publisher.sink = self._seq_recorder
+        self._seq_recorder = publisher.record_sequence()
         self.scorer = scorer
         self.model = model
         self.tokenizer = tokenizer

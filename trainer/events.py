@@ -119,6 +119,12 @@ class EventPublisher:
         self.sink.write(event)
         return event
 
+    def record_sequence(self) -> "SequenceRecorder":
+        """Wrap the sink (once) so that the last published seq is known: a checkpoint stores the next one."""
+        if not isinstance(self.sink, SequenceRecorder):
+            self.sink = SequenceRecorder(self.sink)
+        return self.sink
+
     def log(self, message: str, level: str = "info") -> None:
         self.publish(EventType.LOG, {"level": level, "message": message})
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType, SequenceRecorder
+from trainer.events import EventPublisher, EventType
 from trainer.problems import Problem, json_lines
 from trainer.prompts import check_messages, first_attempt_messages, render_prompt
 
@@ -181,8 +181,7 @@ class SupervisedFineTuning:
         self.conversations = [list(messages) for messages in conversations]
         self.output_dir = Path(output_dir)
         self.publisher = publisher
-        self._seq_recorder = SequenceRecorder(publisher.sink)
-        publisher.sink = self._seq_recorder
+        self._seq_recorder = publisher.record_sequence()
         self.model = model
         self.tokenizer = tokenizer
         self.should_resume = resume

@@ -10,12 +10,13 @@ Every answer has the full format, so the h100x8 preset's checks pass it too: a
 alone, then the whole theorem), then one ```lean4 block with the statement and the proof.
 
 The proofs are a mix, on purpose. Most close the goal; some are flawed the way a
-prover's first try often is (a second tactic after the goal is already closed, which Lean
-rejects with "no goals to be proved"; an attempt at a false statement), so that RL still
-has something to learn after fine-tuning. Each demonstration's ``expected_verdict`` is
-the stand-in's own verdict on the code Lean would check, never a guess of ours; candidates
-the stand-in cannot decide (``decide`` over ℚ, ``omega`` with ``^``: Lean rejects them,
-the stand-in censors them) are left out, because a censored answer teaches RL nothing.
+prover's first try often is (a tactic that does not reach the statement, such as ``omega``
+over ℚ; a second tactic after the goal is already closed, which Lean rejects with "no goals
+to be proved"; an attempt at a false statement), so that RL still has something to learn
+after fine-tuning. Each demonstration's ``expected_verdict`` is the stand-in's own verdict
+on the code Lean would check, never a guess of ours; candidates the stand-in cannot decide
+(``decide`` over ℚ, ``omega`` with ``^``) are left out, because a censored answer teaches
+RL nothing.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def _answer(problem: Problem, opening: str, body_lines: Sequence[str], closing: 
     )
 
 
-def _valid_answer(problem: Problem, tactic: str, style: AnswerStyle) -> str:
+def _single_tactic_answer(problem: Problem, tactic: str, style: AnswerStyle) -> str:
     return _answer(problem, _WHY[tactic].format(type=_number_type(problem)), [tactic], "That closes the goal.", style)
 
 
@@ -274,9 +275,10 @@ def demonstrations_for(
     """``per_problem`` answers for each problem the stand-in decides; problems outside it are skipped.
 
     True statements get a closing tactic drawn from those the stand-in accepts, or, with
-    probability ``flawed_share``, a proof that Lean rejects (a closing tactic followed by a
-    second one). False statements get an honest attempt that fails. ``closing_tactics`` limits
-    the tactics tried (fewer choices: less for a small model to learn).
+    probability ``flawed_share``, a proof that Lean rejects (a tactic that cannot close this
+    statement, or a closing tactic followed by a second one). False statements get an honest
+    attempt that fails. ``closing_tactics`` limits the tactics tried (fewer choices: less for
+    a small model to learn).
     """
     style = AnswerStyle(style)
     unknown = set(closing_tactics) - set(CLOSING_TACTICS)
@@ -289,18 +291,19 @@ def demonstrations_for(
     rng = random.Random(seed)
     demonstrations: list[Demonstration] = []
     for problem in problems:
-        closing = [
+        single_tactic = [
             demonstration for tactic in closing_tactics
-            if (demonstration := _candidate(problem, _valid_answer(problem, tactic, style), style)) is not None
-            and demonstration.expected_verdict is ExpectedVerdict.VALID
+            if (demonstration := _candidate(problem, _single_tactic_answer(problem, tactic, style), style)) is not None
         ]
+        closing = [d for d in single_tactic if d.expected_verdict is ExpectedVerdict.VALID]
+        wrong_tactic = [d for d in single_tactic if d.expected_verdict is ExpectedVerdict.LEAN_ERROR]
         if not closing:
             attempt = _candidate(problem, _false_statement_answer(problem, style), style)
             if attempt is not None and attempt.expected_verdict is ExpectedVerdict.LEAN_ERROR:
                 demonstrations.extend([attempt] * per_problem)
             continue  # outside the fragment: nothing the stand-in would score
         accepted_tactics = [demonstration.proof_body.strip() for demonstration in closing]
-        flawed = [
+        flawed = wrong_tactic + [
             demonstration for first in accepted_tactics for second in accepted_tactics
             if (demonstration := _candidate(problem, _double_tactic_answer(problem, first, second, style), style)) is not None
             and demonstration.expected_verdict is ExpectedVerdict.LEAN_ERROR

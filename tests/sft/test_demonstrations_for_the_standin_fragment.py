@@ -58,6 +58,7 @@ def test_rejected_demonstrations_get_a_real_lean_error_from_the_standin(generate
         assert errors, demonstration.proof_body
         messages[errors[0].split("\n")[0]] += 1
     assert messages["no goals to be proved"] > 0, messages  # a second tactic after the goal was closed
+    assert messages["omega could not prove the goal:"] > 0, messages  # a tactic that cannot reach ℚ
 
 
 def test_the_mix_holds_several_closing_tactics_and_a_share_of_flawed_proofs(generated):

@@ -63,6 +63,15 @@ def test_a_tactic_after_the_goal_is_closed_gets_no_goals_at_its_own_line():
     assert error["pos"] == {"line": 8, "column": 2}
 
 
+@pytest.mark.parametrize("statement", ["(1 : ℚ) / 2 + 1 / 3 = 5 / 6", "(3 : ℚ) / 4 < 1 ∧ ¬ (1 : ℚ) / 3 = 1 / 4",
+                                       "(1 : ℚ) / 2 + 1 / 2 = 2"])
+def test_omega_over_the_rationals_finds_no_facts_and_fails_true_or_false(statement):
+    response = decide_snippet(snippet(statement, "  omega"))
+    [error] = errors(response)
+    assert error["data"].startswith("omega could not prove the goal")
+    assert error["pos"] == {"line": 6, "column": 2}
+
+
 def test_sorry_gives_the_warning_and_the_sorries_entry_lean_gives():
     response = decide_snippet(snippet("2 + 2 = 4", "  sorry"))
     assert errors(response) == []
@@ -93,6 +102,7 @@ OUTSIDE_THE_FRAGMENT = [
     ("2 + 2 = 4", "exact rfl"),
     ("2 ^ 100 > 0", "decide"),  # Lean's evaluator refuses large powers
     ("2 < 3 ∨ False", "omega"),  # omega and propositional constants
+    ("(1 : ℚ) / 2 < 1 ∨ True", "omega"),  # omega over ℚ, but with a constant it may use
 ]
 
 

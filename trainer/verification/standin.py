@@ -5,7 +5,7 @@ the same snippets kimina-lean-server does and answers in the REPL's shape, but i
 only closed propositions over numerals in ℕ, ℤ and ℚ (``+ - * / % ^``, ``= ≠ < ≤ > ≥``,
 ``∧ ∨ ¬ → ↔``, ``True``, ``False``, type ascriptions), proved by one of ``norm_num``,
 ``decide``, ``rfl``, ``simp``, ``omega`` (or ``sorry``), and only where Lean's own tactic
-is known to behave the same way. Anything it is unsure about raises ``CannotDecide``; the
+is known to behave the same way (``omega`` on a goal over ℚ alone fails, as Lean's does). Anything it is unsure about raises ``CannotDecide``; the
 server turns that into a per-snippet error that our client scores as censored, never as a
 wrong proof.
 
@@ -24,6 +24,7 @@ HARMLESS_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.max
 STANDIN_NOTE = "[lean-standin] decided by the stand-in Lean server (a small fragment of Lean), not by Lean"
 MAX_EXPONENT = 256
 KERNEL_SAFE_EXPONENT = 64
+OMEGA_NO_FACTS = "omega could not prove the goal:\nNo usable constraints found for the atoms."
 MAX_BITS = 4096
 
 
@@ -404,6 +405,12 @@ def truth(proposition, features: Features) -> bool:
     return {"=": left == right, "≠": left != right, "<": left < right, ">": left > right, "≤": left <= right, "≥": left >= right}[operator]
 
 
+def _omega_sees_no_facts(features: Features) -> bool:
+    """omega reasons about ℕ and ℤ only: a goal whose every comparison is over ℚ gives it no fact,
+    so it fails whether the statement is true or not (True/False constants aside, which it uses)."""
+    return features.types == {"ℚ"} and not features.has_constants
+
+
 def _closes(tactic: str, proposition, features: Features) -> bool:
     """Whether ``tactic`` is known to close this (true) proposition; CannotDecide where unsure."""
     if features.divides_by_zero:
@@ -512,6 +519,9 @@ def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Mess
             sorries.append({"pos": start_position.as_json(), "endPos": end_position.as_json(), "goal": goal})
             uses_sorry, closed, closing_tactic = True, True, "sorry"
             continue
+        if tactic == "omega" and _omega_sees_no_facts(features):
+            messages.append(Message("error", start_position, end_position, OMEGA_NO_FACTS))
+            return TheoremResult(name, uses_sorry, True, closing_tactic)
         if is_true and _closes(tactic, proposition, features):
             closed, closing_tactic = True, tactic
             continue
@@ -549,9 +559,7 @@ def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Mess
             )
         elif tactic == "omega":
             _closes(tactic, proposition, features)
-            messages.append(
-                Message("error", start_position, end_position, "omega could not prove the goal:\nNo usable constraints found for the atoms.")
-            )
+            messages.append(Message("error", start_position, end_position, OMEGA_NO_FACTS))
         return TheoremResult(name, uses_sorry, True, closing_tactic)
     if uses_sorry:
         name_position = source.position(match.start("name"))

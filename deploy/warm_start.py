@@ -33,7 +33,7 @@ ANSWERS_PER_PROBLEM = 1
 FLAWED_SHARE = 0.25
 DEMONSTRATION_SEED = 7
 # Bump when the demonstrations' wording changes in a way the parameters above do not show.
-DEMONSTRATIONS_VERSION = 1
+DEMONSTRATIONS_VERSION = 2  # 2: wrong-tactic flaws (omega over ℚ) join the flawed answers
 
 
 def warm_start_config():
@@ -49,7 +49,8 @@ def recipe_fingerprint() -> str:
     recipe = {
         "model": config.model.model_dump(mode="json"),
         "sft": config.sft.model_dump(mode="json"),
-        "optimizer": config.optimizer.model_dump(mode="json"),
+        # Only what the SFT loop reads from the optimizer section: the RL learning rate may change freely.
+        "optimizer": config.optimizer.model_dump(mode="json", include={"weight_decay", "betas", "grad_clip"}),
         "seed": config.schedule.seed,
         "demonstrations": [DEMONSTRATION_PROBLEMS, ANSWERS_PER_PROBLEM, FLAWED_SHARE, DEMONSTRATION_SEED,
                            DEMONSTRATIONS_VERSION],

@@ -139,7 +139,11 @@ class LossConfig(Section):
 
 
 class OptimizerConfig(Section):
-    learning_rate: float = Field(2e-6, gt=0, description="Constant; no schedule in the recipe.")
+    learning_rate: float = Field(2e-6, gt=0, description="Constant after the warm-up; no schedule in the recipe.")
+    warmup_steps: int = Field(
+        0, ge=0, description="Optimizer steps of linear warm-up from 0 to learning_rate; none in the recipe. Adam's "
+        "first steps move every weight by about the learning rate whatever its gradient, which a small model's "
+        "answer format may not survive.")
     weight_decay: float = Field(0.01, ge=0)
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = Field(1.0, gt=0)
@@ -251,7 +255,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h100x8": {},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
-        "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "float32",
+        "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",
                   "gradient_checkpointing": False},
         "rollout": {"engine": "transformers", "prompts_per_step": 4, "samples_per_prompt": 4,
                     "max_prompt_tokens": 1024, "max_response_tokens": 192},
@@ -260,7 +264,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "reward": {"min_tactic_blocks": None, "min_tactics_lean4_match": None},
         "retry": {"max_prompt_tokens": 1536},
         "verifier": {"timeout_s": 20.0, "max_in_flight": 8},
-        "optimizer": {"learning_rate": 1e-5, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
+        # Warmed up: Adam's first steps at 2e-5 would move every weight by 2e-5 and break the format.
+        "optimizer": {"learning_rate": 2e-5, "warmup_steps": 4, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
         "schedule": {"total_steps": 20, "eval_every": 5, "checkpoint_every": 5, "eval_samples": 4},
         "cluster": {"num_gpus": 0, "cpus_per_worker": 2},
         # A 135M model learning the answer format from a few dozen demonstrations needs a bigger step.

@@ -41,7 +41,6 @@ and ends the process after a grace period.
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import time
@@ -56,7 +55,8 @@ import torch.distributed as dist
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, rewards_matrix
 from trainer.events import EventPublisher, EventType, TrainerEvent
-from trainer.rollout.weights import iter_full_weights
+from trainer.rollout.base import rollout_dtype
+from trainer.rollout.replica import ReplicaRolloutEngine
 
 EXIT_FAILED = 1
 # The step's exchange waits for the slowest rank's generation and Lean checks: minutes at the
@@ -344,67 +344,7 @@ def build_rank_engine(config: RunConfig, model, tokenizer):
         # vLLM keeps its own copy of the weights; with several ranks it joins them through its
         # external launcher, each rank a tensor-parallel group of one (vllm_engine.from_config).
         return build_engine(config, model, tokenizer)
-    return ReplicaRolloutEngine.of(model, tokenizer)
-
-
-class ReplicaRolloutEngine:
-    """transformers sampling from a full, unsharded copy of the policy.
-
-    A sharded learner cannot sample by itself: each forward pass gathers parameters from every
-    rank, and ranks whose answers end at different lengths would wait on each other for ever.
-    Each rank keeps its own copy; ``push_weights`` refreshes it from the gathered weights.
-    """
-
-    def __init__(self, replica, tokenizer):
-        from trainer.rollout.transformers_engine import TransformersEngine
-
-        self.replica = replica
-        self._engine = TransformersEngine(replica, tokenizer)
-
-    @classmethod
-    def of(cls, model, tokenizer) -> ReplicaRolloutEngine:
-        """A copy of ``model``'s architecture on its device, holding its current weights."""
-        from transformers import AutoModelForCausalLM
-
-        first_parameter = next(model.parameters())
-        replica = AutoModelForCausalLM.from_config(model.config)
-        replica.generation_config = copy.deepcopy(model.generation_config)
-        replica.to(device=first_parameter.device, dtype=first_parameter.dtype)
-        replica.eval().requires_grad_(False)
-        engine = cls(replica, tokenizer)
-        engine.push_weights(model)
-        return engine
-
-    def generate(self, prompts, sampling):
-        return self._engine.generate(prompts, sampling)
-
-    def sleep(self) -> None:
-        self._engine.sleep()
-
-    def wake(self) -> None:
-        self._engine.wake()
-
-    @torch.no_grad()
-    def push_weights(self, model) -> None:
-        """Copy ``model``'s full weights into the replica (a collective under FSDP: every rank calls it)."""
-        own = dict(self.replica.named_parameters())
-        unknown, copied = [], set()
-        # The loop runs to its end even on a mismatch: stopping early would strand the other ranks.
-        for name, tensor in iter_full_weights(model):
-            if name in own and own[name].shape == tensor.shape:
-                own[name].copy_(tensor)
-                copied.add(name)
-            else:
-                unknown.append(name)
-        missing = sorted(set(own) - copied)
-        if unknown or missing:
-            raise ValueError(
-                f"the rollout copy of the policy does not match the learner's weights (unknown or misshapen: "
-                f"{unknown[:5]}, not sent: {missing[:5]}); the policy's config must rebuild the same architecture"
-            )
-
-    def close(self) -> None:
-        self._engine.close()
+    return ReplicaRolloutEngine.of(model, tokenizer, rollout_dtype(config))
 
 
 # --- the run ----------------------------------------------------------------------------------------------
@@ -599,6 +539,6 @@ def run_data_parallel(config: RunConfig, problems, output_dir, publisher: RankEv
 
 __all__ = [
     "DataParallelRun", "PeerFailureWatch", "PeerRankFailed", "RankEventPublisher", "RankGroup", "RankPosition",
-    "ReplicaRolloutEngine", "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
+    "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
     "combine_learner_metrics", "owned_slot_indices", "run_data_parallel", "torchrun_position",
 ]

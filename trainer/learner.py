@@ -119,6 +119,13 @@ def constant_divisor_loss(token_loss: torch.Tensor, mask: torch.Tensor, divisor:
     return (token_loss * mask).sum() / divisor
 
 
+def learning_rate_at(step: int, peak: float, warmup_steps: int) -> float:
+    """Linear warm-up over ``warmup_steps`` optimizer steps (1-based ``step``), then constant."""
+    if warmup_steps and step <= warmup_steps:
+        return peak * step / warmup_steps
+    return peak
+
+
 # --- batching ----------------------------------------------------------------------------------
 
 
@@ -285,8 +292,8 @@ class Learner:
         return 0, 1
 
     def _autocast(self):
-        # Sharded models cast through FSDP's MixedPrecisionPolicy; on one device, autocast does it.
-        is_enabled = self.compute_dtype != torch.float32 and self.device.type == "cuda" and not self.is_sharded
+        # Sharded models cast through FSDP's MixedPrecisionPolicy; on one device (CPU too), autocast does it.
+        is_enabled = self.compute_dtype != torch.float32 and not self.is_sharded
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype, enabled=is_enabled)
 
     def _logprobs(self, batch: PaddedBatch) -> torch.Tensor:
@@ -388,6 +395,7 @@ class Learner:
             metrics["trained_sequences"] += totals["trained_sequences"]
             grad_norm = self._clip_gradients()
             if math.isfinite(grad_norm):
+                self._set_learning_rate()
                 self.optimizer.step()
                 metrics["optimizer_steps"] += 1
                 metrics["grad_norm"] += grad_norm
@@ -408,6 +416,15 @@ class Learner:
         metrics["seconds"] = time.perf_counter() - started
         metrics["tokens_per_second"] = metrics["tokens"] / metrics["seconds"] if metrics["seconds"] > 0 else 0.0
         return metrics
+
+    def _set_learning_rate(self) -> None:
+        # Adam's own step count survives a resume (it is in the optimizer's state), so the
+        # warm-up does not start again.
+        taken = max((int(state["step"]) for state in self.optimizer.state.values() if "step" in state), default=0)
+        optimizer_config = self.config.optimizer
+        learning_rate = learning_rate_at(taken + 1, optimizer_config.learning_rate, optimizer_config.warmup_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
 
     def _clip_gradients(self) -> float:
         parameters = [p for p in self.model.parameters() if p.requires_grad]

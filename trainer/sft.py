@@ -134,13 +134,6 @@ def assistant_token_nll(logprobs, mask, token_count: int):
     return -(logprobs * mask).sum() / token_count
 
 
-def learning_rate_at(step: int, peak: float, warmup_steps: int) -> float:
-    """Linear warm-up over ``warmup_steps`` optimizer steps (1-based ``step``), then constant."""
-    if warmup_steps and step <= warmup_steps:
-        return peak * step / warmup_steps
-    return peak
-
-
 def epoch_batches(examples: Sequence[SftExample], batch_size: int, epoch: int, seed: int) -> list[list[SftExample]]:
     """The examples of one epoch, shuffled by (seed, epoch) so a resumed run sees the same order."""
     order = list(range(len(examples)))
@@ -280,7 +273,7 @@ class SupervisedFineTuning:
     def _autocast(self):
         import torch
 
-        is_enabled = self.config.model.dtype == "bfloat16" and self.device.type == "cuda"
+        is_enabled = self.config.model.dtype == "bfloat16"
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=is_enabled)
 
     def train(self) -> None:
@@ -303,7 +296,7 @@ class SupervisedFineTuning:
         """One optimizer step on ``batch``, gradients accumulated over micro-batches."""
         import torch
 
-        from trainer.learner import TrainingSequence, chunks, pad_batch, response_logprobs
+        from trainer.learner import TrainingSequence, chunks, learning_rate_at, pad_batch, response_logprobs
 
         started = time.perf_counter()
         learning_rate = learning_rate_at(self.step, self.config.sft.learning_rate, self.config.sft.warmup_steps)

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 import torch
 
-from trainer.distributed import ReplicaRolloutEngine
+from trainer.rollout.replica import ReplicaRolloutEngine
 from trainer.learner import shard_with_fsdp
 from trainer.rollout.base import SamplingSettings
 

@@ -128,3 +128,21 @@ def test_later_mini_batches_measure_their_ratio_against_the_policy_before_the_fi
     metrics = Learner(config, model, tokenizer).step(sequences)
     assert metrics["optimizer_steps"] == 2
     assert metrics["clip_high_fraction"] == pytest.approx(0.5)  # all 3 tokens of the second of two sequences
+
+
+def test_the_learning_rate_warms_up_linearly_over_optimizer_steps_and_a_resume_does_not_restart_it(tiny_policy):
+    config = tiny_run_config(optimizer={"learning_rate": 1e-3, "warmup_steps": 4, "mini_batch_prompts": 1})
+    model, tokenizer = tiny_policy(seed=3)
+    learner = Learner(config, model, tokenizer)
+    rates = []
+    for _ in range(3):  # two prompts per batch, one per mini-batch: two optimizer steps each
+        for mini_batch in mini_batches(four_sequences(), 1):
+            learner.step(mini_batch)
+            rates.append(learner.optimizer.param_groups[0]["lr"])
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+
+    resumed_model, _ = tiny_policy(seed=3)
+    resumed = Learner(config, resumed_model, tokenizer)
+    resumed.optimizer.load_state_dict(learner.optimizer.state_dict())
+    resumed.step(four_sequences()[:2])
+    assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)

@@ -136,3 +136,18 @@ def test_a_short_prompt_gets_the_same_greedy_answer_alone_as_beside_a_longer_one
     alone = next(engine.generate([short], SamplingSettings.greedy(max_tokens=6))).token_ids
     batched = {g.prompt_index: g.token_ids for g in engine.generate([long, short], SamplingSettings.greedy(max_tokens=6))}
     assert batched[1] == alone  # left padding and its attention mask leave the short prompt's answer unchanged
+
+
+def test_reading_each_prompt_once_for_its_n_samples_gives_the_answers_of_reading_it_n_times(fresh_random_llama, tokenizer):
+    # Prompts of different lengths, so rows are left-padded; with n > 1 the engine prefills each
+    # prompt once and repeats its cache, with n = 1 on repeated prompts it reads every copy.
+    with torch.no_grad():  # sharp next-token distributions: a wrong position or mask changes the samples
+        fresh_random_llama.lm_head.weight.mul_(40.0)
+    prompts = ["theorem x + y = y + x := by", "proof by simp", "have"]
+    engine = TransformersEngine(fresh_random_llama, tokenizer)
+    shared = sorted((g.prompt_index, g.sample_index, tuple(g.token_ids))
+                    for g in engine.generate(prompts, sampling(n=3, max_tokens=8, seed=11)))
+    repeated = [prompt for prompt in prompts for _ in range(3)]
+    read_n_times = sorted((g.prompt_index // 3, g.prompt_index % 3, tuple(g.token_ids))
+                          for g in engine.generate(repeated, sampling(n=1, max_tokens=8, seed=11)))
+    assert shared == read_n_times

@@ -94,3 +94,14 @@ def test_the_warm_start_path_changes_when_the_recipe_does(tiny_warm_start, tmp_p
     before = tiny_warm_start.warm_start_checkpoint_path(tmp_path)
     monkeypatch.setattr(tiny_warm_start, "FLAWED_SHARE", 0.5)
     assert tiny_warm_start.warm_start_checkpoint_path(tmp_path) != before
+
+
+def test_the_warm_start_path_follows_the_sft_settings_but_not_the_rl_learning_rate(tiny_warm_start, tmp_path, monkeypatch):
+    before = tiny_warm_start.warm_start_checkpoint_path(tmp_path)
+    config = tiny_warm_start.warm_start_config()
+    monkeypatch.setattr(tiny_warm_start, "warm_start_config", lambda: config.model_copy(update={
+        "optimizer": config.optimizer.model_copy(update={"learning_rate": 7e-5, "warmup_steps": 9})}))
+    assert tiny_warm_start.warm_start_checkpoint_path(tmp_path) == before  # RL settings: the same model
+    monkeypatch.setattr(tiny_warm_start, "warm_start_config", lambda: config.model_copy(update={
+        "optimizer": config.optimizer.model_copy(update={"weight_decay": 0.5})}))
+    assert tiny_warm_start.warm_start_checkpoint_path(tmp_path) != before  # the SFT's AdamW: a new model

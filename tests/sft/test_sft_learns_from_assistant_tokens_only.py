@@ -10,6 +10,7 @@ import torch
 
 from tests.sft.conftest import nat_sum_problems, tiny_config
 from trainer.events import EventPublisher, EventType, ListSink
+from trainer.learner import learning_rate_at
 from trainer.prompts import first_attempt_messages, render_prompt
 from trainer.sft import (
     SupervisedFineTuning,
@@ -17,7 +18,6 @@ from trainer.sft import (
     build_examples,
     conversation_examples,
     conversation_from_row,
-    learning_rate_at,
     load_demonstrations,
 )
 

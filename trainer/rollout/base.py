@@ -125,12 +125,28 @@ class RolloutEngine(Protocol):
         ...
 
 
+def rollout_dtype(config: RunConfig):
+    """The precision rollouts compute in: ``model.dtype`` (the learner's master weights stay float32)."""
+    import torch
+
+    return getattr(torch, config.model.dtype)
+
+
 def build_engine(config: RunConfig, model: Any, tokenizer: Any) -> RolloutEngine:
-    """The engine ``config.rollout.engine`` names, sampling from the learner's ``model``."""
+    """The engine ``config.rollout.engine`` names, sampling from the learner's ``model``.
+
+    transformers samples from the learner's own module when it already holds ``model.dtype``
+    weights, and from a copy in that precision otherwise (trainer/rollout/replica.py).
+    """
     from trainer.config import RolloutEngineKind
 
     kind = config.rollout.engine
     if kind is RolloutEngineKind.TRANSFORMERS:
+        dtype = rollout_dtype(config)
+        if next(model.parameters()).dtype != dtype:
+            from trainer.rollout.replica import ReplicaRolloutEngine
+
+            return ReplicaRolloutEngine.of(model, tokenizer, dtype)
         from trainer.rollout.transformers_engine import TransformersEngine
 
         return TransformersEngine(model, tokenizer)

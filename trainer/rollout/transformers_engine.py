@@ -120,6 +120,20 @@ class TransformersEngine:
             with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
                 if seed is not None:
                     torch.manual_seed(seed)
+                if sampling.n > 1 and input_ids.shape[1] > 1:
+                    # Each prompt is read once and its cache repeated for its n samples; generate()
+                    # would otherwise read every prompt n times, most of a step's compute on a CPU.
+                    prompt_cache = _prompt_cache(model, input_ids, attention_mask, sampling.n)
+                    input_ids = input_ids.repeat_interleave(sampling.n, dim=0)
+                    attention_mask = attention_mask.repeat_interleave(sampling.n, dim=0)
+                    generation_config.num_return_sequences = 1
+                    return model.generate(
+                        input_ids=input_ids,
+                        attention_mask=attention_mask,
+                        past_key_values=prompt_cache,
+                        generation_config=generation_config,
+                        stopping_criteria=StoppingCriteriaList([watcher]),
+                    )
                 return model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
@@ -184,6 +198,28 @@ class _FinishedSequenceWatcher(StoppingCriteria):
                 self._finished_rows.add(row)
                 self._hand_over(row, input_ids[row, self._prompt_length :].tolist(), False)
         return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
+
+
+def _prompt_cache(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, repeats: int):
+    """The key/value cache of every prompt but its last token, each row repeated ``repeats`` times.
+
+    generate() then feeds only the last prompt token, whose logits give the first sampled
+    one. Positions follow the real tokens of the left-padded rows, as generate() numbers them.
+    """
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+    model(
+        input_ids=input_ids[:, :-1],
+        attention_mask=attention_mask[:, :-1],
+        position_ids=position_ids[:, :-1],
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache.batch_repeat_interleave(repeats)
+    return cache
 
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -4,9 +4,9 @@ Per training step: the share of well-formed answers (the format check passed) an
 accuracy (the share of answers Lean, here the stand-in, accepted), for first attempts and
 for all answers (retry turns included), plus the wall time of each step.
 
-Rerun everything (builds the warm start if needed, about 20 minutes on 2 cores, then the run):
+Rerun everything (builds the warm start if needed, about 3 minutes on 2 idle cores, then the run):
 
-    .venv/bin/python scripts/plot_demo_curve.py --steps 10
+    .venv/bin/python scripts/plot_demo_curve.py --steps 20
 
 or only draw an earlier run's events (JSON lines from ``python -m trainer run --events stdout``):
 
@@ -40,7 +40,7 @@ def write_demo_promptset(path: Path) -> None:
             }, ensure_ascii=False) + "\n")
 
 
-def run_demo(data_dir: Path, steps: int, events_path: Path) -> None:
+def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str]) -> None:
     """Warm start (cached), the stand-in on a free port, then ``python -m trainer run`` with the cpu-demo preset."""
     from deploy.warm_start import build_warm_start
     from trainer.verification.standin_server import StandinServerThread, StandinSettings
@@ -55,6 +55,7 @@ def run_demo(data_dir: Path, steps: int, events_path: Path) -> None:
             "--set", f"model.init_checkpoint={model}", "--set", f"schedule.total_steps={steps}",
             # Per-step training figures are what is drawn; evaluation would double the time.
             "--set", "schedule.eval_every=0", "--set", "schedule.checkpoint_every=0",
+            *[argument for override in overrides for argument in ("--set", override)],
             "--lean-url", standin.url, "--promptset", str(promptset), "--output", str(work / "run"), "--run-id", "demo",
         ]
         print("running:", " ".join(command), file=sys.stderr)
@@ -66,12 +67,15 @@ def step_figures(events_path: Path) -> list[dict]:
     rollouts: dict[int, list[dict]] = defaultdict(list)
     started: dict[int, float] = {}
     finished: dict[int, float] = {}
+    run_started = None
     for line in events_path.read_text().splitlines():
         if not line.startswith("{"):
             continue
         event = json.loads(line)
         payload = event["payload"]
-        if event["type"] == "rollout_finished":
+        if event["type"] == "run_started":
+            run_started = event["time"]
+        elif event["type"] == "rollout_finished":
             rollouts[payload["step"]].append(payload)
         elif event["type"] == "step_started":
             started[payload["step"]] = event["time"]
@@ -98,31 +102,46 @@ def step_figures(events_path: Path) -> list[dict]:
             "all_well_formed": all_formed, "all_accuracy": all_accuracy,
             "censored": sum(answer["is_censored"] for answer in answers),
             "seconds": finished[step] - started.get(step, finished[step]),
+            # Wall time from the run's start (model loading included) to the end of this step.
+            "minutes": (finished[step] - (run_started if run_started is not None else min(started.values()))) / 60,
         })
     return figures
 
 
-def plot(figures: list[dict], out: Path, title: str) -> None:
+def rolling_mean(values: list[float | None], window: int) -> list[float | None]:
+    """Mean of the last ``window`` known values at each point (fewer at the start)."""
+    means = []
+    for index in range(len(values)):
+        recent = [value for value in values[max(0, index - window + 1) : index + 1] if value is not None]
+        means.append(sum(recent) / len(recent) if recent else None)
+    return means
+
+
+def plot(figures: list[dict], out: Path, title: str, window: int = 3) -> None:
+    """Each step a faint point at the minute it ended; lines are means over the last ``window`` steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    steps = [figure["step"] for figure in figures]
+    minutes = [figure["minutes"] for figure in figures]
     fig, axis = plt.subplots(figsize=(8, 4.5), dpi=120)
     series = [
         ("first_well_formed", "well-formed, first attempts", "tab:blue", "-"),
         ("first_accuracy", "accepted by Lean (stand-in), first attempts", "tab:green", "-"),
-        ("all_well_formed", "well-formed, all answers (retries too)", "tab:blue", ":"),
         ("all_accuracy", "accepted, all answers (retries too)", "tab:green", ":"),
     ]
     for key, label, color, style in series:
-        axis.plot(steps, [figure[key] for figure in figures], style, color=color, marker="o", label=label)
-    axis.set_xlabel("RL step (4 prompts × 4 samples; half the prompts are retries once there are some)")
+        values = [figure[key] for figure in figures]
+        if style == "-":
+            axis.plot(minutes, values, "o", color=color, alpha=0.3, markersize=4)
+        axis.plot(minutes, rolling_mean(values, window), style, color=color, linewidth=2,
+                  label=f"{label} (mean of {window} steps)")
+    axis.set_xlabel(f"minutes since the run started on 2 CPU cores (each point one RL step of "
+                    f"{figures[0]['answers']} answers)")
     axis.set_ylabel("share of answers")
     axis.set_ylim(-0.02, 1.02)
-    axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axis.set_xlim(left=0)
     axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
@@ -135,25 +154,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=Path, default=None, help="Draw this run's events instead of running one.")
     parser.add_argument("--data-dir", type=Path, default=REPO / "var", help="Where the warm start is cached (default ./var).")
-    parser.add_argument("--steps", type=int, default=10, help="RL steps to run (default 10).")
+    parser.add_argument("--steps", type=int, default=20, help="RL steps to run (default 20).")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="Where the run and its events go (default DATA_DIR/demo-curve).")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="Override a cpu-demo setting, as `python -m trainer run --set` does; repeatable.")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "demo-curve.png")
     options = parser.parse_args(argv)
     events_path = options.events
     if events_path is None:
-        events_path = options.data_dir / "demo-curve" / "events.jsonl"
+        events_path = (options.work_dir or options.data_dir / "demo-curve") / "events.jsonl"
         events_path.parent.mkdir(parents=True, exist_ok=True)
-        run_demo(options.data_dir, options.steps, events_path)
+        run_demo(options.data_dir, options.steps, events_path, options.overrides)
     figures = step_figures(events_path)
     if not figures:
         print(f"no finished steps in {events_path}", file=sys.stderr)
         return 1
-    print("step  answers  first: well-formed  accuracy   all: well-formed  accuracy  censored  seconds")
+    print("step  answers  first: well-formed  accuracy   all: well-formed  accuracy  censored  seconds  minutes")
     for figure in figures:
         def show(value):
             return "  -  " if value is None else f"{value:5.2f}"
         print(f"{figure['step']:4d}  {figure['answers']:7d}  {show(figure['first_well_formed']):>18}  "
               f"{show(figure['first_accuracy']):>8}   {show(figure['all_well_formed']):>16}  "
-              f"{show(figure['all_accuracy']):>8}  {figure['censored']:8d}  {figure['seconds']:7.0f}")
+              f"{show(figure['all_accuracy']):>8}  {figure['censored']:8d}  {figure['seconds']:7.0f}  {figure['minutes']:7.1f}")
     plot(figures, options.out, "cpu-demo preset: SmolLM2-135M warm-started by SFT, Dr.GRPO on the demo promptset")
     print(f"wrote {options.out}")
     return 0

@@ -66,7 +66,7 @@ def test_a_one_step_run_against_the_stand_in_prints_its_events_then_evaluates_an
     assert json.loads((tmp_path / "run" / "run_config.json").read_text())["verifier"]["url"] == server.url
     # A tiny random model writes no proof: every attempt fails the format check and scores 0.
     assert eval_code == 0 and evaluation["pass@1"] == 0.0 and evaluation["problems"] == 1
-    assert "best@4/mean" in evaluation and "retry/pass@1" in evaluation
+    assert "best@2/mean" in evaluation and "retry/pass@1" in evaluation  # the preset evaluates 2 samples
 
     assert trainer_main(["export", "--checkpoint", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
     assert (tmp_path / "hf" / "model.safetensors").is_file() and (tmp_path / "hf" / "tokenizer.json").is_file()

@@ -246,7 +246,10 @@ class EventIngester:
             run.refresh_from_db()
             if run.is_final:
                 continue
-            if status.state == "STOPPED":
+            if status.state == ray_jobs.MISSING:
+                run.mark_failed(f"the Ray cluster has no record of the job {run.ray_job_id}: the cluster was restarted "
+                                "while the run was going. Resume the run to continue from its last checkpoint.")
+            elif status.state == "STOPPED":
                 run.transition(RunState.CANCELLED, reason="the Ray job was stopped")
             elif status.state == "FAILED":
                 run.mark_failed(f"the Ray job failed: {status.message}\n\nLast lines of the job's log:\n"

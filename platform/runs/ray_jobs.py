@@ -8,14 +8,18 @@ from dataclasses import dataclass
 from django.conf import settings
 
 
+# Not one of Ray's states: the cluster has no record of the job (its head was restarted without it).
+MISSING = "MISSING"
+
+
 @dataclass(frozen=True)
 class JobStatus:
-    state: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED
+    state: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED, or MISSING
     message: str
 
     @property
     def is_terminal(self) -> bool:
-        return self.state in ("STOPPED", "SUCCEEDED", "FAILED")
+        return self.state in ("STOPPED", "SUCCEEDED", "FAILED", MISSING)
 
 
 def client(address: str | None = None):
@@ -75,7 +79,13 @@ def stop(job_id: str) -> None:
 
 
 def status(job_id: str) -> JobStatus:
-    info = client().get_job_info(job_id)
+    try:
+        info = client().get_job_info(job_id)
+    except RuntimeError as error:
+        # Ray's job client reports an unknown job as "Request failed with status code 404: Job ... does not exist."
+        if "status code 404" in str(error):
+            return JobStatus(state=MISSING, message=str(error))
+        raise
     return JobStatus(state=str(info.status.value if hasattr(info.status, "value") else info.status),
                      message=info.message or "")
 

@@ -48,6 +48,19 @@ def test_a_job_that_crashes_without_reporting_fails_the_run_with_the_reason(make
     assert "the Ray job failed" in run.failure_reason
 
 
+def test_a_run_whose_job_the_cluster_no_longer_knows_fails_and_says_to_resume(make_run, ray_head):
+    # What a restarted Ray head leaves behind: the run says running, the new cluster never heard of its job.
+    run = make_run()
+    run.transition(RunState.STARTING)
+    run.transition(RunState.RUNNING)
+    type(run).objects.filter(pk=run.pk).update(ray_job_id=f"run-{run.pk}-attempt-1")
+    assert ray_jobs.status(f"run-{run.pk}-attempt-1").state == ray_jobs.MISSING
+    EventIngester().reconcile_jobs()
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+    assert "has no record of the job" in run.failure_reason and "Resume the run" in run.failure_reason
+
+
 def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_run, settings, monkeypatch):
     settings.RAY_ADDRESS = "http://127.0.0.1:9"  # nothing listens on the discard port
     monkeypatch.setenv("RAY_ADDRESS", settings.RAY_ADDRESS)  # Ray's client reads it before its argument

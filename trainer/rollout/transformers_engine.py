@@ -120,6 +120,7 @@ class TransformersEngine:
             with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
                 if seed is not None:
                     torch.manual_seed(seed)
+                prompt_cache = None
                 if sampling.n > 1 and input_ids.shape[1] > 1:
                     # Each prompt is read once and its cache repeated for its n samples; generate()
                     # would otherwise read every prompt n times, most of a step's compute on a CPU.
@@ -127,16 +128,10 @@ class TransformersEngine:
                     input_ids = input_ids.repeat_interleave(sampling.n, dim=0)
                     attention_mask = attention_mask.repeat_interleave(sampling.n, dim=0)
                     generation_config.num_return_sequences = 1
-                    return model.generate(
-                        input_ids=input_ids,
-                        attention_mask=attention_mask,
-                        past_key_values=prompt_cache,
-                        generation_config=generation_config,
-                        stopping_criteria=StoppingCriteriaList([watcher]),
-                    )
                 return model.generate(
                     input_ids=input_ids,
                     attention_mask=attention_mask,
+                    past_key_values=prompt_cache,
                     generation_config=generation_config,
                     stopping_criteria=StoppingCriteriaList([watcher]),
                 )

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "platform")]
+
+from benchmarks.timing import median_seconds  # noqa: E402 (after the path is set)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -83,12 +85,7 @@ def time_learner(config, model, tokenizer, prompts, args) -> float:
         for index in range(args.sequences)
     ]
     learner = Learner(config, model, tokenizer)
-    seconds = []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        learner.step(sequences)
-        seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds)
+    return median_seconds(lambda: learner.step(sequences), args.repeats)
 
 
 def main() -> None:

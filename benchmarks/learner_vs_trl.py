@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.timing import median_seconds  # noqa: E402 (after the path is set)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -60,13 +60,7 @@ def time_ours(args, sequences, tokenizer, model, *, skip_old_logprob_pass: bool)
             return _detached_current_logprobs(learner, batches)
 
         learner.old_logprobs = same_pass_old_logprobs
-    learner.step(sequences)  # warm-up
-    seconds = []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        learner.step(sequences)
-        seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds)
+    return median_seconds(lambda: learner.step(sequences), args.repeats)
 
 
 def _detached_current_logprobs(learner, batches):
@@ -118,13 +112,7 @@ def time_trl(args, sequences, tokenizer, model) -> float:
             torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), 1.0)
             optimizer.step()
 
-        one_step()  # warm-up
-        seconds = []
-        for _ in range(args.repeats):
-            started = time.perf_counter()
-            one_step()
-            seconds.append(time.perf_counter() - started)
-        return statistics.median(seconds)
+        return median_seconds(one_step, args.repeats)
 
 
 def main(argv=None) -> int:

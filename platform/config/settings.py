@@ -98,6 +98,8 @@ WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
+# Prometheus scrapes /metrics with this bearer token; without one, only a staff login can read it.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},

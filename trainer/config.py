@@ -191,6 +191,25 @@ class SftConfig(Section):
     checkpoint_every: int = Field(0, ge=0, description="Optimizer steps between checkpoints; 0 saves only at the end.")
 
 
+class TrackingBackend(StrEnum):
+    WANDB = "wandb"
+    MLFLOW = "mlflow"
+    TENSORBOARD = "tensorboard"
+
+
+class TrackingConfig(Section):
+    """Experiment tracking (trainer/tracking.py), off unless a run asks for it. Where each tracker
+    writes (W&B's key and mode, MLflow's tracking URI) is the deployment's, from its environment."""
+
+    backends: tuple[TrackingBackend, ...] = Field(
+        (), description="Trackers the run's metrics, evaluations and rollout samples are mirrored to.")
+    project: str = Field("lean-rl", min_length=1, max_length=100,
+                         description="W&B project / MLflow experiment the run is logged under.")
+    run_name: str | None = Field(None, max_length=200, description="Name in the tracker; default run-<id>.")
+    rollout_table_every: int = Field(10, ge=0, description="Steps between sample tables of rollouts; 0: none.")
+    rollout_table_rows: int = Field(16, ge=1, le=256, description="Rollouts per sample table.")
+
+
 class RunConfig(Section):
     preset: str = "h100x8"
     model: ModelConfig = ModelConfig()
@@ -203,6 +222,7 @@ class RunConfig(Section):
     schedule: ScheduleConfig = ScheduleConfig()
     cluster: ClusterConfig = ClusterConfig()
     sft: SftConfig = SftConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":

@@ -29,6 +29,7 @@ class EventType(StrEnum):
     LOG = "log"
     ERROR = "error"
     RUN_FINISHED = "run_finished"
+    TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
 
 
 class LeanMessagePayload(BaseModel):

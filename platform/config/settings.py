@@ -98,6 +98,13 @@ WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
+# Ray's dashboard as browsers reach it (the run page links each run's job there); empty: no link.
+RAY_DASHBOARD_URL = os.environ.get("RAY_DASHBOARD_URL", RAY_ADDRESS)
+# Experiment trackers' settings, passed to every trainer job in its environment (never its command
+# line or config): W&B's key, mode and server, MLflow's tracking server and credentials.
+TRACKING_ENVIRONMENT_NAMES = ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "WANDB_ENTITY", "MLFLOW_TRACKING_URI",
+                              "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+TRACKING_ENVIRONMENT = {name: os.environ[name] for name in TRACKING_ENVIRONMENT_NAMES if os.environ.get(name)}
 # Prometheus scrapes /metrics with this bearer token; without one, only a staff login can read it.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
 

@@ -89,6 +89,8 @@ def detail(request, pk):
         "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
         "checkpoints": queries.checkpoints(run),
+        "tracking_links": queries.tracking_links(run),
+        "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.config).items()),
         "other": other,
         "config_diff": queries.config_diff(run.config, other.config) if other else None,

@@ -85,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    from trainer.tracking import attach_trackers
+
+    attach_trackers(publisher, config, output)
     from trainer.driver import RunStatus
     from trainer.sft import SupervisedFineTuning
 

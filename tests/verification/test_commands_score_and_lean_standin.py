@@ -50,11 +50,11 @@ def test_score_prints_one_line_per_answer_in_input_order(standin, helpers, tmp_p
     assert json.loads(err.strip().splitlines()[-1])["verifier"]["censored"] == 1
 
 
-def test_score_reports_a_bad_input_line_and_exits_2(tmp_path, capsys):
+def test_score_reports_a_bad_input_line_and_exits_4(tmp_path, capsys):
     source = tmp_path / "answers.jsonl"
     source.write_text('{"problem_id": "nowhere", "response": "x"}\n')
     exit_code, rows, err = run_score(["--input", str(source)], capsys)
-    assert exit_code == 2
+    assert exit_code == 4  # malformed input (trainer/commands/__init__.py lists the codes)
     assert "line 1" in err and "--problems" in err
 
 

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import httpx
 
-from trainer.commands import lean_standin, score
+from trainer.__main__ import main as trainer_main
+from trainer.commands import lean_standin
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 STATEMENT = "theorem two_plus_two : (2 : ℕ) + 2 = 4 := by"
 
 
 def run_score(argv, capsys):
-    parser = argparse.ArgumentParser()
-    score.add_arguments(parser)
-    exit_code = score.main(parser.parse_args(argv))
+    exit_code = trainer_main(["score", *argv])
     captured = capsys.readouterr()
     return exit_code, [json.loads(line) for line in captured.out.splitlines()], captured.err
 

@@ -163,6 +163,9 @@ def main(args: argparse.Namespace) -> int:
         from trainer.tracking import attach_trackers
 
         attach_trackers(publisher, config, output)
+        from trainer.progress import show_progress
+
+        show_progress(publisher, f"run {args.run_id}")
     from trainer.driver import RunStatus, TrainingRun
 
     if position is None:

@@ -83,14 +83,19 @@ async def _score_all(config, rows, environment: str) -> int:
 
     verifier = LeanVerifier(config.verifier, environment=environment, allow_native_decide=config.reward.allow_native_decide)
     scorer = RewardScorer(config, verifier)
+    from trainer.progress import progress_bar
+
+    bar = progress_bar(total=len(rows), desc="score", unit="answer")
+
+    async def score_one(index, problem, row):
+        result = await scorer.score(problem, row["response"], row.get("num_tokens"), key=f"{problem.problem_id}-{index}")
+        bar.update(1)
+        return result
+
     try:
-        scored = await asyncio.gather(
-            *(
-                scorer.score(problem, row["response"], row.get("num_tokens"), key=f"{problem.problem_id}-{index}")
-                for index, (problem, row) in enumerate(rows)
-            )
-        )
+        scored = await asyncio.gather(*(score_one(index, problem, row) for index, (problem, row) in enumerate(rows)))
     finally:
+        bar.close()
         await verifier.aclose()
     for (problem, _), result in zip(rows, scored):
         verification = result.verification

@@ -83,6 +83,9 @@ def main(args: argparse.Namespace) -> int:
     from trainer.tracking import attach_trackers
 
     attach_trackers(publisher, config, output)
+    from trainer.progress import show_progress
+
+    show_progress(publisher, f"sft {args.run_id}")
     from trainer.driver import RunStatus
     from trainer.sft import SupervisedFineTuning
 

@@ -238,7 +238,9 @@ def rollouts(client: PlatformClient, args) -> int:
 
 def checkpoints_list(client: PlatformClient, args) -> int:
     for checkpoint in client.call("runs_api_list_checkpoints", path={"run_id": args.run}):
-        print(f"step {checkpoint['step']}\t{checkpoint['created_at']}\t{client.server}{checkpoint['model_url']}")
+        where = (f"{client.server}{checkpoint['model_url']}" if checkpoint["model_url"]
+                 else f"deleted: {checkpoint['removal_reason']}")
+        print(f"step {checkpoint['step']}\t{checkpoint['created_at']}\t{where}")
     return 0
 
 

@@ -162,6 +162,12 @@ class ScheduleConfig(Section):
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )
     seed: int = 0
+    keep_last_checkpoints: int | None = Field(
+        None, ge=1, description="Checkpoints kept: the latest this many (and the best, below); older ones are deleted "
+        "once a newer one is complete. None keeps every checkpoint, as the release does.")
+    keep_best_checkpoint_by: str | None = Field(
+        "pass@1", min_length=1, description="With keep_last_checkpoints: an evaluation value (higher is better) whose "
+        "best checkpoint is kept too; None keeps only the latest.")
 
 
 class ClusterConfig(Section):
@@ -271,8 +277,10 @@ def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, An
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100.
-    "h100x8": {},
+    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. Checkpoints of 1.7B parameters
+    # with their optimizer state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect
+    # on training; set schedule.keep_last_checkpoints=null to keep all, as the release does).
+    "h100x8": {"schedule": {"keep_last_checkpoints": 3}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",

@@ -26,6 +26,7 @@ class EventType(StrEnum):
     METRICS = "metrics"
     EVALUATION = "evaluation"
     CHECKPOINT_SAVED = "checkpoint_saved"
+    CHECKPOINT_REMOVED = "checkpoint_removed"  # deleted by the run's retention (schedule.keep_last_checkpoints)
     LOG = "log"
     ERROR = "error"
     RUN_FINISHED = "run_finished"

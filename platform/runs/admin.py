@@ -98,7 +98,7 @@ class EvaluationAdmin(ReadOnlyAdmin):
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdmin):
-    list_display = ("run", "step", "path", "created_at")
+    list_display = ("run", "step", "path", "created_at", "removed_at")
     search_fields = ("run__name", "path")
     list_select_related = ("run",)
 

@@ -144,16 +144,21 @@ class CheckpointOut(Schema):
     id: int
     step: int
     created_at: datetime
-    model_url: str
-    checkpoint_url: str
+    removed_at: datetime | None
+    removal_reason: str
+    model_url: str | None
+    checkpoint_url: str | None
 
 
 @router.get("/{run_id}/checkpoints", response=list[CheckpointOut])
 def list_checkpoints(request, run_id: int):
     run = _visible(request, run_id)
+    def url(checkpoint, part):
+        return f"/api/runs/{run.pk}/checkpoints/{checkpoint.step}/{part}.zip" if checkpoint.is_on_disk else None
+
     return [{"id": checkpoint.pk, "step": checkpoint.step, "created_at": checkpoint.created_at,
-             "model_url": f"/api/runs/{run.pk}/checkpoints/{checkpoint.step}/model.zip",
-             "checkpoint_url": f"/api/runs/{run.pk}/checkpoints/{checkpoint.step}/checkpoint.zip"}
+             "removed_at": checkpoint.removed_at, "removal_reason": checkpoint.removal_reason,
+             "model_url": url(checkpoint, "model"), "checkpoint_url": url(checkpoint, "checkpoint")}
             for checkpoint in queries.checkpoints(run)]
 
 

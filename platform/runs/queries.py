@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 
 from django.db.models import F, QuerySet, Window
@@ -126,6 +128,21 @@ def ray_dashboard_url(run: Run) -> str | None:
     if not run.ray_job_id or not settings.RAY_DASHBOARD_URL:
         return None
     return f"{settings.RAY_DASHBOARD_URL.rstrip('/')}/#/jobs/{run.ray_job_id}"
+
+
+def disk_used_bytes(run: Run) -> int | None:
+    """Bytes under the run's artifacts folder (checkpoints, exports, tracker files); None where it is not here."""
+    folder = run.artifacts_dir
+    if not folder.is_dir():
+        return None
+    total = 0
+    for root, _folders, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while we walked (retention deleting a checkpoint)
+                continue
+    return total
 
 
 def last_event_id(run: Run) -> int:

@@ -90,6 +90,7 @@ def detail(request, pk):
         "timeline": list(run.state_changes.all()),
         "checkpoints": queries.checkpoints(run),
         "tracking_links": queries.tracking_links(run),
+        "disk_used_bytes": queries.disk_used_bytes(run),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.config).items()),
         "other": other,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from config.logs import logging_config
+
 PLATFORM_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = PLATFORM_DIR.parent
 FRONTEND_DIR = REPO_DIR / "frontend"
@@ -44,6 +46,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.logs.RunLogMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -128,13 +131,11 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", REPO_DIR / "var" / "static"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# One JSON object per line with the run it concerns (config/logs.py); plain text for a terminal.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if ENVIRONMENT == "production" else "text")
+if LOG_FORMAT not in ("json", "text"):
+    sys.exit(f"LOG_FORMAT must be 'json' or 'text', got {LOG_FORMAT!r}")
+LOGGING = logging_config(LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
 
 if ENVIRONMENT == "production":
     from config.production_checks import assert_production_ready

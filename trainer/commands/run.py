@@ -166,6 +166,9 @@ def main(args: argparse.Namespace) -> int:
         from trainer.progress import show_progress
 
         show_progress(publisher, f"run {args.run_id}")
+        from trainer.ray_metrics import export_to_ray
+
+        export_to_ray(publisher)
     from trainer.driver import RunStatus, TrainingRun
 
     if position is None:

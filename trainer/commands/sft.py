@@ -86,6 +86,9 @@ def main(args: argparse.Namespace) -> int:
     from trainer.progress import show_progress
 
     show_progress(publisher, f"sft {args.run_id}")
+    from trainer.ray_metrics import export_to_ray
+
+    export_to_ray(publisher)
     from trainer.driver import RunStatus
     from trainer.sft import SupervisedFineTuning
 

@@ -72,3 +72,41 @@ def export_response(version: PromptsetVersion, file_format: str):
     write_parquet(version, spool)
     spool.seek(0)
     return FileResponse(spool, as_attachment=True, filename=filename, content_type="application/vnd.apache.parquet")
+
+
+DATASET_CARD = """---
+tags:
+- lean4
+- theorem-proving
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*.parquet
+---
+
+# {name} (version {number})
+
+{problem_count} Lean 4 formal statements, exported from the Lean RL platform: {rule}.
+Columns: `problem_id`, `name`, `formal_statement` (ending in `:= by`, no proof), `informal_statement`,
+`header` (the Lean preamble), `source`, `win_rate` (as uploaded), `copies` (the curation's weight).
+"""
+
+
+def push_version_to_hub(version: PromptsetVersion, repo_id: str, *, token: str | None, private: bool = True,
+                        endpoint: str | None = None) -> str:
+    """The version as a Hub dataset repository (Parquet in the Hub's layout and a dataset card); its commit URL."""
+    from pathlib import Path
+
+    from promptsets.curation import describe_rule
+    from trainer.hub import push_folder
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "data").mkdir()
+        with open(Path(folder) / "data" / "train-00000-of-00001.parquet", "wb") as destination:
+            write_parquet(version, destination)
+        (Path(folder) / "README.md").write_text(DATASET_CARD.format(
+            name=version.promptset.name, number=version.number, problem_count=version.problem_count,
+            rule=describe_rule(version.rule)))
+        return push_folder(folder, repo_id, repo_type="dataset", private=private, token=token, endpoint=endpoint,
+                           commit_message=f"{version.promptset.name} v{version.number} from the Lean RL platform")

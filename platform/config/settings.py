@@ -98,6 +98,8 @@ WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
+# How long a final run's event stream stays in Redis (for late events) before the ingester deletes it.
+EVENT_STREAM_GRACE_S = float(os.environ.get("EVENT_STREAM_GRACE_S", "600"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},

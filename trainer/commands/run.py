@@ -73,8 +73,8 @@ def resolve_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
-    from trainer.events import EventPublisher, EventType, sink_from_url
+    from trainer.distributed import torchrun_position
+    from trainer.events import EventsUnavailable, finish_delivery, sink_from_url
 
     try:
         sink = sink_from_url(args.events, args.run_id)
@@ -86,6 +86,22 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
+    try:
+        code = _run(args, sink, position)
+    except EventsUnavailable:
+        code = EXIT_FAILED  # finish_delivery says why
+    # Whatever the sink still buffers (the run's last events) goes out before the process ends.
+    problem = finish_delivery(sink)
+    if problem:
+        print(f"the run failed: {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    return code
+
+
+def _run(args: argparse.Namespace, sink, position) -> int:
+    from trainer.distributed import RankEventPublisher, check_launch_fits_config
+    from trainer.events import EventPublisher, EventType, configure_sink
+
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -98,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
         publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size)
     try:
         config = resolve_config(args)
+        configure_sink(sink, config.events)
         check_launch_fits_config(config, position)
         from trainer.problems import load_problems_jsonl
 

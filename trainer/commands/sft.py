@@ -59,13 +59,28 @@ def load_conversations(args: argparse.Namespace, config, output: Path) -> list[l
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.events import EventPublisher, EventType, sink_from_url
+    from trainer.events import EventsUnavailable, finish_delivery, sink_from_url
 
     try:
         sink = sink_from_url(args.events, args.run_id)
     except ValueError as error:
         print(f"--events: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
+    try:
+        code = _run(args, sink)
+    except EventsUnavailable:
+        code = EXIT_FAILED  # finish_delivery says why
+    # Whatever the sink still buffers (the run's last events) goes out before the process ends.
+    problem = finish_delivery(sink)
+    if problem:
+        print(f"the run failed: {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    return code
+
+
+def _run(args: argparse.Namespace, sink) -> int:
+    from trainer.events import EventPublisher, EventType, configure_sink
+
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -75,6 +90,7 @@ def main(args: argparse.Namespace) -> int:
     publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
     try:
         config = resolve_config(args)
+        configure_sink(sink, config.events)
         conversations = load_conversations(args, config, output)
     except Exception as error:  # a run that cannot start must still tell the platform why
         reason = f"cannot start: {error}"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -127,7 +128,7 @@ PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
 
 
 def storable_text(value):
-    """``value`` with every string made storable in Postgres text and JSONB (recursively, keys too)."""
+    """``value`` made storable in Postgres text and JSONB (recursively, keys too)."""
     if isinstance(value, str):
         if "\x00" in value:
             value = value.replace("\x00", NUL_STAND_IN)
@@ -136,6 +137,8 @@ def storable_text(value):
         except UnicodeEncodeError:  # a lone surrogate, from a JSON "\ud800": becomes U+FFFD
             value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity; the trainer's own serialiser writes null too
     if isinstance(value, dict):
         return {storable_text(key): storable_text(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -149,9 +152,12 @@ def parse_entry(fields: dict, run_id: int) -> TrainerEvent:
     if raw is None:
         raise Unstorable(f"the entry has no 'event' field (fields: {sorted(_text(k) for k in fields)[:10]})")
     try:
-        event = TrainerEvent.model_validate_json(raw)
-    except ValidationError as error:
-        raise Unstorable(f"not a trainer event: {_short(error)}") from None
+        # Python's parser, not pydantic's: it reads a lone surrogate ("\ud800") that storable_text then replaces.
+        event = TrainerEvent.model_validate(json.loads(raw))
+    except (ValueError, UnicodeDecodeError) as error:
+        if isinstance(error, ValidationError):
+            raise Unstorable(f"not a trainer event: {_short(error)}") from None
+        raise Unstorable(f"not a trainer event: not JSON: {error}") from None
     event = event.model_copy(update={"event_id": storable_text(event.event_id), "run_id": storable_text(event.run_id),
                                      "payload": storable_text(event.payload)})
     if event.run_id != str(run_id):

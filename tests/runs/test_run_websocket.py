@@ -18,14 +18,23 @@ application = URLRouter(websocket_urlpatterns)
 def store_event(run, seq, message="hello"):
     from django.utils import timezone
 
-    return RunEvent.objects.create(run=run, event_id=f"{run.pk}-{seq}", seq=seq, type="log",
+    return RunEvent.objects.create(run=run, event_id=f"{run.pk}-{seq}", seq=seq, run_seq=seq + 1, type="log",
                                    payload={"level": "info", "message": message}, published_at=timezone.now())
 
 
 def connect(run, user, after=0):
+    """``after`` is the number (run_seq) of the last event the page has."""
     communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/events/?after={after}")
     communicator.scope["user"] = user
     return communicator
+
+
+async def receive_backlog(communicator):
+    """The events sent on connecting, up to the ``position`` message that ends them; and that message."""
+    messages = []
+    while (message := await communicator.receive_json_from(timeout=5))["type"] != "position":
+        messages.append(message)
+    return messages, message
 
 
 async def receive_exactly(communicator, count):
@@ -65,9 +74,9 @@ def test_it_sends_what_was_missed_after_the_given_id_then_live_events_without_du
     first, second, third = (store_event(run, seq) for seq in range(3))
 
     async def scenario():
-        communicator = connect(run, alice, after=first.pk)
+        communicator = connect(run, alice, after=first.run_seq)
         await communicator.connect()
-        backlog = await receive_exactly(communicator, 2)
+        backlog, _ = await receive_backlog(communicator)
         layer = get_channel_layer()
         # A live event, and a copy of one already sent (as happens when the ingester
         # forwards an event that the backlog query also found).

@@ -529,7 +529,7 @@ class EventIngester:
                 continue  # no group yet: nothing was read, nothing may go
             trim_to, is_drained = position
             if trim_to is not None:
-                self.redis.xtrim(key, minid=trim_to)
+                self.redis.xtrim(key, minid=trim_to, approximate=False)
             run = runs.get(run_id_of(key))
             is_over = run is None or (run.state in FINAL_STATES and run.finished_at and run.finished_at <= cutoff)
             if is_over and is_drained:

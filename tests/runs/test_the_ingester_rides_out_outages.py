@@ -2,64 +2,21 @@
 everything once they are back, nothing lost and nothing doubled."""
 
 import logging
-import threading
-import time
 
 import pytest
 from django.db import connection
 
-from deploy.services import RedisService, free_port
 from runs.ingest import EventIngester
 from runs.models import RunEvent
-from tests.services_plugin import TEST_ROOT, _owns
+from tests.runs.event_helpers import IngesterThread, wait_for
+from tests.services_plugin import _owns
 from trainer.events import EventPublisher, RedisStreamSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class IngesterThread:
-    """``run_forever`` in a thread, as the ingest_events command runs it."""
-
-    def __init__(self, ingester):
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(ingester,), daemon=True)
-        self.thread.start()
-
-    def _run(self, ingester):
-        try:
-            ingester.run_forever(should_stop=self.stopping.is_set)
-        finally:
-            connection.close()
-
-    def stop(self):
-        self.stopping.set()
-        self.thread.join(30)
-
-
-def wait_for(condition, timeout=60, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception:  # noqa: BLE001 - the database may be coming back
-            connection.close()
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def stored_messages(run):
     return list(RunEvent.objects.filter(run=run).order_by("run_seq").values_list("payload__message", flat=True))
-
-
-@pytest.fixture
-def private_redis():
-    """A Redis of this test's own, with its append-only file, to stop and start."""
-    service = RedisService(name=f"redis-outage-{free_port()}", port=free_port(), log_dir=TEST_ROOT / "logs",
-                           data_dir=TEST_ROOT / f"redis-outage-{time.monotonic_ns()}")
-    service.start()
-    yield service
-    service.stop()
 
 
 def test_a_redis_restart_is_waited_out_and_nothing_is_lost_or_doubled(make_run, private_redis, caplog):

@@ -96,3 +96,25 @@ async def _store(run, seq):
     from channels.db import database_sync_to_async
 
     return await database_sync_to_async(store_event)(run, seq)
+
+
+def test_the_backlog_is_capped_and_ends_with_where_the_run_is(make_run, alice):
+    from django.utils import timezone
+
+    from runs.consumers import BACKLOG_CAP
+
+    run = make_run()
+    RunEvent.objects.bulk_create([
+        RunEvent(run=run, event_id=f"{run.pk}-{n}", seq=n, run_seq=n, type="log", payload={"message": str(n)},
+                 published_at=timezone.now()) for n in range(1, BACKLOG_CAP + 301)])
+
+    async def scenario():
+        communicator = connect(run, alice, after=100)
+        await communicator.connect()
+        backlog, position = await receive_backlog(communicator)
+        await communicator.disconnect()
+        return backlog, position
+
+    backlog, position = async_to_sync(scenario)()
+    assert [m["number"] for m in backlog] == list(range(101, 101 + BACKLOG_CAP))
+    assert position == {"type": "position", "last_number": BACKLOG_CAP + 300}

@@ -473,14 +473,34 @@ class EventIngester:
                 Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}")
 
     def _store_attempts(self, events: list[RunEvent]) -> None:
+        """One ProofAttempt per rollout, linked to its problem and (for a retry) its first attempt.
+
+        Links are resolved before the insert, so a burst of 2,048 rollouts is one INSERT, not an
+        INSERT and a 2,048-row UPDATE; only a retry whose first attempt is in the same batch is
+        linked after it."""
+        rollouts = [(event, RolloutFinished.model_validate(event.payload)) for event in events]
+        promptset_of = dict(Run.objects.filter(pk__in={e.run_id for e in events})
+                            .values_list("pk", "promptset_version__promptset_id"))
+        problems: dict[tuple[int, str], int] = {}
+        for promptset_id in set(promptset_of.values()):
+            keys = {r.problem_id for e, r in rollouts if promptset_of[e.run_id] == promptset_id}
+            problems.update(((promptset_id, key), pk) for key, pk in Problem.objects.filter(
+                promptset_id=promptset_id, problem_key__in=keys).values_list("problem_key", "pk"))
+        parents: dict[tuple[int, str], int] = {}
+        for run_id in promptset_of:
+            keys = {r.parent_rollout_key for e, r in rollouts if e.run_id == run_id and r.parent_rollout_key}
+            if keys:
+                parents.update(((run_id, key), pk) for key, pk in ProofAttempt.objects.filter(
+                    run_id=run_id, rollout_key__in=keys).values_list("rollout_key", "pk"))
         rows = []
-        for event in events:
-            rollout = RolloutFinished.model_validate(event.payload)
+        for event, rollout in rollouts:
             rows.append(ProofAttempt(
                 run_id=event.run_id, rollout_key=rollout.rollout_key, step=rollout.step,
                 problem_key=rollout.problem_id, problem_name=rollout.problem_name,
+                problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
                 formal_statement=rollout.formal_statement, turn=rollout.turn,
                 parent_rollout_key=rollout.parent_rollout_key or "", sample_index=rollout.sample_index,
+                parent_id=parents.get((event.run_id, rollout.parent_rollout_key or "")),
                 prompt=rollout.prompt, response=rollout.response, reasoning=rollout.reasoning,
                 lean_code=rollout.lean_code, checked_code=rollout.checked_code,
                 format_error=rollout.format_error or "", verdict=rollout.verdict or "",
@@ -491,24 +511,12 @@ class EventIngester:
                 verification_seconds=rollout.verification_seconds, sampling=rollout.sampling, event_id=event.pk,
             ))
         ProofAttempt.objects.bulk_create(rows, ignore_conflicts=True)
-        by_run: dict[int, list[str]] = {}
-        for row in rows:
-            by_run.setdefault(row.run_id, []).append(row.rollout_key)
-        for run_id, keys in by_run.items():
-            run = Run.objects.select_related("promptset_version").get(pk=run_id)
-            attempts = ProofAttempt.objects.filter(run_id=run_id, rollout_key__in=keys)
-            problems = dict(
-                Problem.objects.filter(promptset_id=run.promptset_version.promptset_id,
-                                       problem_key__in={a.problem_key for a in attempts}).values_list("problem_key", "pk")
-            )
-            parents = dict(
-                ProofAttempt.objects.filter(run_id=run_id, rollout_key__in={a.parent_rollout_key for a in attempts if a.parent_rollout_key})
-                .values_list("rollout_key", "pk")
-            )
-            for attempt in attempts:
-                attempt.problem_id = problems.get(attempt.problem_key)
-                attempt.parent_id = parents.get(attempt.parent_rollout_key)
-            ProofAttempt.objects.bulk_update(attempts, ["problem", "parent"])
+        unlinked = [row for row in rows if row.parent_rollout_key and row.parent_id is None]
+        for row in unlinked:  # retries whose first attempt came in this same batch
+            parent = ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.parent_rollout_key).values_list(
+                "pk", flat=True).first()
+            if parent:
+                ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.rollout_key).update(parent_id=parent)
         attempt_ids = dict(
             ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).values_list("event_id", "pk")
         )

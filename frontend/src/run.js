@@ -167,13 +167,10 @@ function rolloutCard(r) {
   return card;
 }
 
-function hasCard(rolloutKey) {
-  return [...rolloutList.children].some((node) => node.dataset.rolloutKey === rolloutKey);
-}
-
 function insertRollouts(rollouts) {
   // Only the newest MAX_ROLLOUT_NODES can stay on the page, so a burst builds no more than that.
-  const fresh = rollouts.filter((r) => !hasCard(r.rollout_key)).slice(-MAX_ROLLOUT_NODES);
+  const shown = new Set([...rolloutList.children].map((node) => node.dataset.rolloutKey));
+  const fresh = rollouts.filter((r) => !shown.has(r.rollout_key)).slice(-MAX_ROLLOUT_NODES);
   if (!fresh.length) return;
   rolloutList.querySelector("li.empty")?.remove();
   const fragment = document.createDocumentFragment();
@@ -380,11 +377,11 @@ function connect() {
     liveStatus.textContent = "live";
   };
   socket.onmessage = (message) => {
-    const event = JSON.parse(message.data);
+    const data = JSON.parse(message.data);
     lastHeardAt = Date.now();
     // The server's word on where the run is, after the capped backlog: further on means fetch the rest.
-    if (event.type === "position") { if (event.last_number > lastNumber) catchUp(); return; }
-    accept(event);
+    if (data.type === "position") { if (data.last_number > lastNumber) catchUp(); return; }
+    for (const event of data.events) accept(event); // a batch: up to 100 live events, or a backlog page
   };
   socket.onclose = (close) => {
     document.body.dataset.live = "disconnected";

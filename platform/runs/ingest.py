@@ -238,6 +238,8 @@ class EventIngester:
         self.reconcile_every_s = reconcile_every_s  # for the reconciler's own loop (management command)
         self._known_groups: set[str] = set()
         self._last_maintenance = 0.0
+        self._last_scan = float("-inf")
+        self._streams_found: set[str] = set()
         self.channel_layer = get_channel_layer()
 
     # -- the loop -------------------------------------------------------------------------
@@ -273,6 +275,7 @@ class EventIngester:
         except DatabaseError:
             pass
         self._known_groups.clear()  # Redis may have restarted without its data: create the groups again
+        self._last_scan = float("-inf")
 
     def poll_once(self) -> int:
         streams = self._streams_to_read()
@@ -329,7 +332,11 @@ class EventIngester:
         """Streams of runs that may still publish, and every run stream still in Redis (late or unread events)."""
         run_ids = Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).values_list("pk", flat=True)
         keys = {stream_key(str(pk)) for pk in run_ids}
-        keys.update(_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000, _type="stream"))
+        if time.monotonic() - self._last_scan >= self.maintain_every_s:  # SCAN walks every key: not on each poll
+            self._last_scan = time.monotonic()
+            self._streams_found = {_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000,
+                                                                              _type="stream")}
+        keys.update(self._streams_found)
         for key in sorted(keys):
             if key not in self._known_groups:
                 try:
@@ -545,6 +552,7 @@ class EventIngester:
                 if run is None or Run.objects.filter(pk=run.pk, state__in=FINAL_STATES).exists():
                     self.redis.delete(key)
                     self._known_groups.discard(key)
+                    self._streams_found.discard(key)
                     logger.info("deleted the stream %s: %s", key, "its run is final and stored"
                                 if run else "no run has this id")
 

@@ -31,17 +31,22 @@ def connect(run, user, after=0):
 
 async def receive_backlog(communicator):
     """The events sent on connecting, up to the ``position`` message that ends them; and that message."""
-    messages = []
-    while (message := await communicator.receive_json_from(timeout=5))["type"] != "position":
-        messages.append(message)
-    return messages, message
+    events = []
+    while (frame := await communicator.receive_json_from(timeout=5))["type"] != "position":
+        assert frame["type"] == "events"
+        events.extend(frame["events"])
+    return events, frame
 
 
 async def receive_exactly(communicator, count):
-    """``count`` messages, then silence (a timed-out receive would cancel the consumer, so ask for nothing more)."""
-    messages = [await communicator.receive_json_from(timeout=5) for _ in range(count)]
+    """``count`` events, then silence (a timed-out receive would cancel the consumer, so ask for nothing more)."""
+    events = []
+    while len(events) < count:
+        frame = await communicator.receive_json_from(timeout=5)
+        assert frame["type"] == "events"
+        events.extend(frame["events"])
     assert await communicator.receive_nothing(timeout=0.3)
-    return messages
+    return events
 
 
 def test_a_stranger_is_refused(make_run, charlie):

@@ -363,6 +363,8 @@ class EventIngester:
                 parsed.append((entry_id, fields, parse_entry(fields, run_id)))
             except Unstorable as error:
                 rejected.append((entry_id, fields, str(error)))
+            except Exception as error:  # noqa: BLE001 - an entry that breaks the parser is still only an entry
+                rejected.append((entry_id, fields, f"could not be read: {type(error).__name__}: {error}"))
         try:
             stored = self.store([event for _, _, event in parsed])
         except INFRASTRUCTURE_ERRORS:
@@ -389,11 +391,18 @@ class EventIngester:
         for entry_id, _, error in rejected:
             logger.error("dead-lettering entry %s of %s: %s", entry_id, key, error)
         # Unique per entry: an entry read again after a crash before its acknowledgement is kept once.
-        DeadLetter.objects.bulk_create(
-            [DeadLetter(run_id=run_pk, stream_key=key, entry_id=entry_id, raw_payload=raw_text(fields),
-                        error=storable_text(error)[:10_000]) for entry_id, fields, error in rejected],
-            ignore_conflicts=True,
-        )
+        letters = [DeadLetter(run_id=run_pk, stream_key=key, entry_id=entry_id, raw_payload=raw_text(fields),
+                              error=storable_text(error)[:10_000]) for entry_id, fields, error in rejected]
+        try:
+            with transaction.atomic():
+                DeadLetter.objects.bulk_create(letters, ignore_conflicts=True)
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001 - the letter itself refused: keep it in plain ASCII, never block the stream
+            for letter in letters:
+                letter.raw_payload = ascii(letter.raw_payload)[:RAW_PAYLOAD_LIMIT]
+                letter.error = ascii(letter.error)[:10_000]
+            DeadLetter.objects.bulk_create(letters, ignore_conflicts=True)
 
     def forward(self, stored_events: list[RunEvent]) -> None:
         """One Channels message per run and chunk, not per event: a step's burst of 2,048

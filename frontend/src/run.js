@@ -21,6 +21,7 @@ let retryDelayMs = 500;
 let received = 0;
 const QUIET_CHECK_MS = 10000; // an active run's page that heard nothing this long asks the API
 const early = new Map(); // number → event that arrived before the ones it follows
+const MAX_EARLY_EVENTS = 2000;
 
 // --- charts ------------------------------------------------------------------------------
 
@@ -295,6 +296,7 @@ let lastHeardAt = Date.now();
 function accept(event) {
   if (event.number <= lastNumber) return; // already handled (a resent backlog entry, a fetched one)
   if (event.number > lastNumber + 1) {
+    if (early.size >= MAX_EARLY_EVENTS) early.clear(); // far behind: the fetch brings them again, in order
     early.set(event.number, event);
     catchUp();
     return;
@@ -335,6 +337,7 @@ function catchUp() {
         } while (page.has_more && page.events.length);
         showRunRow(page);
       } while (state.again);
+      if (document.body.dataset.live === "connected") liveStatus.textContent = "live";
     } catch (error) {
       liveStatus.textContent = `could not fetch missed events (${error.message}); trying again`;
       setTimeout(catchUp, 2000);

@@ -15,8 +15,9 @@ Nothing in a stream can stop it:
   contain one) becomes U+2400 "␀", a lone surrogate U+FFFD. The rollout stays a rollout.
 - Redis or Postgres going away (a restart, an outage) is waited out with backoff (0.5 s doubling
   to 30 s), logged, never fatal; what was read but not stored stays pending and is read again.
-- Entries pending for ``claim_idle_ms`` under any consumer (a killed or replaced ingester's) are
-  claimed with XAUTOCLAIM and stored.
+- The consumer is named after the host, so an ingester restarted in place (after a crash or a
+  SIGKILL mid-batch) first reads again what it had read but not stored. Entries pending for
+  ``claim_idle_ms`` under any other consumer (a replaced pod's) are claimed with XAUTOCLAIM.
 
 Streams do not grow for ever: each is trimmed (XTRIM MINID) up to the oldest entry not yet
 acknowledged, and deleted once its run is final, ``stream_grace_s`` has passed and nothing in it
@@ -32,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import socket
 import time
 from datetime import datetime, timedelta, timezone as dt_timezone
@@ -229,7 +229,10 @@ class EventIngester:
                  stream_grace_s: float | None = None, reconcile_every_s: float = 5.0):
         self.redis = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=5,
                                           socket_timeout=max(10.0, block_ms / 1000 + 5))
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        # The host's name, not the process's: an ingester restarted on the same host (a crash, a
+        # SIGKILL mid-batch) first re-reads what it had read but not stored, in stream order. A
+        # replaced pod's entries (another host name) are claimed after claim_idle_ms.
+        self.consumer = consumer or socket.gethostname()
         self.block_ms = block_ms
         self.batch_size = batch_size
         self.claim_idle_ms = claim_idle_ms

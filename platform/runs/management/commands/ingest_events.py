@@ -16,7 +16,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--claim-idle-ms", type=int, default=60_000,
-                            help="Claim entries another consumer has left pending this long (a killed ingester's).")
+                            help="Claim entries another consumer has left pending this long (a replaced pod's).")
+        parser.add_argument("--consumer", default=None,
+                            help="This ingester's name in the consumer group (default: the host name, so a restart "
+                                 "in place re-reads its own unacknowledged entries first). Give each ingester "
+                                 "running on one host its own.")
 
     def handle(self, *args, **options):
         stopping = threading.Event()
@@ -26,7 +30,8 @@ class Command(BaseCommand):
         # live events never wait for them.
         reconciler = threading.Thread(target=_reconcile_forever, args=(stopping,), name="job-reconciler", daemon=True)
         reconciler.start()
-        EventIngester(claim_idle_ms=options["claim_idle_ms"]).run_forever(should_stop=stopping.is_set)
+        EventIngester(consumer=options["consumer"], claim_idle_ms=options["claim_idle_ms"]).run_forever(
+            should_stop=stopping.is_set)
         stopping.set()
         reconciler.join(10)
 

@@ -37,6 +37,16 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # as it handles events, strictly in order, so a change from a to b means a+1…b were handled now).
 RECORD_HANDLED = """
 window.__handled = [];
+window.__arrived = {};  // number → when its WebSocket frame arrived (before the page's own handler runs)
+const PageWebSocket = window.WebSocket;
+window.WebSocket = function (...args) {
+  const socket = new PageWebSocket(...args);
+  socket.addEventListener("message", (message) => {
+    const now = Date.now();
+    for (const event of JSON.parse(message.data).events || []) window.__arrived[event.number] ??= now;
+  });
+  return socket;
+};
 new MutationObserver((records) => {
   const now = Date.now();
   const before = Number(records[0].oldValue || document.body.dataset.lastEventNumber || 0);
@@ -176,12 +186,15 @@ def main() -> int:
 
         times = {number: (published.timestamp() * 1000, stored_at.timestamp() * 1000) for number, published, stored_at
                  in RunEvent.objects.filter(run=run).values_list("run_seq", "published_at", "stored_at")}
-        lags, browser_lags = [], []
+        lags, browser_lags, delivery_lags = [], [], []
         for page in pages:
+            arrived = {int(number): when for number, when in page.evaluate("window.__arrived").items()}
             for number, handled_ms in page.evaluate("window.__handled"):
                 if number in times:
                     lags.append((handled_ms - times[number][0]) / 1000)
                     browser_lags.append((handled_ms - times[number][1]) / 1000)
+                    if number in arrived:
+                        delivery_lags.append((arrived[number] - times[number][1]) / 1000)
         dead_letters = DeadLetter.objects.count()
 
         rate = stored / ingest_s
@@ -197,6 +210,11 @@ def main() -> int:
             print(f"browser lag, stored in PostgreSQL to handled by the page in order: p50 "
                   f"{statistics.median(browser_lags):.2f} s, p95 {percentile(browser_lags, 0.95):.2f} s, max "
                   f"{max(browser_lags):.2f} s over {len(browser_lags):,} (page, event) pairs")
+            if delivery_lags:
+                print(f"  of which delivery, stored until the page's WebSocket message event fired (the ingester's "
+                      f"commit and forward, Channels, uvicorn, the socket, the page's event queue): p50 "
+                      f"{statistics.median(delivery_lags):.2f} s, p95 {percentile(delivery_lags, 0.95):.2f} s "
+                      f"({len(delivery_lags):,} (page, event) pairs came by WebSocket, the rest by the page's fetch)")
             print(f"end-to-end lag, published by the trainer to handled by the page (includes the ingester's "
                   f"backlog while the burst outruns it): p50 {statistics.median(lags):.2f} s, "
                   f"p95 {percentile(lags, 0.95):.2f} s, max {max(lags):.2f} s")

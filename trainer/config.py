@@ -216,6 +216,20 @@ class TrackingConfig(Section):
     rollout_table_rows: int = Field(16, ge=1, le=256, description="Rollouts per sample table.")
 
 
+class EventsConfig(Section):
+    """How the trainer's events reach Redis (trainer/events.py BufferedStreamSink)."""
+
+    max_outage_s: float = Field(
+        300.0, gt=0,
+        description="Seconds Redis may refuse the run's events (a restart, a failover) before the run fails; "
+                    "meanwhile they wait in a local buffer, in order. Raise it where Redis restarts take longer.",
+    )
+    buffer_mb: int = Field(
+        256, ge=1,
+        description="Most MiB of events buffered during an outage; past it the trainer waits for Redis.",
+    )
+
+
 class RunConfig(Section):
     preset: str = "h100x8"
     model: ModelConfig = ModelConfig()
@@ -229,6 +243,7 @@ class RunConfig(Section):
     cluster: ClusterConfig = ClusterConfig()
     sft: SftConfig = SftConfig()
     tracking: TrackingConfig = TrackingConfig()
+    events: EventsConfig = EventsConfig()
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":

@@ -145,6 +145,11 @@ def disk_used_bytes(run: Run) -> int | None:
     return total
 
 
+def last_event_number(run_id: int) -> int:
+    """The run's highest ``run_seq`` stored (0 before any): the page asks for what comes after it."""
+    return RunEvent.objects.filter(run_id=run_id).order_by("-run_seq").values_list("run_seq", flat=True).first() or 0
+
+
 EVENT_PAGE_LIMIT = 500  # events per page of a replay: a browser far behind asks again, page by page
 
 

@@ -12,10 +12,11 @@ from trainer.commands import (
     EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_MALFORMED_INPUT,
+    EXIT_UNREACHABLE,
     CommandError,
-    check_events_destination,
     config_error,
     existing_file,
+    warn_if_events_destination_is_down,
 )
 
 
@@ -115,7 +116,7 @@ def events_sink(args: argparse.Namespace):
         sink = sink_from_url(args.events, args.run_id)
     except ValueError as error:
         raise CommandError(f"--events: {error}", EXIT_BAD_ARGUMENTS) from None
-    check_events_destination(args.events)
+    warn_if_events_destination_is_down(args.events)
     return sink
 
 
@@ -143,7 +144,7 @@ def with_delivery(sink, body) -> int:
     finally:
         problem = finish_delivery(sink)
     if problem:
-        raise CommandError(f"the run failed: {problem}", EXIT_FAILED)
+        raise CommandError(f"the run failed: {problem}", EXIT_UNREACHABLE)
     return code
 
 

@@ -301,6 +301,10 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
     bfloat16 under autocast, as the full-vocabulary function's did) and divided by the
     temperature before the softmax. The weight's gradient is summed over chunks in float32
     (or wider, for a float64 model).
+
+    A fused linear-cross-entropy kernel (liger-kernel's, Triton on CUDA) would do the same in
+    one kernel, faster; it is not installed in this project (it needs Triton and a GPU, so it
+    could not be tested where the suite runs), and the memory bound is already the chunk's.
     """
 
     @staticmethod
@@ -364,18 +368,6 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
             None if grad_bias is None else grad_bias.to(bias.dtype),
             None, None, None, None,
         )
-
-
-def fused_kernel_available(device: torch.device) -> bool:
-    """Whether a fused linear-cross-entropy kernel could replace the chunked path here: never, today.
-
-    liger-kernel's fused linear cross-entropy (CUDA + Triton) would compute the same
-    numbers in one kernel. It is not installed in this project (its GPU image has no room
-    for it, and it cannot be tested on the CPU machines that run the suite), so the
-    chunked function above is the path on every device; its memory is already bounded by
-    the chunk, only its speed would change.
-    """
-    return False
 
 
 def chunked_token_logprobs(hidden, weight, bias, labels, temperature: float, chunk_tokens: int) -> torch.Tensor:

@@ -183,7 +183,7 @@ class TrainingRun:
                 self.step += 1
                 self.train_step(self.step)
                 if self._is_due(self.config.schedule.eval_every):
-                    self.evaluate(self.step)
+                    self.record_evaluation(self.step, self.evaluate(self.step))
                 if self._is_due(self.config.schedule.checkpoint_every):
                     self.save_checkpoint()
             if not self._is_due(self.config.schedule.checkpoint_every):
@@ -556,8 +556,14 @@ class TrainingRun:
         values = evaluation_report(first_rewards, retry_rewards)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        record_evaluation(self.output_dir, step, values)
         return values
+
+    def record_evaluation(self, step: int, values: dict) -> None:
+        """A training run's evaluations, kept beside its checkpoints for the retention's "best" (rank 0)."""
+        from trainer.checkpoint import is_checkpoint_writer
+
+        if is_checkpoint_writer():
+            record_evaluation(self.output_dir, step, values)
 
     def evaluation_rewards(self, problems: Sequence, step: int) -> tuple[dict, dict]:
         """Per problem id, the rewards of its first attempts and of their retries (None: censored or none)."""

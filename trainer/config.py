@@ -171,6 +171,11 @@ class ClusterConfig(Section):
                     "0 runs on CPU in one process.",
     )
     cpus_per_worker: int = Field(8, ge=1)
+    gpu_memory_gib: float = Field(
+        80.0, gt=0,
+        description="Memory of one GPU in GiB (H100 80 GB: 80; H200: 141 GB). The memory plan "
+                    "(`python -m trainer memory-plan`) checks every rank's peak against it before launch.",
+    )
 
 
 class SftConfig(Section):

@@ -136,6 +136,14 @@ class LossConfig(Section):
     token_loss_divisor: int | None = Field(
         None, ge=1, description="Constant divisor of summed token losses; None means rollout.max_response_tokens."
     )
+    release_micro_batch_sequences: int = Field(
+        2, ge=1,
+        description="The micro-batch (sequences per GPU) whose gradient scale every run reproduces. verl scales each "
+        "micro-batch's loss by micro-batch / mini-batch sequences per rank, so its gradient grows with the micro-batch; "
+        "the release ran 2. The learner applies this scale whatever optimizer.micro_batch_sequences or "
+        "micro_batch_tokens a run uses, so memory settings never change the optimisation. Change it only to "
+        "reproduce a verl run made with another micro-batch.",
+    )
 
 
 class OptimizerConfig(Section):
@@ -148,7 +156,20 @@ class OptimizerConfig(Section):
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = Field(1.0, gt=0)
     mini_batch_prompts: int = Field(32, ge=1, description="Prompts per optimizer step: 256/32 = 8 steps per batch.")
-    micro_batch_sequences: int = Field(4, ge=1, description="Sequences per forward pass (gradient accumulation).")
+    micro_batch_sequences: int = Field(
+        4, ge=1, description="Sequences per forward pass (gradient accumulation) when micro_batch_tokens is None. "
+        "Memory only: the gradient's scale is loss.release_micro_batch_sequences'.")
+    micro_batch_tokens: int | None = Field(
+        None, ge=16,
+        description="Token budget of one forward pass on one device (prompt plus response tokens of the sequences "
+        "packed into it, no padding), as verl's ppo_max_token_len_per_gpu; None groups micro_batch_sequences "
+        "sequences instead. Must hold the longest possible sequence (max prompt tokens + rollout.max_response_tokens). "
+        "Memory only: the gradient is the same for any budget.")
+    logprob_chunk_tokens: int = Field(
+        1024, ge=1,
+        description="Response tokens whose vocabulary logits exist at once when the learner computes log-probs "
+        "(forward and backward); the learner's largest tensor is this × the vocabulary, whatever the sequence length. "
+        "Lower it to save memory, raise it for fewer, larger matrix products.")
 
 
 class ScheduleConfig(Section):
@@ -218,6 +239,13 @@ class RunConfig(Section):
                 f"optimizer.mini_batch_prompts ({self.optimizer.mini_batch_prompts}) exceeds "
                 f"rollout.prompts_per_step ({self.rollout.prompts_per_step}); lower it or raise prompts_per_step"
             )
+        longest_sequence = max(self.rollout.max_prompt_tokens, self.retry.max_prompt_tokens) + self.rollout.max_response_tokens
+        if self.optimizer.micro_batch_tokens is not None and self.optimizer.micro_batch_tokens < longest_sequence:
+            raise ValueError(
+                f"optimizer.micro_batch_tokens ({self.optimizer.micro_batch_tokens}) cannot hold the longest sequence a "
+                f"step may train on: {longest_sequence} tokens (the longer of rollout.max_prompt_tokens and "
+                f"retry.max_prompt_tokens, plus rollout.max_response_tokens); set it to at least {longest_sequence}"
+            )
         if self.rollout.prompts_per_step % self.optimizer.mini_batch_prompts:
             raise ValueError(
                 f"rollout.prompts_per_step ({self.rollout.prompts_per_step}) must be a multiple of "
@@ -256,8 +284,10 @@ def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, An
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100.
-    "h100x8": {},
+    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. One forward pass holds
+    # one whole sequence at the recipe's longest (8,192 prompt + 24,576 response tokens), or
+    # several shorter ones packed together.
+    "h100x8": {"optimizer": {"micro_batch_tokens": 32768}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",

@@ -246,14 +246,14 @@ class _PlanTokenizer:
     pad_token_id = 0
 
 
-def heaviest_micro_batch(config: RunConfig):
-    """One rank's largest micro-batch: full-length prompts and answers, as many as a micro-batch takes."""
+def full_length_sequences(config: RunConfig):
+    """Enough full-length sequences (longest prompt, longest answer) to fill one micro-batch."""
     from trainer.learner import TrainingSequence
 
     rollout = config.rollout
     prompt_tokens = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
     sequence_tokens = prompt_tokens + rollout.max_response_tokens
-    token_budget = getattr(config.optimizer, "micro_batch_tokens", None)
+    token_budget = config.optimizer.micro_batch_tokens
     count = max(1, token_budget // sequence_tokens) if token_budget else config.optimizer.micro_batch_sequences
     # Advantages of both signs: the dual clip's branch runs too.
     return [TrainingSequence(prompt_ids=[1] * prompt_tokens, response_ids=[2] * rollout.max_response_tokens,
@@ -261,22 +261,31 @@ def heaviest_micro_batch(config: RunConfig):
             for index in range(count)]
 
 
+def heaviest_micro_batch(learner, config: RunConfig):
+    """One rank's largest forward pass, as the learner's own batching forms it from full-length sequences."""
+    from trainer.learner import sequence_tokens
+
+    micro_batches = learner.micro_batches(full_length_sequences(config))
+    return max(micro_batches, key=lambda micro: sum(sequence_tokens(s) for s in micro))
+
+
 def learner_micro_step(learner, micro_batch, after_old_logprobs=lambda: None) -> None:
     """One rank's heaviest moment of a learner step, through the learner's own functions.
 
     π_old's forward pass (no graph), then the forward and backward pass of the micro-batch
-    and AdamW's step. The plan runs it on fake tensors, the validation for real.
+    (the learner's batch layout, log-probabilities and loss) and AdamW's step. The plan runs
+    it on fake tensors, the validation for real, deploy/gpu_check.py on a GPU.
     """
     import torch
 
-    from trainer.learner import clipped_token_loss, constant_divisor_loss, pad_batch
+    from trainer.learner import clipped_token_loss, constant_divisor_loss
 
     loss_config = learner.config.loss
-    batch = pad_batch(micro_batch, learner.pad_token_id, learner.device)
+    batch = learner._batch(micro_batch)
     with torch.no_grad():
-        old_logprobs = learner._logprobs(batch)  # (B, R)
+        old_logprobs = learner._logprobs(batch)  # (B, K)
     after_old_logprobs()
-    logprobs = learner._logprobs(batch)  # (B, R)
+    logprobs = learner._logprobs(batch)  # (B, K)
     token_loss = clipped_token_loss(logprobs, old_logprobs, batch.advantages, loss_config.clip_ratio_low,
                                     loss_config.clip_ratio_high, loss_config.dual_clip)
     loss = constant_divisor_loss(token_loss, batch.response_mask, learner.token_loss_divisor)
@@ -351,9 +360,9 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
 
     architecture = architecture if architecture is not None else architecture_of(config)
     ranks = max(config.cluster.num_gpus, 1)
-    micro_batch = heaviest_micro_batch(config)
     with _PLANNING_LOCK, _fake_ranks(ranks), FakeTensorMode(allow_non_fake_inputs=True):
         learner = _learner_on(config, architecture)
+        micro_batch = heaviest_micro_batch(learner, config)
         _warm_optimizer(learner)
         if learner.is_sharded:
             tracker = FSDPMemTracker(learner.model, learner.optimizer)
@@ -366,7 +375,7 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
         peak = _total(tracker.get_tracker_snapshot("peak"))
         resident = _total(tracker.get_tracker_snapshot("current"))
         del learner, tracker
-    tokens = len(micro_batch) * (len(micro_batch[0].prompt_ids) + len(micro_batch[0].response_ids))
+    tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in micro_batch)
     return LearnerMemory(peak, resident, len(micro_batch), tokens)
 
 
@@ -416,17 +425,18 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
 # --- the plan, its validation, and the launch check -------------------------------------------------------------
 
 
-def plan(config: RunConfig, *, validate: bool = True) -> MemoryPlan:
+def plan(config: RunConfig, *, validate: bool = True, learner: LearnerMemory | None = None) -> MemoryPlan:
+    """The whole plan; ``learner`` stands in for the learner's plan when the caller made it already."""
     if config.cluster.num_gpus == 0:
         raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
     architecture = architecture_of(config)
     result = MemoryPlan(
         preset=config.preset, model=model_label(config), max_response_tokens=config.rollout.max_response_tokens,
         ranks=config.cluster.num_gpus, gpu_memory_gib=config.cluster.gpu_memory_gib,
-        learner=plan_learner(config, architecture), vllm=plan_vllm(config, architecture),
+        learner=learner or cached_plan_learner(config), vllm=plan_vllm(config, architecture),
         settings={
             "micro_batch_sequences": config.optimizer.micro_batch_sequences,
-            "micro_batch_tokens": getattr(config.optimizer, "micro_batch_tokens", None),
+            "micro_batch_tokens": config.optimizer.micro_batch_tokens,
             "vllm_gpu_memory_utilization": config.rollout.vllm_gpu_memory_utilization,
             "vllm_tensor_parallel_size": config.rollout.vllm_tensor_parallel_size,
             "gradient_checkpointing": config.model.gradient_checkpointing,
@@ -485,7 +495,7 @@ def measure_real_step(config: RunConfig) -> int:
     before = _resident_bytes()
     learner = _real_learner(config)
     _warm_optimizer(learner)
-    micro_batch = heaviest_micro_batch(config)
+    micro_batch = heaviest_micro_batch(learner, config)
     _reset_resident_high_water_mark()
     with _fused_attention():
         learner_micro_step(learner, micro_batch)
@@ -523,23 +533,24 @@ def _reset_resident_high_water_mark() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # "5" resets VmHWM to the current resident size (proc(5))
 
 
-def _plan_key(config: RunConfig) -> str:
-    """The fields a plan depends on: equal keys, equal plans."""
+def _learner_key(config: RunConfig) -> str:
+    """The fields the learner's plan depends on (not the GPU's size, nor vLLM's share): equal keys, equal plans."""
     data = config.model_dump(mode="json")
     return json.dumps({"model": data["model"], "rollout": data["rollout"], "retry": data["retry"],
-                       "optimizer": data["optimizer"], "cluster": data["cluster"], "preset": data["preset"]},
+                       "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"]},
                       sort_keys=True)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_problems(key: str) -> tuple[str, ...]:
+@functools.lru_cache(maxsize=32)
+def _cached_learner_plan(key: str, config_json: str) -> LearnerMemory:
     from trainer.config import RunConfig
 
-    config = RunConfig.model_validate(json.loads(key))
-    try:
-        return tuple(plan(config, validate=False).problems())
-    except ArchitectureUnknown as error:
-        return (f"memory plan: {error}",)
+    return plan_learner(RunConfig.model_validate_json(config_json))
+
+
+def cached_plan_learner(config: RunConfig) -> LearnerMemory:
+    """``plan_learner``, remembered: the launch check asks again for every form submission."""
+    return _cached_learner_plan(_learner_key(config), config.model_dump_json())
 
 
 def check_fits(config: RunConfig) -> list[str]:
@@ -547,11 +558,29 @@ def check_fits(config: RunConfig) -> list[str]:
 
     CPU runs (cluster.num_gpus 0) have nothing to check. A model whose architecture the plan
     cannot find is refused with the reason: a launch is never waved through unplanned.
-    The first call for a configuration takes seconds (the fake-tensor run); answers are cached.
+    The first call for a learner configuration takes seconds to minutes (the fake-tensor run
+    of the whole model); its answer is remembered.
     """
     if config.cluster.num_gpus == 0:
         return []
-    return list(_cached_problems(_plan_key(config)))
+    try:
+        return plan(config, validate=False).problems()
+    except ArchitectureUnknown as error:
+        return [f"memory plan: {error}"]
+
+
+# The config field each part's message belongs to, for the launch form and the API.
+_FIELD_OF_PART = {"learner step": "rollout.max_response_tokens", "rollout": "rollout.vllm_gpu_memory_utilization",
+                  "memory plan": "model.name_or_path"}
+
+
+def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
+    """``check_fits``'s messages keyed by the config field a person would change; empty when it fits."""
+    errors: dict[str, list[str]] = {}
+    for message in check_fits(config):
+        part = message.split(":", 1)[0]
+        errors.setdefault(_FIELD_OF_PART.get(part, "__all__"), []).append(message)
+    return errors
 
 
 # --- the table for people -----------------------------------------------------------------------------------------

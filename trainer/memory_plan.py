@@ -536,7 +536,8 @@ def _reset_resident_high_water_mark() -> None:
 def _learner_key(config: RunConfig) -> str:
     """The fields the learner's plan depends on (not the GPU's size, nor vLLM's share): equal keys, equal plans."""
     data = config.model_dump(mode="json")
-    return json.dumps({"model": data["model"], "rollout": data["rollout"], "retry": data["retry"],
+    rollout = {name: value for name, value in data["rollout"].items() if not name.startswith("vllm_")}
+    return json.dumps({"model": data["model"], "rollout": rollout, "retry": data["retry"],
                        "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"]},
                       sort_keys=True)
 

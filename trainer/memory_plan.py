@@ -584,6 +584,78 @@ def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
     return errors
 
 
+# --- the smallest number of GPUs for a model -------------------------------------------------------------------
+
+RANK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The fewest GPUs a model trains on with this recipe, and the settings that make it fit."""
+
+    model: str
+    ranks: int
+    micro_batch_tokens: int | None
+    vllm_tensor_parallel_size: int
+    vllm_gpu_memory_utilization: float
+    plan: MemoryPlan
+
+
+def _with(config: RunConfig, **sections: dict) -> RunConfig:
+    from trainer.config import RunConfig
+
+    data = config.model_dump(mode="python")
+    for section, values in sections.items():
+        data[section] = {**data[section], **values}
+    return RunConfig.model_validate(data)
+
+
+def smallest_fit(config: RunConfig) -> Sizing | None:
+    """The fewest ranks (then the smallest vLLM tensor parallel size, then the largest vLLM share) that fit.
+
+    The learner's micro-batch stays one full-length sequence (the least a token budget may be);
+    rank counts whose AdamW shards alone leave no room are skipped without a fake-tensor run.
+    None when even 64 ranks do not fit.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture_of(config), dtype=torch.float32)
+    # Weights, gradients and AdamW's two moments, float32 each: a lower bound of what a rank keeps.
+    state_bytes = 4 * 4 * sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    usable = config.cluster.gpu_memory_gib * (1 - SPARE_SHARE)
+    prompt_tokens = max(config.rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+    budget = prompt_tokens + config.rollout.max_response_tokens
+    for ranks in RANK_COUNTS:
+        if state_bytes / ranks / GIB + CUDA_CONTEXT_GIB + VLLM_ASLEEP_GIB >= usable:
+            continue
+        candidate = _with(config, cluster={"num_gpus": ranks}, optimizer={"micro_batch_tokens": budget})
+        learner = cached_plan_learner(candidate)
+        for tensor_parallel in (size for size in TENSOR_PARALLEL_SIZES if size <= ranks):
+            for share in (0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1):
+                sized = _with(candidate, rollout={"vllm_tensor_parallel_size": tensor_parallel,
+                                                  "vllm_gpu_memory_utilization": share})
+                result = plan(sized, validate=False, learner=learner)
+                if result.fits:
+                    return Sizing(model_label(config), ranks, budget, tensor_parallel, share, result)
+    return None
+
+
+def format_sizing(sizing: Sizing | None, config: RunConfig) -> str:
+    if sizing is None:
+        return f"{model_label(config)}: does not fit even {RANK_COUNTS[-1]} GPUs of {config.cluster.gpu_memory_gib:g} GiB"
+    result = sizing.plan
+    return (f"| {sizing.model} | {sizing.ranks} | {sizing.micro_batch_tokens:,} | {sizing.vllm_tensor_parallel_size} | "
+            f"{sizing.vllm_gpu_memory_utilization:.1f} | {result.learner_peak_gib:.1f} | {result.rollout_peak_gib:.1f} | "
+            f"{result.vllm.kv_cache_tokens // result.vllm.max_model_len} |")
+
+
+SIZING_HEADER = ("| model | GPUs (ranks) | micro_batch_tokens | vLLM tensor parallel | vLLM share | learner GiB/rank | "
+                 "rollout GiB/rank | full-length sequences in vLLM's KV cache |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
 # --- the table for people -----------------------------------------------------------------------------------------
 
 

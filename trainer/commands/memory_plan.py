@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='Print {"preset", "model", "max_response_tokens", "ranks", "gpu_memory_gib", '
                              '"per_rank_peak_gib": {"learner", "rollout"}, "fits", "validated": '
                              '{"predicted_mib", "measured_mib"}} instead of the table.')
+    parser.add_argument("--smallest-fit", action="store_true",
+                        help="Instead of planning the configuration as given, find the fewest GPUs (ranks), the vLLM "
+                             "tensor parallel size and share with which its model fits; prints a deploy/README.md "
+                             "table row.")
     parser.add_argument("--no-validate", action="store_true",
                         help="Skip the check of the method against a real CPU measurement (validated is then null).")
 
@@ -27,6 +31,11 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         config = resolve_config(args)
+        if args.smallest_fit:
+            sizing = memory_plan.smallest_fit(config)
+            print(memory_plan.SIZING_HEADER)
+            print(memory_plan.format_sizing(sizing, config))
+            return 0 if sizing is not None else EXIT_DOES_NOT_FIT
         result = memory_plan.plan(config, validate=not args.no_validate)
     except ValueError as error:  # an invalid --set, a CPU preset, a model the plan does not know
         print(f"memory-plan: {error}", file=sys.stderr)

@@ -489,8 +489,6 @@ def measure_real_step(config: RunConfig) -> int:
     """Run the validation's micro-step for real on this CPU; the peak resident bytes it added."""
     import torch
 
-    from trainer.config import RunConfig  # noqa: F401 - the caller's config type
-
     torch.manual_seed(0)
     before = _resident_bytes()
     learner = _real_learner(config)

@@ -177,8 +177,9 @@ class TokenBatch:
 
     def scatter(self, per_sequence: Sequence[torch.Tensor]) -> torch.Tensor:
         """The inverse of ``per_sequence``: one (R_i,) tensor per sequence back into a (B, K) tensor, 0 elsewhere."""
-        values = torch.zeros_like(self.response_mask)
-        values[self.response_mask.bool()] = torch.cat(list(per_sequence)).to(values)
+        flat = torch.cat(list(per_sequence)).to(self.response_mask.device)
+        values = torch.zeros(self.response_mask.shape, dtype=flat.dtype, device=flat.device)
+        values[self.response_mask.bool()] = flat
         return values
 
 
@@ -279,6 +280,11 @@ def check_model_supports_chunked_logprobs(model) -> None:
         raise ValueError(f"{type(model).__name__} has no output projection (get_output_embeddings() is None); use a causal LM")
 
 
+def _logits_dtype(matmul_dtype: torch.dtype) -> torch.dtype:
+    # Softmax arithmetic in float32 at least: bfloat16 logits would round log-probs to 3 digits.
+    return torch.promote_types(matmul_dtype, torch.float32)
+
+
 def _matmul_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
     # What F.linear would compute in at this point: the autocast dtype inside autocast, else the inputs' own.
     if torch.is_autocast_enabled(hidden.device.type):
@@ -293,7 +299,12 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
     logits at a time, so no tensor larger than chunk_tokens × vocabulary ever exists, in
     either pass. Logits are float32 (the matrix product itself runs in ``matmul_dtype``,
     bfloat16 under autocast, as the full-vocabulary function's did) and divided by the
-    temperature before the softmax. The weight's gradient is summed over chunks in float32.
+    temperature before the softmax. The weight's gradient is summed over chunks in float32
+    (or wider, for a float64 model).
+
+    A fused linear-cross-entropy kernel (liger-kernel's, Triton on CUDA) would do the same in
+    one kernel, faster; it is not installed in this project (it needs Triton and a GPU, so it
+    could not be tested where the suite runs), and the memory bound is already the chunk's.
     """
 
     @staticmethod
@@ -301,7 +312,7 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         with torch.autocast(hidden.device.type, enabled=False):
             cast_weight = weight.to(matmul_dtype)
             cast_bias = None if bias is None else bias.to(matmul_dtype)
-            token_logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+            token_logprobs = torch.empty(hidden.shape[0], dtype=_logits_dtype(matmul_dtype), device=hidden.device)
             log_normalizers = torch.empty_like(token_logprobs)
             for start in range(0, hidden.shape[0], chunk_tokens):
                 stop = start + chunk_tokens
@@ -315,7 +326,8 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
 
     @staticmethod
     def _logits(hidden_chunk, cast_weight, cast_bias, matmul_dtype, temperature):
-        logits = torch.nn.functional.linear(hidden_chunk.to(matmul_dtype), cast_weight, cast_bias).float()  # (c, V)
+        logits = torch.nn.functional.linear(hidden_chunk.to(matmul_dtype), cast_weight, cast_bias)
+        logits = logits.to(_logits_dtype(matmul_dtype))  # (c, V)
         if temperature != 1.0:
             logits = logits / temperature
         return logits
@@ -326,15 +338,16 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         temperature, chunk_tokens, matmul_dtype = ctx.temperature, ctx.chunk_tokens, ctx.matmul_dtype
         needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.empty_like(hidden) if needs_hidden else None
-        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if needs_weight else None
-        grad_bias = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if needs_bias else None
+        accumulation_dtype = _logits_dtype(matmul_dtype)
+        grad_weight = torch.zeros(weight.shape, dtype=accumulation_dtype, device=weight.device) if needs_weight else None
+        grad_bias = torch.zeros(bias.shape, dtype=accumulation_dtype, device=bias.device) if needs_bias else None
         with torch.autocast(hidden.device.type, enabled=False):
             cast_weight = weight.to(matmul_dtype)
             cast_bias = None if bias is None else bias.to(matmul_dtype)
             for start in range(0, hidden.shape[0], chunk_tokens):
                 stop = start + chunk_tokens
                 hidden_chunk = hidden[start:stop].to(matmul_dtype)
-                grad_chunk = grad_output[start:stop, None].float()  # (c, 1)
+                grad_chunk = grad_output[start:stop, None].to(accumulation_dtype)  # (c, 1)
                 logits = ChunkedTokenLogprobs._logits(hidden_chunk, cast_weight, cast_bias, matmul_dtype, temperature)
                 # d log p(label) / d logits = onehot(label) - softmax(logits); in place, one (c, V) buffer.
                 grad_logits = logits.sub_(log_normalizers[start:stop, None]).exp_().mul_(-grad_chunk)
@@ -345,9 +358,9 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
                 if needs_hidden:
                     grad_hidden[start:stop] = (grad_logits @ cast_weight).to(hidden.dtype)
                 if needs_weight:
-                    grad_weight += (grad_logits.t() @ hidden_chunk).float()
+                    grad_weight += grad_logits.t() @ hidden_chunk
                 if needs_bias:
-                    grad_bias += grad_logits.float().sum(dim=0)
+                    grad_bias += grad_logits.sum(dim=0)
                 del logits, grad_logits
         return (
             grad_hidden,
@@ -355,18 +368,6 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
             None if grad_bias is None else grad_bias.to(bias.dtype),
             None, None, None, None,
         )
-
-
-def fused_kernel_available(device: torch.device) -> bool:
-    """Whether a fused linear-cross-entropy kernel could replace the chunked path here: never, today.
-
-    liger-kernel's fused linear cross-entropy (CUDA + Triton) would compute the same
-    numbers in one kernel. It is not installed in this project (its GPU image has no room
-    for it, and it cannot be tested on the CPU machines that run the suite), so the
-    chunked function above is the path on every device; its memory is already bounded by
-    the chunk, only its speed would change.
-    """
-    return False
 
 
 def chunked_token_logprobs(hidden, weight, bias, labels, temperature: float, chunk_tokens: int) -> torch.Tensor:
@@ -385,7 +386,7 @@ DEFAULT_LOGPROB_CHUNK_TOKENS = 1024
 
 def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
                       chunk_tokens: int = DEFAULT_LOGPROB_CHUNK_TOKENS) -> torch.Tensor:
-    """log π(response token | everything before it), (B, K), in float32, in either layout.
+    """log π(response token | everything before it), (B, K), in float32 (or the model's wider dtype), in either layout.
 
     The model runs its own forward (so FSDP gathers and reduces as usual), but its output
     projection is replaced, for this call only, by ``chunked_token_logprobs``: the model
@@ -434,7 +435,7 @@ def full_vocabulary_response_logprobs(model, batch: TokenBatch, temperature: flo
         logits_to_keep=batch.predictor_positions,
         use_cache=False,
     )
-    logits = output.logits.float()  # (B, K, V)
+    logits = output.logits.to(_logits_dtype(output.logits.dtype))  # (B, K, V), float32 at least
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_probs = torch.log_softmax(logits, dim=-1)

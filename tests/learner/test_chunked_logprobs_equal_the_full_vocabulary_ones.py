@@ -86,7 +86,7 @@ def test_a_projection_with_a_bias_gets_the_gradients_autograd_gives_the_direct_f
     upstream = torch.randn(2, 9, generator=generator, dtype=torch.float64)
 
     def direct(h, w, b):
-        logits = (h @ w.t() + b).float() / 0.8
+        logits = (h @ w.t() + b) / 0.8  # float64 stays float64: softmax in float32 at least
         return torch.log_softmax(logits, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
     got = chunked_token_logprobs(hidden, weight, bias, labels, 0.8, chunk_tokens=4)

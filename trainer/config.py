@@ -198,6 +198,11 @@ class ClusterConfig(Section):
                     "0 runs on CPU in one process.",
     )
     cpus_per_worker: int = Field(8, ge=1)
+    gpu_memory_gib: float = Field(
+        80.0, gt=0,
+        description="Memory of one GPU in GiB (H100 80 GB: 80; H200: 141 GB). The memory plan "
+                    "(`python -m trainer memory-plan`) checks every rank's peak against it before launch.",
+    )
 
 
 class SftConfig(Section):
@@ -322,9 +327,9 @@ def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, An
 PRESETS: dict[str, dict[str, Any]] = {
     # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. One forward pass holds
     # one whole sequence at the recipe's longest (8,192 prompt + 24,576 response tokens), or
-    # several shorter ones packed together. Checkpoints of 1.7B parameters
-    # with their optimizer state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect
-    # on training; set schedule.keep_last_checkpoints=null to keep all, as the release does).
+    # several shorter ones packed together. Checkpoints of 1.7B parameters with their optimizer
+    # state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect on training; set
+    # schedule.keep_last_checkpoints=null to keep all, as the release does).
     "h100x8": {"optimizer": {"micro_batch_tokens": 32768}, "schedule": {"keep_last_checkpoints": 3}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {

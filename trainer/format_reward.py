@@ -263,7 +263,8 @@ def check_format(
     response: str, problem: Problem, config: RewardConfig, earlier_answers: Sequence[str] = ()
 ) -> FormatCheck:
     """The release's verdict on ``response`` (and, as the release checks every assistant turn of the
-    conversation, on each of ``earlier_answers`` first: a retry's first attempt)."""
+    conversation, on each of ``earlier_answers`` first: a retry's first attempt). The driver
+    passes none: its retries come only from first attempts that passed this same check."""
     for number, earlier in enumerate(earlier_answers, 1):
         verdict = _check_answer(earlier, problem.formal_statement, config)
         if not verdict.is_valid:

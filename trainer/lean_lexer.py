@@ -9,7 +9,8 @@ what another takes for a comment. So there is exactly one reading, and it is Lea
 
 * ``--`` starts a comment that runs to the end of the line;
 * ``/-`` starts a block comment, and block comments nest (``/- a /- b -/ c -/`` is one comment);
-  ``/--`` (but not ``/--/``) starts a doc comment;
+  ``/--`` starts a doc comment; as in Lean, the character after the opening ``/-`` is never the
+  start of a delimiter (``/--/`` is an open doc comment, ``/-/- -/`` one closed comment);
 * ``"…"`` is a string with backslash escapes; it may span lines;
 * ``r"…"`` and ``r#"…"#`` are raw strings: no escapes, they end at ``"`` followed by as many ``#``;
 * ``'x'``, ``'\\n'``, ``'\\x41'``, ``'\\u03B1'`` are character literals, but only where a token
@@ -104,7 +105,7 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
             tokens.append(Token(TokenKind.COMMENT, text[start:index], start, index))
         elif text.startswith("/-", index):
             index = _block_comment_end(text, index, strict)
-            is_doc = text.startswith("/--", start) and not text.startswith("/--/", start)
+            is_doc = text.startswith("/--", start)
             tokens.append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
         elif text[index] == '"':
             if strict and tokens and tokens[-1].end == start and tokens[-1].kind == TokenKind.WORD \
@@ -159,7 +160,10 @@ def _continues_identifier(text: str, index: int) -> bool:
 
 
 def _block_comment_end(text: str, index: int, strict: bool) -> int:
-    depth, cursor = 1, index + 2
+    # As Lean's whitespace/finishCommentBlock: ``/--`` and ``/-!`` open doc comments whose body
+    # starts after the third character (so ``/--/`` is not closed); a plain ``/-`` also consumes
+    # the character after it (so ``/-/- -/`` is one comment, not two nested openings).
+    depth, cursor = 1, min(index + 3, len(text))
     while depth:
         delimiter = _COMMENT_DELIMITER.search(text, cursor)
         if delimiter is None:

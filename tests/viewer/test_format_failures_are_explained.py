@@ -32,3 +32,11 @@ def test_a_scored_answer_shows_its_raw_text_too_folded_away(make_run, make_attem
 def test_malformed_stored_line_ranges_mark_nothing_rather_than_fail(make_run, make_attempt):
     attempt = make_attempt(make_run(state="running"), response="a\nb", format_failure_lines=[["x", 2], [1], 5])
     assert [line["is_marked"] for line in attempt.response_lines()] == [False, False]
+
+
+def test_the_api_gives_the_raw_answer_the_checks_words_and_its_lines(make_run, make_attempt, alice, logged_in):
+    attempt = make_attempt(make_run(state="running"), response=ANSWER, format_error="invalid_lean4_code_block_count",
+                           format_detail="no block", format_failure_lines=[[5, 6]])
+    body = logged_in(alice).get(f"/api/proofs/attempts/{attempt.pk}").json()
+    assert body["response"] == ANSWER
+    assert body["format_detail"] == "no block" and body["format_failure_lines"] == [[5, 6]]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from trainer.config import RewardConfig
 from trainer.format_reward import FormatError, check_format, merge_lines
+from trainer.problems import Problem
 
 from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 
@@ -67,3 +71,19 @@ def test_the_untried_lines_of_the_final_code_are_marked(problem):
 def test_a_valid_answer_marks_nothing(problem):
     check = check_format(make_answer(), problem, RELEASE)
     assert check.is_valid and check.failure_lines == ()
+
+
+FRAGMENTS = ["<think>", "</think>", "```lean4\n", "```lean4 \n", "```tactics\n", "```\n", "```", "\n", "\r\n", "  ",
+             STATEMENT, "\n  positivity", "axiom", "/- c -/", "-- c\n", REPEATED + "\n", "sorry", "text", "\u2028"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
+def test_any_answer_gets_a_verdict_whose_marked_lines_lie_inside_it(pieces):
+    answer = "".join(pieces)
+    problem = Problem(problem_id="p", formal_statement=STATEMENT)
+    check = check_format(answer, problem, RELEASE)
+    assert check.is_valid == (check.error is None) and check.detail
+    last_line = answer.count("\n") + 1
+    for first, last in check.failure_lines:
+        assert 1 <= first <= last <= last_line

@@ -86,8 +86,8 @@ class FormatCheck:
     """The verdict of the format check and the parts it found (empty where it stopped before them).
 
     ``proof_body`` is None when the format is valid but the statement's copy could not be located
-    as whole tokens (the release's ``extract_proof_from_text`` then finds "No proof"): nothing to
-    send to Lean, reward 0."""
+    as whole tokens (the release's letters-only comparison accepts ``:= by_contra``): nothing to
+    send to Lean, reward 0, as the release's "No proof found" or Lean's error on the glued body."""
 
     error: FormatError | None
     detail: str
@@ -280,8 +280,8 @@ def check_format(
     if statement_end is None:
         return FormatCheck(
             None,
-            "format valid, but the statement's copy in the lean4 code could not be located as whole tokens, so "
-            "there is no proof body to check (the release finds 'No proof' here too): reward 0",
+            "format valid, but the lean4 code holds no whole-token copy of the statement (it was glued to the "
+            "next token, e.g. ':= by_contra') to take the proof body from: reward 0, nothing sent to Lean",
             verdict.reasoning, verdict.lean_code, None,
         )
     return FormatCheck(None, "format valid", verdict.reasoning, verdict.lean_code, verdict.lean_code[statement_end:])

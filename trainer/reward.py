@@ -52,7 +52,8 @@ class RewardScorer:
         if not format_check.is_valid:
             return ScoredResponse(0.0, format_check, None, reasons=[f"format: {format_check.detail}"])
         if format_check.proof_body is None:
-            # The release's extract_proof_from_text finds "No proof" and filters it: reward 0, not sent.
+            # No whole-token copy of the statement, so no proof body: 0, as the release's "No proof
+            # found" (or Lean's error on a body glued to the statement) would give.
             return ScoredResponse(0.0, format_check, None, reasons=[format_check.detail])
 
         checked_code = build_checked_code(problem, format_check.proof_body)

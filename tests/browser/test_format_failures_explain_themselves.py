@@ -63,6 +63,8 @@ def test_a_format_failed_rollout_shows_its_raw_answer_with_the_failing_line_mark
     assert "<script>window.pwned = 1</script>" in page.locator("#raw-answer").inner_text()
     assert page.evaluate("window.pwned") is None
     assert page.locator("#raw-answer").inner_text().count("\n") >= ANSWER.count("\n")
+    # No empty Lean code box: the page says why there is none.
+    assert "no Lean code was extracted" in page.locator("[data-code-view=attempt]").inner_text()
     screenshot(page, "format-failure")
 
 

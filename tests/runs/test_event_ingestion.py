@@ -157,3 +157,14 @@ def test_it_stores_the_format_checks_words_and_the_lines_it_failed_on(running_ru
     assert attempt.format_detail == "the line 'x' occurs 6 times"
     assert attempt.format_failure_lines == [[3, 5], [9, 9]]
     assert attempt.zero_reason == "Format: GENERATION_REPEATS: the line 'x' occurs 6 times"
+
+
+def test_a_retry_stored_after_its_first_attempt_is_linked_to_it(running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r0", verdict="lean_error", reward=0.0))
+    EventIngester().poll_once()
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=2, key="s2-retry-0", turn="retry",
+                                                          parent_rollout_key="s1-p0-r0"))
+    EventIngester().poll_once()
+    retry = ProofAttempt.objects.get(rollout_key="s2-retry-0")
+    assert retry.parent.rollout_key == "s1-p0-r0" and retry.problem.problem_key == "add_small"

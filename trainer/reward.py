@@ -9,6 +9,7 @@ and the rollout is left out of the advantage computation; it is not a wrong proo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,11 +43,18 @@ class RewardScorer:
         self._keys = 0
 
     async def score(
-        self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *, key: str | None = None
+        self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *,
+        key: str | None = None, earlier_answers: Sequence[str] = (),
     ) -> ScoredResponse:
-        format_check = check_format(response, problem, self.config.reward)
+        """``earlier_answers``: the model's earlier turns in this conversation (a retry's first
+        attempt), which the release's format check checks too."""
+        format_check = check_format(response, problem, self.config.reward, earlier_answers)
         if not format_check.is_valid:
             return ScoredResponse(0.0, format_check, None, reasons=[f"format: {format_check.detail}"])
+        if format_check.proof_body is None:
+            # No whole-token copy of the statement, so no proof body: 0, as the release's "No proof
+            # found" (or Lean's error on a body glued to the statement) would give.
+            return ScoredResponse(0.0, format_check, None, reasons=[format_check.detail])
 
         checked_code = build_checked_code(problem, format_check.proof_body)
         integrity_reasons = check_integrity(format_check.proof_body, self.config.reward)

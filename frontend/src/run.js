@@ -1,7 +1,7 @@
 // The run page, live: charts, the trainer's log, the proof viewer's rollout list.
 // One WebSocket; on reconnect it asks for everything after the last event id it handled, so
 // nothing is missed and nothing is shown twice. Model output is untrusted: text nodes only.
-import { el, formatDuration, formatNumber, isTypingTarget, readJson } from "./_dom.js";
+import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
 
 const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
@@ -36,6 +36,11 @@ const stepCharts = {
   tokens_per_second: new StepChart(figure("tokens_per_second"), { series: [
     { label: "generation", pick: value("generation/tokens_per_second") },
     { label: "learner", pick: value("learner/tokens_per_second") }] }),
+  // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
+  sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
+  learning_rate: new StepChart(figure("learning_rate"), { series: [{ label: "learning rate", pick: value("learning_rate") }] }),
+  grad_norm: new StepChart(figure("grad_norm"), { series: [{ label: "gradient norm", pick: value("grad_norm") }] }),
+  sft_tokens_per_second: new StepChart(figure("sft_tokens_per_second"), { series: [{ label: "tokens/s", pick: value("tokens_per_second") }] }),
 };
 const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries });
 
@@ -52,12 +57,18 @@ function showLatestMetrics(row) {
 function addMetrics(rows) {
   for (const chart of Object.values(stepCharts)) chart.set(rows);
   if (rows.length) showLatestMetrics(rows[rows.length - 1]);
+  for (const row of rows) showStep(row.step); // an SFT run has no step_started: its metrics say how far it is
 }
 
 addMetrics(series.metrics);
 evaluationChart.set(series.evaluations);
 
-// --- state, timeline, elapsed --------------------------------------------------------------
+// --- state, step, timeline, elapsed ---------------------------------------------------------
+
+function showStep(step) {
+  const node = document.getElementById("run-step");
+  if (Number(step) > Number(node.textContent)) node.textContent = String(step);
+}
 
 function setState(state, reason) {
   context.state = state;
@@ -67,35 +78,58 @@ function setState(state, reason) {
   const box = document.getElementById("failure-reason");
   if (reason && state === "failed") box.textContent = reason;
   box.hidden = state !== "failed" || !box.textContent;
-  if (!ACTIVE.includes(state)) document.getElementById("cancel-run")?.closest("form")?.remove();
+  if (!ACTIVE.includes(state)) {
+    document.getElementById("cancel-run")?.closest("form")?.remove();
+    liveStatus.textContent = "finished";
+  }
 }
 
 function addTimeline(state, reason, time) {
-  const at = new Date(time * 1000).toISOString().slice(0, 19).replace("T", " ");
   document.getElementById("timeline").append(el("li", {},
-    el("span", { class: `state-${state}`, text: STATE_LABELS[state] || state }), ` · ${at}`,
+    el("span", { class: `state-${state}`, text: STATE_LABELS[state] || state }), ` · ${formatTimestamp(time)}`,
     reason ? el("span", { class: "reason", text: ` — ${reason}` }) : null));
 }
 
+// Elapsed = training time over every attempt (runs/queries.py RunClock): the finished attempts'
+// time plus, while one trains, the time since it started, on the server's clock.
 const elapsed = document.getElementById("run-elapsed");
-setInterval(() => {
-  const started = elapsed.dataset.started;
-  if (!started || elapsed.dataset.finished) return;
-  elapsed.textContent = formatDuration((Date.now() - Date.parse(started)) / 1000);
-}, 1000);
+const clock = context.clock || { trainedS: 0, runningSince: null, serverNow: Date.now() / 1000 };
+const serverOffsetS = clock.serverNow - Date.now() / 1000;
+function showElapsed() {
+  if (clock.runningSince === null) return;
+  elapsed.textContent = formatDuration(clock.trainedS + Date.now() / 1000 + serverOffsetS - clock.runningSince);
+}
+setInterval(showElapsed, 1000);
 
 // --- the trainer's log ------------------------------------------------------------------------
 
 const logList = document.getElementById("logs");
+const logsEmpty = document.getElementById("logs-empty");
+
+/** A milestone of the run (runs/queries.py LOGGED_EVENTS) in words; log lines and errors as written. */
+function logText(event) {
+  const p = event.payload || {};
+  switch (event.type) {
+    case "run_started": return p.resumed_from_step ? `trainer started, resuming after step ${p.resumed_from_step}` +
+      (p.total_steps ? ` of ${p.total_steps}` : "") : `trainer started${p.total_steps ? `: ${p.total_steps} steps to go` : ""}`;
+    case "checkpoint_saved": return `checkpoint saved after step ${p.step}: ${p.path || "(no path)"}`;
+    case "evaluation": return `evaluation after step ${p.step}: ${Object.entries(p.values || {}).filter(([k]) => /^pass@\d+$/.test(k))
+      .map(([k, v]) => `${k} ${formatNumber(v)}`).join(", ") || "done"}`;
+    case "run_finished": return `run ${p.status || "ended"} after step ${p.step ?? "?"}${p.reason ? `: ${p.reason}` : ""}`;
+    default: return String(p.message ?? p.error ?? p.reason ?? JSON.stringify(p));
+  }
+}
+
 function addLog(event) {
   const p = event.payload || {};
   const level = event.type === "error" ? "error" : String(p.level || "info").replace(/[^a-z]/g, "");
-  const text = p.message ?? p.error ?? p.reason ?? JSON.stringify(p);
-  const at = new Date(event.time * 1000).toISOString().slice(11, 19);
-  logList.append(el("li", { class: `log-${level}` }, el("time", { text: at }), el("span", { class: "level", text: level }), el("span", { class: "message", text: String(text) })));
+  const at = formatTimestamp(event.time).slice(11);
+  logList.append(el("li", { class: `log-${level}` }, el("time", { text: at }), el("span", { class: "level", text: level }), el("span", { class: "message", text: logText(event) })));
   while (logList.children.length > MAX_LOG_NODES) logList.firstElementChild.remove();
+  logsEmpty.hidden = true;
 }
 for (const event of readJson("run-logs", [])) addLog(event);
+logsEmpty.hidden = logList.children.length > 0;
 
 // --- checkpoints -------------------------------------------------------------------------------
 
@@ -103,9 +137,9 @@ function addCheckpoint(p) {
   const body = document.querySelector("#checkpoints tbody");
   body.querySelector("tr.empty")?.remove();
   body.querySelector(`tr[data-step="${Number(p.step)}"]`)?.remove();
-  const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text });
-  body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: "just now" }),
-    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip)"), " · ", link("model", "export the model (Hugging Face folder, zip)"))));
+  const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text: `${text}, size on reload)` });
+  body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: formatTimestamp(Date.now() / 1000) }),
+    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip"), " · ", link("model", "export the model (Hugging Face folder, zip"))));
 }
 
 // --- the proof viewer ----------------------------------------------------------------------------
@@ -194,8 +228,9 @@ function setPaused(value) {
   showPending();
 }
 
-pauseButton.addEventListener("click", () => setPaused(!paused));
-followBox.addEventListener("change", () => { if (followBox.checked) rolloutList.scrollTop = 0; });
+// An SFT run's page has no proof viewer: its controls are absent.
+pauseButton?.addEventListener("click", () => setPaused(!paused));
+followBox?.addEventListener("change", () => { if (followBox.checked) rolloutList.scrollTop = 0; });
 
 let batch = [];
 function queueRollout(payload) {
@@ -211,7 +246,7 @@ function queueRollout(payload) {
 }
 
 const filterForm = document.getElementById("rollout-filters");
-filterForm.addEventListener("submit", async (submit) => {
+filterForm?.addEventListener("submit", async (submit) => {
   submit.preventDefault();
   const params = new URLSearchParams();
   for (const [key, v] of new FormData(filterForm)) if (v !== "") params.set(key, String(v));
@@ -232,7 +267,7 @@ filterForm.addEventListener("submit", async (submit) => {
   if (!page.rollouts.length) rolloutList.append(el("li", { class: "empty", text: "No rollouts match these filters yet." }));
   else insertRollouts([...page.rollouts].reverse());
 });
-for (const field of filterForm.querySelectorAll("select")) field.addEventListener("change", () => filterForm.requestSubmit());
+for (const field of filterForm?.querySelectorAll("select") ?? []) field.addEventListener("change", () => filterForm.requestSubmit());
 
 // Keyboard: j/k or the arrows move through the list, Enter opens, f follows, p pauses.
 function cards() {
@@ -248,7 +283,7 @@ function moveFocus(delta) {
   if (delta !== 0 && followBox.checked && next !== all[0]) followBox.checked = false; // reading older ones: stop tailing
 }
 document.addEventListener("keydown", (key) => {
-  if (key.ctrlKey || key.metaKey || key.altKey || isTypingTarget(key.target)) return;
+  if (!rolloutList || key.ctrlKey || key.metaKey || key.altKey || isTypingTarget(key.target)) return;
   const inList = rolloutList.contains(document.activeElement);
   if (key.key === "j" || (inList && key.key === "ArrowDown")) { moveFocus(+1); key.preventDefault(); }
   else if (key.key === "k" || (inList && key.key === "ArrowUp")) { moveFocus(-1); key.preventDefault(); }
@@ -268,20 +303,45 @@ function handle(event) {
     case "run_started":
       setState("running");
       addTimeline("running", "the trainer started", event.time);
-      if (!elapsed.dataset.started) elapsed.dataset.started = new Date(event.time * 1000).toISOString();
+      if (clock.runningSince === null) clock.runningSince = event.time;
+      if (p.total_steps) document.getElementById("run-total-steps").textContent = ` of ${p.total_steps}`;
+      addLog(event);
       break;
-    case "step_started": document.getElementById("run-step").textContent = String(p.step); break;
+    case "step_started": showStep(p.step); break;
     case "metrics": addMetrics([{ step: p.step, values: p.values || {} }]); break;
-    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); break;
-    case "checkpoint_saved": addCheckpoint(p); break;
+    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); addLog(event); break;
+    case "checkpoint_saved": addCheckpoint(p); addLog(event); break;
     case "log": case "error": addLog(event); break;
     case "run_finished":
+      if (clock.runningSince !== null) {
+        clock.trainedS += Math.max(0, event.time - clock.runningSince);
+        clock.runningSince = null;
+        elapsed.textContent = formatDuration(clock.trainedS);
+      }
       setState(p.status, p.reason);
       addTimeline(p.status, p.reason, event.time);
-      elapsed.dataset.finished = new Date(event.time * 1000).toISOString();
+      addLog(event);
       break;
   }
 }
+
+// --- waiting for the cluster ---------------------------------------------------------------------
+// A queued or starting run says what it waits for (runs/queries.py waiting_reason), so minutes of
+// "Starting" read as waiting for CPUs, not as a hang.
+const waitingNote = document.getElementById("run-waiting");
+async function showWaiting() {
+  if (!["queued", "starting"].includes(context.state)) {
+    waitingNote.hidden = true;
+    return;
+  }
+  const response = await fetch(`/api/runs/${context.runId}/waiting`, { headers: { Accept: "application/json" } });
+  if (!response.ok) return;
+  const answer = await response.json();
+  waitingNote.textContent = answer.reason;
+  waitingNote.hidden = !answer.reason;
+}
+showWaiting().catch(() => {});
+setInterval(() => { if (!document.hidden) showWaiting().catch(() => {}); }, 5000);
 
 const liveStatus = document.getElementById("live-status");
 function connect() {
@@ -290,7 +350,8 @@ function connect() {
   socket.onopen = () => {
     retryDelayMs = 500;
     document.body.dataset.live = "connected";
-    liveStatus.textContent = "live";
+    // "live" only while something can still happen: a finished run's page says so instead.
+    liveStatus.textContent = ACTIVE.includes(context.state) ? "live" : "finished";
   };
   socket.onmessage = (message) => {
     const event = JSON.parse(message.data);

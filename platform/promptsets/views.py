@@ -118,7 +118,8 @@ def _version_context(request, promptset: Promptset, version: PromptsetVersion | 
 @login_required
 def promptset_detail(request, pk):
     promptset = _visible_promptset(request, pk)
-    context = _version_context(request, promptset, promptset.latest_version)
+    # A split's held-out eval part is never the headline: the page leads with what to train on.
+    context = _version_context(request, promptset, promptset.training_version)
     context["version_rows"] = [(v, describe_rule(v.rule)) for v in context["versions"]]
     return render(request, "promptsets/detail.html", context)
 

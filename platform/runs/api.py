@@ -95,6 +95,18 @@ def run_series(request, run_id: int):
     return queries.metric_series(_visible(request, run_id))
 
 
+class WaitingOut(Schema):
+    state: str
+    reason: str
+
+
+@router.get("/{run_id}/waiting", response=WaitingOut)
+def run_waiting(request, run_id: int):
+    """What a queued or starting run waits for (e.g. CPUs that another run holds); empty once it runs."""
+    run = _visible(request, run_id)
+    return {"state": run.state, "reason": queries.waiting_reason(run, request.user)}
+
+
 @router.post("/", response={201: RunOut, 422: LaunchErrorOut})
 def launch_run(request, data: LaunchIn):
     version = get_object_or_404(

@@ -5,6 +5,12 @@ import "uplot/dist/uPlot.min.css";
 // Steps are whole numbers: the step axis never ticks at 1.2 or 1.4.
 const STEP_INCREMENTS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
 
+// Small values (a learning rate of 2e-5) keep their digits instead of all reading "0".
+function axisValues(u, splits) {
+  const largest = Math.max(...splits.map((v) => Math.abs(v ?? 0)));
+  return splits.map((v) => (v === null ? "" : largest > 0 && largest < 0.01 ? v.toExponential(1) : String(+v.toPrecision(6))));
+}
+
 const PALETTE = ["#2f6fdb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c940d", "#c2255c", "#495057", "#f08c00"];
 
 export function colour(index) {
@@ -67,7 +73,7 @@ export class StepChart {
       ...this.size(),
       scales: { x: { time: false } },
       axes: [{ label: "step", stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, incrs: STEP_INCREMENTS },
-             { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } }],
+             { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, values: axisValues }],
       series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: false, points: { show: sorted.length < 40 } }))],
     }, data, this.figure);
   }

@@ -152,8 +152,10 @@ def cancel(request, pk):
     if not run.is_editable_by(request.user):
         return HttpResponseForbidden("Only the run's owner can cancel it.")
     if actions.cancel_run(run):
-        messages.success(request, "Run cancelled; its Ray job is being stopped. Resume continues from its last "
-                                  "checkpoint, if it saved one.")
+        if run.ray_job_id:
+            messages.success(request, f"Run cancelled; its Ray job {run.ray_job_id} is being stopped.")
+        else:
+            messages.success(request, "Run cancelled before it reached the cluster; nothing was running.")
     else:
         messages.error(request, f"The run has already ended ({run.get_state_display()}).")
     return redirect(run)

@@ -78,13 +78,16 @@ def test_an_rl_run_draws_gaps_integer_steps_and_says_when_it_evaluates_and_what_
         "reward/mean": 0.5, "reward/first_attempt": 0.4, "reward/retry": 0.75, "lean/accuracy": 0.6,
         "format_errors": {}, "rollouts": 16}}, at=now - 10)
     publish(run, EventType.CHECKPOINT_SAVED, {"step": 2, "path": str(folder)}, at=now - 9)
-    wait_until(lambda: run.checkpoints.exists() and run.step_metrics.count() == 2, what="the stored metrics")
+    publish(run, EventType.METRICS, {"step": 3, "values": {
+        "reward/mean": 0.0, "reward/first_attempt": 0.0, "reward/retry": None, "lean/accuracy": None,
+        "format_errors": {"no_valid_think_block": 16}, "rollouts": 16}}, at=now - 5)
+    wait_until(lambda: run.checkpoints.exists() and run.step_metrics.count() == 3, what="the stored metrics")
 
     log_in(page, "alice", "alice-password")
     page.goto(f"/runs/{run.pk}/")
     page.wait_for_selector("body[data-live=connected]")
     accuracy = chart_data(page, "accuracy")
-    assert accuracy[1][0] is None and accuracy[1][1] == pytest.approx(0.6), \
+    assert accuracy[1][0] is None and accuracy[1][1] == pytest.approx(0.6) and accuracy[1][2] is None, \
         f"Lean-only accuracy with nothing sent to Lean must be a gap, not 0: {accuracy}"
     reward = page.evaluate("(() => { const p = document.querySelector('[data-chart=reward]').stepChart.plot;"
                            " return {labels: p.series.map(s => s.label), data: p.data, spans: p.series.map(s => s.spanGaps)}; })()")
@@ -98,6 +101,10 @@ def test_an_rl_run_draws_gaps_integer_steps_and_says_when_it_evaluates_and_what_
     links = page.locator("#checkpoints tr[data-step='2'] td").nth(3).inner_text()
     assert "2.0 MB" in links and "1.5 MB" in links, f"checkpoint links without their size: {links!r}"
     assert page.locator("#live-status").inner_text() == "live", "a running run is live"
+
+    page.goto("/runs/")
+    listed = page.locator(f"tr[data-run-id='{run.pk}'] td.accuracy .value").inner_text()
+    assert listed == "–", f"the runs list says Lean accuracy {listed!r} for a step where nothing reached Lean"
 
     # ?step=abc is an error, not an empty list.
     response = page.goto(f"/runs/{run.pk}/?step=abc")

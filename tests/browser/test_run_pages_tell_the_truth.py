@@ -21,8 +21,22 @@ TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$")
 
 
 def chart_data(page, name):
-    """The data a step chart draws: [steps, series…], nulls where nothing was measured."""
-    return page.evaluate(f"document.querySelector('[data-chart={name}]').stepChart.plot.data")
+    """The data a step chart draws: [steps, series…], nulls where nothing was measured (None: no such chart)."""
+    return page.evaluate(f"document.querySelector('[data-chart={name}]')?.stepChart?.plot?.data ?? null")
+
+
+class Points:
+    """Several points checked on one page load; each that fails is reported in its own words."""
+
+    def __init__(self):
+        self.failed = []
+
+    def check(self, holds, message):
+        if not holds:
+            self.failed.append(message)
+
+    def assert_all(self):
+        assert not self.failed, "\n".join(self.failed)
 
 
 def sft_metrics(step):
@@ -43,20 +57,26 @@ def test_a_finished_sft_run_shows_its_twelve_steps_loss_learning_rate_and_gradie
     log_in(page, "alice", "alice-password")
     page.goto(f"/runs/{run.pk}/")
     page.wait_for_selector("body[data-live]")
+    points = Points()
     facts = page.locator(".run-facts").inner_text()
-    assert "Succeeded" in facts and "step 12 of 12" in facts, f"warm-start SFT: the step count is wrong in {facts!r}"
+    points.check("Succeeded" in facts and "step 12 of 12" in facts, f"warm-start SFT: the step count is wrong in {facts!r}")
     # A run that trained 5 s (its start and end stored in one batch) says 5 s, not 0 s.
-    assert page.locator("#run-elapsed").inner_text() == "5 s", "elapsed of a 5 s run"
+    elapsed = page.locator("#run-elapsed").inner_text()
+    points.check(elapsed == "5 s", f"a run that trained 5 s shows elapsed {elapsed!r}")
     for name, key in (("sft_loss", "sft_loss"), ("learning_rate", "learning_rate"), ("grad_norm", "grad_norm")):
         data = chart_data(page, name)
-        assert data[0] == list(range(1, 13)), f"the {name} chart's steps"
-        assert data[1] == pytest.approx([sft_metrics(step)[key] for step in range(1, 13)]), f"the {name} chart's values"
-    assert page.locator(".chart-empty:visible").count() == 0, "an SFT chart says 'No data yet' although its series is stored"
-    assert page.locator("#rollout-filters, #rollouts").count() == 0, "an SFT run has no rollouts: no rollout filters"
+        points.check(data is not None and data[0] == list(range(1, 13))
+                     and data[1] == pytest.approx([sft_metrics(step)[key] for step in range(1, 13)]),
+                     f"the {name} chart does not draw the stored series: {data}")
+    points.check(page.locator(".chart-empty:visible").count() == 0,
+                 "a chart of the SFT run says 'No data yet' although its series is stored")
+    points.check(page.locator("#rollout-filters, #rollouts").count() == 0, "an SFT run has no rollouts, but rollout filters are shown")
     log = page.locator("#logs").inner_text()
-    assert "trainer started" in log and "run succeeded after step 12" in log, f"the finished run's trainer log: {log!r}"
+    points.check("trainer started" in log and "run succeeded after step 12" in log, f"the finished run's trainer log: {log!r}")
     page.wait_for_selector("body[data-live=connected]")
-    assert page.locator("#live-status").inner_text() == "finished", "a finished run must not say 'live'"
+    status = page.locator("#live-status").inner_text()
+    points.check(status == "finished", f"a finished run says {status!r} instead of 'finished'")
+    points.assert_all()
     screenshot(page, "sft-run")
 
 
@@ -86,25 +106,32 @@ def test_an_rl_run_draws_gaps_integer_steps_and_says_when_it_evaluates_and_what_
     log_in(page, "alice", "alice-password")
     page.goto(f"/runs/{run.pk}/")
     page.wait_for_selector("body[data-live=connected]")
+    points = Points()
     accuracy = chart_data(page, "accuracy")
-    assert accuracy[1][0] is None and accuracy[1][1] == pytest.approx(0.6) and accuracy[1][2] is None, \
-        f"Lean-only accuracy with nothing sent to Lean must be a gap, not 0: {accuracy}"
-    reward = page.evaluate("(() => { const p = document.querySelector('[data-chart=reward]').stepChart.plot;"
-                           " return {labels: p.series.map(s => s.label), data: p.data, spans: p.series.map(s => s.spanGaps)}; })()")
-    retries = reward["labels"].index("retries")
-    assert reward["data"][retries][0] is None, "a step without retries must not draw the retries' reward at 0"
-    assert not any(reward["spans"][1:]), "lines must break at a step where nothing was measured"
-    ticks = page.evaluate("document.querySelector('[data-chart=reward]').stepChart.plot.axes[0]._values")
-    assert ticks and all(re.fullmatch(r"\d+", str(tick)) for tick in ticks), f"fractional step ticks: {ticks}"
+    points.check(accuracy is not None and accuracy[1][0] is None and accuracy[1][1] == pytest.approx(0.6)
+                 and accuracy[1][2] is None,
+                 f"Lean-only accuracy with nothing sent to Lean must be a gap, not 0: {accuracy}")
+    reward = page.evaluate("(() => { const p = document.querySelector('[data-chart=reward]').stepChart?.plot;"
+                           " return p ? {labels: p.series.map(s => s.label), data: p.data, spans: p.series.map(s => s.spanGaps)}"
+                           " : {labels: ['retries'], data: [null], spans: [true, true]}; })()")
+    retries = reward["data"][reward["labels"].index("retries")]
+    points.check(retries is not None and retries[0] is None and retries[2] is None,
+                 f"steps without retries draw the retries' reward: {retries}")
+    points.check(not any(reward["spans"][1:]), "lines are drawn across steps where nothing was measured (spanGaps)")
+    ticks = page.evaluate("document.querySelector('[data-chart=reward]').stepChart?.plot.axes[0]._values ?? null")
+    points.check(ticks and all(re.fullmatch(r"\d+", str(tick)) for tick in ticks), f"fractional step ticks: {ticks}")
     note = page.locator("[data-chart=evaluation] .chart-empty").inner_text()
-    assert "every 10 steps" in note and "will not evaluate" in note, f"the empty evaluation chart says: {note!r}"
+    points.check("every 10 steps" in note and "will not evaluate" in note,
+                 f"the empty evaluation chart of a 5-step run that evaluates every 10 says: {note!r}")
     links = page.locator("#checkpoints tr[data-step='2'] td").nth(3).inner_text()
-    assert "2.0 MB" in links and "1.5 MB" in links, f"checkpoint links without their size: {links!r}"
-    assert page.locator("#live-status").inner_text() == "live", "a running run is live"
+    points.check("2.0 MB" in links and "1.5 MB" in links, f"checkpoint links without their size: {links!r}")
+    status = page.locator("#live-status").inner_text()
+    points.check(status == "live", f"a running run says {status!r}, not 'live'")
 
     page.goto("/runs/")
     listed = page.locator(f"tr[data-run-id='{run.pk}'] td.accuracy .value").inner_text()
-    assert listed == "–", f"the runs list says Lean accuracy {listed!r} for a step where nothing reached Lean"
+    points.check(listed == "–", f"the runs list says Lean accuracy {listed!r} for a step where nothing reached Lean")
+    points.assert_all()
 
     # ?step=abc is an error, not an empty list.
     response = page.goto(f"/runs/{run.pk}/?step=abc")

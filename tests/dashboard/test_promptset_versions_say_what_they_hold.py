@@ -28,3 +28,12 @@ def test_a_sample_larger_than_its_version_is_refused_with_the_number_there_is(pr
 def test_parquet_magic_bytes_win_over_a_jsonl_name():
     assert detect_format("rows.jsonl", b"PAR1") is FileFormat.PARQUET
     assert detect_format("rows.jsonl", b'{"a"') is FileFormat.JSONL
+
+
+def test_a_filled_but_invalid_split_share_says_what_is_wrong_and_not_that_it_is_required(client, alice, promptset_version):
+    client.force_login(alice)
+    response = client.post(f"/promptsets/{promptset_version.promptset_id}/versions/1/curate/",
+                           {"kind": "split", "eval_fraction": "20", "seed": "0"})
+    page = response.content.decode()
+    assert response.status_code == 400 and "less than or equal to 0.999" in page
+    assert "required" not in page.split('id="id_eval_fraction"')[1].split("</ul>")[0]

@@ -137,9 +137,10 @@ function addCheckpoint(p) {
   const body = document.querySelector("#checkpoints tbody");
   body.querySelector("tr.empty")?.remove();
   body.querySelector(`tr[data-step="${Number(p.step)}"]`)?.remove();
-  const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text: `${text}, size on reload)` });
+  const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text });
   body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: formatTimestamp(Date.now() / 1000) }),
-    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip"), " · ", link("model", "export the model (Hugging Face folder, zip"))));
+    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip, its size shown on reload)"), " · ",
+    link("model", "export the model (Hugging Face folder, zip)"))));
 }
 
 // --- the proof viewer ----------------------------------------------------------------------------

@@ -102,12 +102,16 @@ def detail(request, pk):
         "checkpoints": checkpoints,
         "total_steps": clock.total_steps,
         "evaluation_schedule": queries.evaluation_schedule(run, clock.total_steps) if is_rl else "",
+        "tracking_links": queries.tracking_links(run),
+        "disk_used_bytes": queries.disk_used_bytes(run),
+        "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.config).items()),
         "other": other,
         "config_diff": queries.config_diff(run.config, other.config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": clock.elapsed_s(now),
-        "resume_step": checkpoints[-1].step if checkpoints else None,
+        # What Resume would continue from: the newest checkpoint whose files retention kept.
+        "resume_step": next((c.step for c in reversed(checkpoints) if c.is_on_disk), None),
         "can_edit": run.is_editable_by(request.user),
     }, status=400 if is_rl and not filters.is_valid() else 200)
 
@@ -169,7 +173,7 @@ def resume(request, pk):
         return HttpResponseForbidden("Only the run's owner can resume it.")
     if actions.resume_run(run):
         # The trainer resumes from the newest checkpoint in the run's folder, or from step 0 without one.
-        last = run.checkpoints.order_by("-step").first()
+        last = run.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
         if last is None:
             messages.success(request, "Run queued again. It saved no checkpoint, so it starts again from step 0.")
         else:

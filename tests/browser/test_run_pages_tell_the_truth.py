@@ -219,6 +219,13 @@ def test_a_starting_run_whose_job_waits_for_cpus_says_it_is_waiting_and_why(page
         assert "Waiting for the cluster" in note and "2 CPUs" in note, f"a pending run says {note!r}"
         assert f"#{holder.pk} “holds the cpus”" in note, f"it does not say which run holds the CPUs: {note!r}"
     finally:
+        # End both runs first: the ingester's job reconciler must never meet a stopped job whose run
+        # this test's teardown is about to delete (it fails on a run that vanished mid-reconcile).
+        Run.objects.filter(pk__in=(holder.pk, waiting.pk)).update(state=RunState.CANCELLED, ray_job_id="")
         for job in (waiting_job, holder_job):
             if job:
                 client.stop_job(job)
+        # The CPUs are free again before the next test launches a run of its own.
+        for job in (waiting_job, holder_job):
+            if job:
+                wait_until(lambda job=job: ray_jobs.status(job).is_terminal, timeout_s=60, what=f"Ray job {job} to stop")

@@ -1,5 +1,6 @@
 """The JSON API (django-ninja): each app contributes its own router; views and API call the same model methods."""
 
+from django.contrib.auth.decorators import login_required
 from ninja import NinjaAPI
 from ninja.security import django_auth
 
@@ -9,7 +10,9 @@ from promptsets.api import router as promptsets_router
 from proofs.api import router as proofs_router
 from runs.api import router as runs_router
 
-api = NinjaAPI(title="Lean RL platform", version="1", auth=[ApiTokenAuth(), django_auth])
+# The docs and the schema need a login like every page: they map the whole attack surface.
+api = NinjaAPI(title="Lean RL platform", version="1", auth=[ApiTokenAuth(), django_auth],
+               docs_decorator=login_required)
 api.add_router("/promptsets/", promptsets_router)
 api.add_router("/runs/", runs_router)
 api.add_router("/proofs/", proofs_router)

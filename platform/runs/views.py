@@ -50,12 +50,7 @@ def launch(request):
     form = LaunchRunForm(request.POST or None, user=request.user, initial={"preset": "cpu-demo"})
     if request.method == "POST" and form.is_valid():
         try:
-            run = actions.launch_run(
-                owner=request.user, name=form.cleaned_data["name"],
-                promptset_version=form.cleaned_data["promptset_version"], preset=form.cleaned_data["preset"],
-                overrides=form.overrides(), kind=form.cleaned_data["kind"],
-                starting_checkpoint=form.cleaned_data["starting_checkpoint"],
-            )
+            run = actions.launch_run(owner=request.user, request=form.launch_request)
         except actions.LaunchError as error:
             form.add_launch_error(error)
         else:
@@ -89,9 +84,9 @@ def detail(request, pk):
         "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
         "checkpoints": queries.checkpoints(run),
-        "config_rows": sorted(queries.flatten(run.config).items()),
+        "config_rows": sorted(queries.flatten(run.public_config).items()),
         "other": other,
-        "config_diff": queries.config_diff(run.config, other.config) if other else None,
+        "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": queries.elapsed_seconds(run),
         "can_edit": run.is_editable_by(request.user),
@@ -110,7 +105,7 @@ def compare(request):
         "runs": runs,
         "choices": Run.objects.visible_to(request.user).values("pk", "name")[:RUNS_LISTED],
         "series": [{"id": run.pk, "name": run.name, **queries.metric_series(run)} for run in runs],
-        "diffs": [(run, queries.config_diff(base.config, run.config)) for run in runs[1:]],
+        "diffs": [(run, queries.config_diff(base.public_config, run.public_config)) for run in runs[1:]],
         "base": base,
     })
 

@@ -136,8 +136,10 @@ def import_promptset(
     return ImportResult(promptset, version, report)
 
 
-def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
-    """Problem id -> (accepted, scored) over this platform's first attempts; censored ones excluded.
+def platform_win_rates(problem_ids, *, viewer) -> dict[int, tuple[int, int]]:
+    """Problem id -> (accepted, scored) over the first attempts of the runs ``viewer`` may see; censored excluded.
+
+    Only visible runs count (Run.visible_to): others' private results never pool into what a person sees.
 
     First attempts only: a retry sees Lean's feedback, so its success says less about how
     hard the statement is. Censored attempts (timeouts, verifier outages, stand-in "cannot
@@ -147,7 +149,7 @@ def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
 
     problem_ids = list(problem_ids)
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    scored = ProofAttempt.objects.filter(turn=Turn.FIRST, reward__isnull=False)
+    scored = ProofAttempt.objects.visible_to(viewer).filter(turn=Turn.FIRST, reward__isnull=False)
     by_foreign_key = (
         scored.filter(problem_id__in=problem_ids).values("problem_id")
         .annotate(accepted=Count("id", filter=Q(reward__gte=1)), scored=Count("id"))
@@ -175,7 +177,9 @@ def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
 
 def _entries_of(version: PromptsetVersion, *, with_platform_win_rates: bool) -> list[tuple[VersionProblem, Entry]]:
     rows = list(version.entries.select_related("problem").order_by("position"))
-    rates = platform_win_rates(row.problem_id for row in rows) if with_platform_win_rates else {}
+    # Curation is the owner's, so the win rates are over the runs the owner may see.
+    rates = (platform_win_rates((row.problem_id for row in rows), viewer=version.promptset.owner)
+             if with_platform_win_rates else {})
     entries = []
     for row in rows:
         accepted, scored = rates.get(row.problem_id, (0, 0))

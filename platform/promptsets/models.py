@@ -83,13 +83,16 @@ class Problem(models.Model):
         """Header and statement as Lean reads them."""
         return f"{self.header}\n\n{self.formal_statement}" if self.header else self.formal_statement
 
-    def attempt_history(self):
-        """Scored attempts at this problem in every run, per run (newest run first)."""
+    def attempt_history(self, viewer):
+        """Scored attempts at this problem in every run ``viewer`` may see, per run (newest run first).
+
+        A public promptset is seen by everyone; the runs on it are not: only those Run.visible_to allows.
+        """
         from django.db.models import Count, Max, Min
 
         from proofs.models import ProofAttempt
 
-        attempts = ProofAttempt.objects.filter(
+        attempts = ProofAttempt.objects.visible_to(viewer).filter(
             Q(problem=self) | Q(problem__isnull=True, problem_key=self.problem_key,
                                 run__promptset_version__promptset_id=self.promptset_id)
         )

@@ -162,8 +162,8 @@ def highlighted_lean(text: str) -> str:
 def problem_detail(request, pk, problem_pk):
     promptset = _visible_promptset(request, pk)
     problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
-    history = list(problem.attempt_history())
-    accepted, scored = actions.platform_win_rates([problem.pk]).get(problem.pk, (0, 0))
+    history = list(problem.attempt_history(request.user))
+    accepted, scored = actions.platform_win_rates([problem.pk], viewer=request.user).get(problem.pk, (0, 0))
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,

@@ -167,3 +167,17 @@ def schedule_soon() -> None:
 def queue_positions() -> dict[int, int]:
     """Run id → its 1-based place among the waiting runs of everyone (ids only: nothing private leaks)."""
     return {run_id: position for position, run_id in enumerate(waiting().values_list("pk", flat=True), start=1)}
+
+
+def queue_of(user) -> list[dict]:
+    """The waiting runs ``user`` may see, each with its place in the whole queue and why it waits.
+
+    Places count everyone's runs, so a person sees how many are ahead; others' private runs are
+    counted, never named.
+    """
+    positions = queue_positions()
+    mine = Run.objects.visible_to(user).filter(pk__in=positions)
+    rows = [{"position": positions[run.pk], "id": run.pk, "name": run.name, "url": run.get_absolute_url(),
+             "owner": run.owner.username, "priority": run.priority,
+             "reason": run.queue_reason or "waiting for the scheduler"} for run in mine.select_related("owner")]
+    return sorted(rows, key=lambda row: row["position"])

@@ -5,10 +5,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
-from runs import actions, queries, warm_start
+from runs import actions, queries, scheduling, warm_start
 from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
 from runs.forms import LaunchRunForm
-from runs.models import Run, RunState
+from runs.models import QueueState, Run, RunState
 
 RUNS_LISTED = 200
 RUNS_COMPARED = 6
@@ -42,6 +42,9 @@ def run_list(request):
                          ("created", "Created")],
         # The live refresh asks the API for the same rows the page shows.
         "list_query": {key: request.GET.get(key, "") for key in ("state", "q", "sort")},
+        "queue": scheduling.queue_of(request.user),
+        "queue_length": scheduling.waiting().count(),
+        "queue_state": QueueState.current(),
     })
 
 

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--promptset", required=True, help="Problems as JSON lines (the platform's export).")
     parser.add_argument("--eval-promptset", default=None, help="Problems to evaluate on (default: the promptset).")
     parser.add_argument("--output", required=True, help="Folder for checkpoints and the resolved config.")
-    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines) or a redis:// URL.")
+    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines), a redis:// URL, or env:NAME to read the URL from the environment "
+                        "variable NAME (keeps a password off the command line).")
     parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
     parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
 
@@ -74,10 +75,11 @@ def resolve_config(args: argparse.Namespace):
 
 def main(args: argparse.Namespace) -> int:
     from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
+    from trainer.commands import event_target
     from trainer.events import EventPublisher, EventType, sink_from_url
 
     try:
-        sink = sink_from_url(args.events, args.run_id)
+        sink = sink_from_url(event_target.resolve(args.events), args.run_id)
     except ValueError as error:
         print(f"--events: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS

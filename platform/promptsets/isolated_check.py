@@ -26,7 +26,7 @@ from promptsets.intake import CandidateProblem, ColumnMapping, FileCheck, Intake
 PLATFORM_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = PLATFORM_DIR.parent
 PROGRESS_EVERY_ROWS = 500
-DEFAULT_MEMORY_CEILING_MB = 2048
+DEFAULT_MEMORY_CEILING_MB = 1024
 
 
 def _ceiling_bytes() -> int:
@@ -76,33 +76,30 @@ class IsolatedFileCheck:
 
     def _run_child(self, out: Path) -> None:
         ceiling = self.memory_ceiling_bytes
-
-        def limit_memory():  # runs in the child, before Python starts
-            resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling))
-
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLATFORM_DIR), str(REPO_DIR)]),
                # pyarrow's own allocator reserves address space up front; the system one does not.
                "ARROW_DEFAULT_MEMORY_POOL": "system"}
+        # The child sets its own ceiling first thing (no preexec_fn: that would fork a copy of a large parent).
         child = subprocess.Popen(
-            [sys.executable, "-m", "promptsets.isolated_check", str(self.path), str(out), json.dumps(self.options)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=limit_memory,
+            [sys.executable, "-m", "promptsets.isolated_check", str(self.path), str(out), json.dumps(self.options),
+             str(ceiling)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         final = None
         for line in child.stdout:
             message = json.loads(line)
             if "report" in message:
                 final = message["report"]
+                self.peak_memory_bytes = message.get("peak_memory_bytes")
             elif self.on_progress is not None:
                 self.on_progress(message["rows_read"], message["bytes_read"], message["bytes_total"])
         errors = child.stderr.read()
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        self.peak_memory_bytes = usage.ru_maxrss * 1024
+        child.wait()
         if final is not None:
             self.report = _report_from(final)
             return
         ceiling_mb = ceiling // (1024 * 1024)
-        if "MemoryError" in errors or child.returncode in (-9, 137):
+        if "MemoryError" in errors or "Cannot allocate memory" in errors or child.returncode in (-9, 137):
             self.report.file_error = (f"reading it needed more than {ceiling_mb:,} MB of memory, the limit per upload: "
                                       "split the file, or write it with shorter rows (or smaller Parquet row groups)")
         else:
@@ -115,7 +112,19 @@ def _report_from(data: dict) -> IntakeReport:
     return IntakeReport(**data, rejections=rejections)
 
 
-def _child(path: str, out: str, options_json: str) -> int:
+def _peak_memory_bytes() -> int | None:
+    """This process image's own high-water mark (VmHWM), not counting what it was before exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
+    resource.setrlimit(resource.RLIMIT_AS, (int(ceiling), int(ceiling)))
     options = json.loads(options_json)
     total = os.path.getsize(path)
     with open(path, "rb") as file, open(out, "w", encoding="utf-8") as candidates:
@@ -130,7 +139,8 @@ def _child(path: str, out: str, options_json: str) -> int:
         _say({"rows_read": report.rows_read, "bytes_read": total, "bytes_total": total})
     _say({"report": {"filename": report.filename, "file_format": report.file_format, "columns": report.columns,
                      "rows_read": report.rows_read, "rows_accepted": report.rows_accepted,
-                     "file_error": report.file_error, "rejections": [asdict(r) for r in report.rejections]}})
+                     "file_error": report.file_error, "rejections": [asdict(r) for r in report.rejections]},
+          "peak_memory_bytes": _peak_memory_bytes()})
     return 0
 
 
@@ -147,4 +157,4 @@ def _say(message: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(*sys.argv[1:4]))
+    sys.exit(_child(*sys.argv[1:5]))

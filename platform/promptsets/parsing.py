@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any, BinaryIO
 
 DEFAULT_MAX_ROW_BYTES = 1024 * 1024
-PARQUET_BATCH_ROWS = 256
+PARQUET_BATCH_ROWS = 64
 # Checked from the Parquet footer before anything is decompressed (check_parquet_sizes).
 MAX_PARQUET_ROW_GROUP_BYTES = 256 * 1024 * 1024
 MAX_PARQUET_FOOTER_BYTES = 16 * 1024 * 1024
@@ -400,11 +400,6 @@ def check_parquet_sizes(parquet_file, *, max_row_bytes: int) -> None:
     for index in range(metadata.num_row_groups):
         group = metadata.row_group(index)
         rows = max(group.num_rows, 1)
-        if group.total_byte_size > MAX_PARQUET_ROW_GROUP_BYTES:
-            raise FileFormatError(
-                f"row group {index + 1} holds {group.total_byte_size:,} bytes uncompressed; the limit is "
-                f"{MAX_PARQUET_ROW_GROUP_BYTES:,}: write the file with smaller row groups "
-                "(pyarrow: pq.write_table(table, path, row_group_size=10_000))")
         for column in range(group.num_columns):
             chunk = group.column(column)
             if chunk.total_uncompressed_size > max_row_bytes * rows:
@@ -412,6 +407,11 @@ def check_parquet_sizes(parquet_file, *, max_row_bytes: int) -> None:
                     f"column {chunk.path_in_schema!r} of row group {index + 1} holds {chunk.total_uncompressed_size:,} "
                     f"bytes uncompressed for {group.num_rows:,} rows, so a row is over the limit of {max_row_bytes:,} "
                     "bytes per row: shorten the long rows or raise the limit")
+        if group.total_byte_size > MAX_PARQUET_ROW_GROUP_BYTES:
+            raise FileFormatError(
+                f"row group {index + 1} holds {group.total_byte_size:,} bytes uncompressed; the limit is "
+                f"{MAX_PARQUET_ROW_GROUP_BYTES:,}: write the file with smaller row groups "
+                "(pyarrow: pq.write_table(table, path, row_group_size=10_000))")
 
 
 def open_parquet(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> RowSource:

@@ -14,6 +14,7 @@ SECRET_PROMPTSET_NAME = "alice-secret-promptset"
 @pytest.fixture
 def world(alice, promptset_version, make_run):
     """alice's private promptset, run, checkpoint, rollout and token: what a stranger must never reach."""
+    from promptsets.models import PromptsetUpload, UploadState
     from proofs.models import ProofAttempt, Turn
 
     promptset = promptset_version.promptset
@@ -25,7 +26,9 @@ def world(alice, promptset_version, make_run):
     attempt = ProofAttempt.objects.create(run=run, rollout_key="k0", step=1, problem=problem,
                                           problem_key=problem.problem_key, turn=Turn.FIRST, reward=1.0)
     token, _ = ApiToken.issue(alice, "alice's notebook")
-    return {"promptset": promptset, "version": promptset_version, "problem": problem, "run": run,
+    upload = PromptsetUpload.objects.create(owner=alice, name=SECRET_PROMPTSET_NAME, filename="secret.jsonl",
+                                            staged_path="/nowhere/secret.jsonl", state=UploadState.REJECTED)
+    return {"upload": upload, "promptset": promptset, "version": promptset_version, "problem": problem, "run": run,
             "checkpoint": checkpoint, "attempt": attempt, "token": token}
 
 

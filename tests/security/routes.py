@@ -25,6 +25,7 @@ PARAMETERS = {
     ("promptsets", "pk"): lambda w: w["promptset"].pk,
     ("promptsets", "number"): lambda w: w["version"].number,
     ("promptsets", "problem_pk"): lambda w: w["problem"].pk,
+    ("promptsets", "upload_pk"): lambda w: w["upload"].pk,
     ("runs", "pk"): lambda w: w["run"].pk,
     ("runs", "step"): lambda w: w["checkpoint"].step,
     ("runs", "part"): lambda w: "model",
@@ -33,6 +34,7 @@ PARAMETERS = {
     ("api", "number"): lambda w: w["version"].number,
     ("api", "run_id"): lambda w: w["run"].pk,
     ("api", "attempt_id"): lambda w: w["attempt"].pk,
+    ("api", "upload_id"): lambda w: w["upload"].pk,
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

@@ -153,3 +153,18 @@ def test_the_verifiers_concurrency_and_timeout_are_the_presets(client, alice, pr
     api_launch(client, promptset_version, preset="cpu-demo", total_steps=3)
     stored = Run.objects.get().config["verifier"]
     assert (stored["max_in_flight"], stored["timeout_s"]) == (8, 20.0)
+
+
+def test_the_command_line_launches_through_the_same_contract(alice, promptset_version, dispatched, capsys):
+    from django.core.management import CommandError, call_command
+
+    call_command("launch_run", "alice", "--name", "cli run", "--promptset-version", str(promptset_version.pk),
+                 "--preset", "cpu-smoke", "--set", "total_steps=3")
+    assert Run.objects.get().config["schedule"]["total_steps"] == 3
+    with pytest.raises(CommandError, match=r"max_in_flight: 'max_in_flight' is not a launch field"):
+        call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
+                     "--set", "max_in_flight=100000")
+    with pytest.raises(CommandError, match=r"total_steps: must be from 1 to 20 for the cpu-smoke preset"):
+        call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
+                     "--preset", "cpu-smoke", "--set", "total_steps=21")
+    assert Run.objects.count() == 1

@@ -75,3 +75,12 @@ def test_the_trainer_reads_an_env_events_target_and_names_a_missing_variable(mon
     monkeypatch.delenv("LEANRL_EVENTS_URL")
     with pytest.raises(ValueError, match="LEANRL_EVENTS_URL, which is unset"):
         event_target.resolve("env:LEANRL_EVENTS_URL")
+
+
+def test_the_run_started_event_that_reaches_browsers_carries_no_lean_server_address():
+    from trainer.config import RunConfig
+
+    config = RunConfig.from_preset("cpu-smoke", {"verifier": {"url": "http://lean.internal:12332", "api_key": "k"}})
+    public = config.to_public_dict()
+    assert "url" not in public["verifier"] and "api_key" not in public["verifier"]
+    assert "lean.internal" not in str(public) and public["verifier"]["max_in_flight"] == 8

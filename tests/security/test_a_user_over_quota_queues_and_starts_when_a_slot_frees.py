@@ -160,3 +160,21 @@ def test_the_runs_page_shows_each_of_my_queued_runs_with_its_place_and_reason(
 
 def test_the_resolved_gpus_of_a_run_come_from_its_config():
     assert scheduling.run_gpus(Run(config=RunConfig.from_preset("h100x8").to_json_dict())) == 8
+
+
+def test_an_administrator_preempts_and_pauses_through_the_admin(
+        client, django_user_model, alice, launch, dispatched, monkeypatch, django_capture_on_commit_callbacks):
+    admin_user = django_user_model.objects.create_superuser("root", password="a long admin password")
+    client.force_login(admin_user)
+    monkeypatch.setattr("runs.ray_jobs.stop", lambda job_id: None)
+    run = launch(alice, "long one")
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, ray_job_id="run-1-attempt-1", attempt=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("admin:runs_run_changelist"),
+                               {"action": "preempt", "_selected_action": [run.pk]}, follow=True)
+    assert "Preempted long one" in response.content.decode()
+    assert Run.objects.get(pk=run.pk).state == RunState.QUEUED
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("admin:runs_queuestate_change", args=[QueueState.current().pk]),
+                    {"is_paused": "on", "reason": "upgrade"})
+    assert QueueState.current().is_paused and QueueState.current().reason == "upgrade"

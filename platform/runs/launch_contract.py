@@ -19,7 +19,7 @@ The attacks are in tests/security/.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -90,7 +90,7 @@ class LaunchRequest(BaseModel):
     name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
     promptset_version_id: int = Field(ge=1)
     preset: str = "cpu-demo"
-    kind: RunKind = RunKind.RL
+    kind: Literal["rl", "sft"] = Field(RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning.")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     total_steps: int | None = None

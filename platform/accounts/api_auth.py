@@ -23,3 +23,23 @@ class ApiTokenAuth(HttpBearer):
         request.user = found.user
         request.api_token = found
         return found.user
+
+
+def login_or_token_required(view):
+    """For the API's docs and schema: a signed-in browser, or a script with a live API token (the
+    ``leanrl`` CLI reads the schema); anyone else is sent to the login page."""
+    from functools import wraps
+
+    from django.contrib.auth.views import redirect_to_login
+
+    @wraps(view)
+    def guarded(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+            token = ApiToken.objects.find(raw.strip()) if scheme.lower() == "bearer" else None
+            if token is None:
+                return redirect_to_login(request.get_full_path())
+            request.user = token.user
+        return view(request, *args, **kwargs)
+
+    return guarded

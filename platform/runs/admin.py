@@ -1,17 +1,50 @@
-"""What an administrator manages: the model registry, quotas, the queue (pause, priorities, preemption)."""
+"""The Django admin for runs: searchable and filterable, with cancel, resume and preempt going
+through the same ``runs.actions`` as the run page and the API; the model registry, quotas, the
+queue's pause and run priorities (runs/scheduling.py).
+
+What the trainer wrote (events, metrics, evaluations, the state timeline) is read-only here:
+editing it would make the run page disagree with what happened.
+"""
 
 from django.contrib import admin, messages
 from django.db import transaction
 
 from runs import actions, scheduling
-from runs.models import ACTIVE_STATES, QueueState, Quota, RegisteredModel, Run
+from runs.models import (
+    Checkpoint,
+    Evaluation,
+    QueueState,
+    Quota,
+    RegisteredModel,
+    Run,
+    RunEvent,
+    RunStateChange,
+    StepMetrics,
+)
 
 
-@admin.register(RegisteredModel)
-class RegisteredModelAdmin(admin.ModelAdmin):
-    list_display = ("name", "source", "name_or_path", "is_enabled", "description")
-    list_editable = ("is_enabled",)
-    search_fields = ("name", "name_or_path")
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written by the trainer or the ingester: viewable, never added, changed or deleted by hand."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class RunStateChangeInline(admin.TabularInline):
+    model = RunStateChange
+    fields = ("state", "reason", "at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
 
 
 class _SchedulesAfterSave(admin.ModelAdmin):
@@ -24,6 +57,13 @@ class _SchedulesAfterSave(admin.ModelAdmin):
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
         transaction.on_commit(scheduling.schedule_soon)
+
+
+@admin.register(RegisteredModel)
+class RegisteredModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "source", "name_or_path", "is_enabled", "description")
+    list_editable = ("is_enabled",)
+    search_fields = ("name", "name_or_path")
 
 
 @admin.register(Quota)
@@ -44,27 +84,89 @@ class QueueStateAdmin(_SchedulesAfterSave):
 
 @admin.register(Run)
 class RunAdmin(_SchedulesAfterSave):
-    list_display = ("name", "owner", "state", "priority", "preset", "queued_at", "queue_reason")
-    list_filter = ("state", "preset")
+    list_display = ("id", "name", "owner", "kind", "preset", "state", "priority", "current_step", "attempt",
+                    "created_at", "queue_reason")
     list_editable = ("priority",)
-    search_fields = ("name", "owner__username")
-    fields = ("name", "owner", "state", "priority", "queue_reason", "failure_reason", "ray_job_id", "attempt")
-    readonly_fields = ("name", "owner", "state", "queue_reason", "failure_reason", "ray_job_id", "attempt")
-    actions = ["preempt"]
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("owner")
+    list_filter = ("state", "kind", "preset", "created_at")
+    search_fields = ("name", "owner__username", "ray_job_id", "failure_reason")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner",)
+    # The configuration, state and lineage are the trainer's record of what ran: only the name, its
+    # priority in the queue and who it is shared with may change. State changes go through the actions.
+    readonly_fields = ("owner", "kind", "promptset_version", "preset", "config", "state", "failure_reason",
+                       "queued_at", "admitted_at", "queue_reason",
+                       "ray_job_id", "cluster", "code_version", "starting_checkpoint", "attempt", "current_step",
+                       "created_at", "started_at", "finished_at", "updated_at")
+    filter_horizontal = ("shared_with",)
+    inlines = [RunStateChangeInline]
+    actions = ["cancel_selected", "resume_selected", "preempt"]
 
     def has_add_permission(self, request):
-        return False  # runs are launched through the launch contract, never typed into the admin
+        return False  # a run is launched from the form, the API or the CLI, which validate its config
+
+    @admin.action(description="Cancel the selected runs (stops their Ray jobs)")
+    def cancel_selected(self, request, queryset):
+        cancelled = [run for run in queryset if actions.cancel_run(run, reason=f"cancelled by {request.user} (admin)")]
+        self._report(request, "cancelled", cancelled, queryset)
+
+    @admin.action(description="Resume the selected runs from their last checkpoint")
+    def resume_selected(self, request, queryset):
+        resumed = [run for run in queryset if actions.resume_run(run)]
+        self._report(request, "queued again", resumed, queryset)
 
     @admin.action(description="Preempt: stop with a checkpoint and queue again (resumes later)")
     def preempt(self, request, queryset):
-        preempted = [run for run in queryset.filter(state__in=ACTIVE_STATES) if actions.preempt_run(run)]
-        skipped = queryset.count() - len(preempted)
+        preempted = [run for run in queryset if actions.preempt_run(run, reason=f"preempted by {request.user} (admin)")]
         if preempted:
             self.message_user(request, f"Preempted {', '.join(run.name for run in preempted)}; each resumes from its "
                                        "last checkpoint when the queue admits it again.")
+        skipped = queryset.count() - len(preempted)
         if skipped:
             self.message_user(request, f"{skipped} run(s) were not starting or running, so not preempted.",
                               messages.WARNING)
+
+    def _report(self, request, verb, changed, queryset):
+        skipped = queryset.count() - len(changed)
+        if changed:
+            self.message_user(request, f"{len(changed)} run(s) {verb}: {', '.join(run.name for run in changed)}.")
+        if skipped:
+            self.message_user(request, f"{skipped} run(s) left as they were: their state does not allow it.",
+                              level=messages.WARNING)
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "run", "seq", "type", "published_at", "stored_at")
+    list_filter = ("type",)
+    search_fields = ("event_id", "run__name")
+    list_select_related = ("run",)
+    show_full_result_count = False  # counting millions of events on every page load is slow
+
+
+@admin.register(StepMetrics)
+class StepMetricsAdmin(ReadOnlyAdmin):
+    list_display = ("run", "step")
+    search_fields = ("run__name",)
+    list_select_related = ("run",)
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(ReadOnlyAdmin):
+    list_display = ("run", "step")
+    search_fields = ("run__name",)
+    list_select_related = ("run",)
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyAdmin):
+    list_display = ("run", "step", "path", "created_at", "removed_at")
+    search_fields = ("run__name", "path")
+    list_select_related = ("run",)
+
+
+@admin.register(RunStateChange)
+class RunStateChangeAdmin(ReadOnlyAdmin):
+    list_display = ("run", "state", "reason", "at")
+    list_filter = ("state",)
+    search_fields = ("run__name", "reason")
+    list_select_related = ("run",)

@@ -68,6 +68,7 @@ def submit(run, *, resume: bool) -> str:
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
+    env_vars.update(settings.TRACKING_ENVIRONMENT)
     return client().submit_job(
         entrypoint=trainer_entrypoint(run, resume=resume),
         submission_id=f"run-{run.pk}-attempt-{run.attempt}",

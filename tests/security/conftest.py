@@ -12,7 +12,7 @@ SECRET_PROMPTSET_NAME = "alice-secret-promptset"
 
 
 @pytest.fixture
-def world(alice, promptset_version, make_run):
+def world(alice, promptset_version, make_run, settings, tmp_path):
     """alice's private promptset, run, checkpoint, rollout and token: what a stranger must never reach."""
     from promptsets.models import PromptsetUpload, UploadState
     from proofs.models import ProofAttempt, Turn
@@ -21,7 +21,12 @@ def world(alice, promptset_version, make_run):
     promptset.name = SECRET_PROMPTSET_NAME
     promptset.save()
     run = make_run(state="running", name=SECRET_RUN_NAME)
-    checkpoint = run.checkpoints.create(step=5, path="/nowhere/step_000005")
+    # A real checkpoint folder inside the artifacts folder, so that its owner's download succeeds.
+    settings.ARTIFACTS_DIR = tmp_path
+    folder = tmp_path / "runs" / str(run.pk) / "checkpoints" / "step_000005"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    checkpoint = run.checkpoints.create(step=5, path=str(folder))
     problem = promptset_version.problems.first()
     attempt = ProofAttempt.objects.create(run=run, rollout_key="k0", step=1, problem=problem,
                                           problem_key=problem.problem_key, turn=Turn.FIRST, reward=1.0)

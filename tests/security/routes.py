@@ -11,13 +11,16 @@ from dataclasses import dataclass
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-# Routes anyone may reach, and why.
+# Routes outside the per-user rule, and why (each is guarded, or open, on purpose).
 PUBLIC = {
     "": "redirects to the runs list, which asks for a login",
     "login/": "the login form",
     "logout/": "logging out",
     "healthz": "the load balancer's health check; it says only whether the services answer",
     "api/": "django-ninja's root: nothing there, 404 for everyone",
+    "readyz": "the orchestrator's readiness check: which dependencies answer, nothing of anyone's",
+    "readyz/<str:dependency>": "the readiness of one dependency",
+    "metrics": "Prometheus: its own guard (METRICS_TOKEN, or a staff login), tested in tests/observability",
 }
 # Parameters by (URL namespace, name): each fills the route with one of alice's private things.
 PARAMETERS = {
@@ -26,6 +29,7 @@ PARAMETERS = {
     ("promptsets", "number"): lambda w: w["version"].number,
     ("promptsets", "problem_pk"): lambda w: w["problem"].pk,
     ("promptsets", "upload_pk"): lambda w: w["upload"].pk,
+    ("promptsets", "file_format"): lambda w: "jsonl",
     ("runs", "pk"): lambda w: w["run"].pk,
     ("runs", "step"): lambda w: w["checkpoint"].step,
     ("runs", "part"): lambda w: "model",
@@ -35,6 +39,9 @@ PARAMETERS = {
     ("api", "run_id"): lambda w: w["run"].pk,
     ("api", "attempt_id"): lambda w: w["attempt"].pk,
     ("api", "upload_id"): lambda w: w["upload"].pk,
+    ("api", "file_format"): lambda w: "jsonl",
+    ("api", "step"): lambda w: w["checkpoint"].step,
+    ("api", "part"): lambda w: "model",
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

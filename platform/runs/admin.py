@@ -6,6 +6,7 @@ What the trainer wrote (events, metrics, evaluations, the state timeline) is rea
 editing it would make the run page disagree with what happened.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 
@@ -82,8 +83,21 @@ class QueueStateAdmin(_SchedulesAfterSave):
         return False
 
 
+class RunAdminForm(forms.ModelForm):
+    priority = forms.IntegerField(required=False, help_text="Higher leaves the queue first; blank keeps it as it is.")
+
+    class Meta:
+        model = Run
+        fields = "__all__"
+
+    def clean_priority(self):
+        value = self.cleaned_data.get("priority")
+        return self.instance.priority if value is None else value
+
+
 @admin.register(Run)
 class RunAdmin(_SchedulesAfterSave):
+    form = RunAdminForm
     list_display = ("id", "name", "owner", "kind", "preset", "state", "priority", "current_step", "attempt",
                     "created_at", "queue_reason")
     list_editable = ("priority",)

@@ -129,8 +129,8 @@ def schedule() -> list[int]:
                     usage = per_user.setdefault(owner.pk, Usage())
                     usage.runs += 1
                     usage.gpus += gpus
-                    # A run dispatched before (resumed, preempted) continues from its last checkpoint.
-                    admitted.append((run.pk, run.attempt > 0))
+                    # A run queued again (resumed, preempted) continues from its last checkpoint.
+                    admitted.append((run.pk, run.is_resuming))
             elif reason != run.queue_reason:
                 Run.objects.filter(pk=run.pk).update(queue_reason=reason[:300])
         for run_id, resume in admitted:

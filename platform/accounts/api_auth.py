@@ -31,14 +31,17 @@ def login_or_token_required(view):
     from functools import wraps
 
     from django.contrib.auth.views import redirect_to_login
+    from django.http import JsonResponse
 
     @wraps(view)
     def guarded(request, *args, **kwargs):
         if not request.user.is_authenticated:
             scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-            token = ApiToken.objects.find(raw.strip()) if scheme.lower() == "bearer" else None
-            if token is None:
+            if scheme.lower() != "bearer":
                 return redirect_to_login(request.get_full_path())
+            token = ApiToken.objects.find(raw.strip())
+            if token is None:  # a script's token that is wrong, revoked or expired: 401, as the API answers
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
             request.user = token.user
         return view(request, *args, **kwargs)
 

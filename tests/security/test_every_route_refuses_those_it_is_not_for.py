@@ -108,3 +108,10 @@ def test_the_admin_is_for_staff_only(client, world, charlie):
     for url in urls:
         response = client.get(url)
         assert response.status_code == 302 and response.url.startswith(reverse("admin:login")), url
+
+
+def test_the_api_schema_is_read_with_a_login_or_a_token_and_a_bad_token_gets_401(client, alice, token_of):
+    assert client.get("/api/openapi.json").status_code == 302
+    assert client.get("/api/openapi.json", **bearer("lrl_wrong")).status_code == 401
+    assert client.get("/api/openapi.json", **bearer(token_of(alice, expired=True))).status_code == 401
+    assert client.get("/api/openapi.json", **bearer(token_of(alice))).json()["info"]["title"] == "Lean RL platform"

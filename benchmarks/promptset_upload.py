@@ -5,7 +5,8 @@ Each stage runs in its own child process, so each peak RSS is that stage's alone
 * baseline: the naive reader, the whole file parsed into a list with ``json.loads`` (no validation,
   nothing stored); the memory a non-streaming upload would need just to hold the rows
 * validate: ``intake.check_file`` streaming the file (every row read, checked, fingerprinted)
-* import: ``actions.import_promptset`` into PostgreSQL (what the form, the API and the command run)
+* import: ``actions.import_promptset`` into PostgreSQL (what the command runs, and the worker runs for
+  the form and the API after its child process has checked the file)
 
 Ratios are against the baseline measured in the same run. "Growth" is the peak RSS minus the RSS
 after imports (Python, Django, pyarrow), i.e. what the stage itself held.

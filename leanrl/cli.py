@@ -91,12 +91,20 @@ def promptsets_upload(client: PlatformClient, args) -> int:
     if args.description:
         form["description"] = args.description
     with file.open("rb") as handle:
-        result = client.call("promptsets_api_upload_promptset", data=form, files={"file": (file.name, handle)})
-    report = result.get("report", {})
-    promptset = result["promptset"]
+        upload = client.call("promptsets_api_upload_promptset", data=form, files={"file": (file.name, handle)})
+    # The server's worker checks every row; follow the upload until it is imported or rejected.
+    while not upload["is_finished"]:
+        time.sleep(0.5)
+        upload = client.call("promptsets_api_get_upload", path={"upload_id": upload["id"]})
+    report = upload.get("report") or {}
+    if upload["state"] != "imported":
+        rejected = "\n".join(f"  row {r['row']}: {r['reason']}" for r in report.get("rejections", [])[:20])
+        print(f"{file.name}: {upload['failure'] or 'rejected'}" + (f"\n{rejected}" if rejected else ""), file=sys.stderr)
+        return EXIT_SERVER
+    promptset = client.call("promptsets_api_get_promptset", path={"promptset_id": upload["promptset_id"]})
     version = promptset["versions"][-1]
     print(f"promptset {promptset['id']} {promptset['name']!r}: version {version['number']} (version id {version['id']}) "
-          f"with {version['problem_count']} problems; {report.get('rejected_count', 0)} rows rejected")
+          f"with {version['problem_count']} problems; {report.get('rows_rejected', 0)} rows rejected")
     return 0
 
 

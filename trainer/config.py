@@ -325,6 +325,12 @@ class RunConfig(Section):
         data["verifier"]["api_key"] = None
         return data
 
+    def to_public_dict(self) -> dict[str, Any]:
+        """What events may carry to browsers: without where the deployment's Lean server is, or its key."""
+        data = self.to_json_dict()
+        del data["verifier"]["url"], data["verifier"]["api_key"]
+        return data
+
 
 def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)

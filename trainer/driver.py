@@ -176,7 +176,7 @@ class TrainingRun:
         try:
             self.set_up()
             self.publisher.publish(EventType.RUN_STARTED, {
-                "step": self.step, "config": self.config.to_json_dict(), "problems": len(self.problems),
+                "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
                 "total_steps": self.config.schedule.total_steps,
                 "resumed_from_step": self.step if self.step else None,
             })

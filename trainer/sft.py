@@ -201,7 +201,7 @@ class SupervisedFineTuning:
         try:
             self.set_up()
             self.publisher.publish(EventType.RUN_STARTED, {
-                "step": self.step, "kind": RUN_KIND, "config": self.config.to_json_dict(),
+                "step": self.step, "kind": RUN_KIND, "config": self.config.to_public_dict(),
                 "demonstrations": len(self.conversations), "examples": len(self.examples),
                 "total_steps": self.total_steps, "resumed_from_step": self.step or None, "lineage": self.lineage,
             })

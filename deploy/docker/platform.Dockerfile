@@ -46,5 +46,5 @@ RUN python manage.py collectstatic --noinput \
 
 USER leanrl
 EXPOSE 8000
-CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
-     "--proxy-headers", "--forwarded-allow-ips", "*"]
+# X-Forwarded-* is trusted only from FORWARDED_ALLOW_IPS (uvicorn's default: 127.0.0.1), the proxy.
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers"]

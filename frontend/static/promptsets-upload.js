@@ -64,5 +64,27 @@
     });
   }
 
+  // The page of an upload being checked: follow the worker until the upload is imported or rejected,
+  // then reload (the server sends an imported upload on to its promptset).
+  function follow() {
+    var check = document.getElementById("upload-check");
+    if (!check) { return; }
+    var state = document.getElementById("upload-state");
+    var bar = document.getElementById("upload-check-progress");
+    function poll() {
+      fetch(check.dataset.statusUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
+        .then(function (upload) {
+          if (upload.is_finished) { window.location.reload(); return; }
+          state.textContent = upload.state_label + (upload.rows_read ? ": " + upload.rows_read.toLocaleString() + " rows read" : "") + ".";
+          if (upload.bytes_total) { bar.max = upload.bytes_total; bar.value = upload.bytes_read; }
+          window.setTimeout(poll, 1000);
+        })
+        .catch(function () { window.setTimeout(poll, 3000); });
+    }
+    window.setTimeout(poll, 500);
+  }
+
   attach();
+  follow();
 })();

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "channels",
     "ninja",  # its bundled Swagger UI assets: /api/docs loads nothing from a CDN
+    "axes",
     "accounts",
     "promptsets",
     "runs",
@@ -48,7 +49,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.logs.RunLogMiddleware",
+    # Last, as django-axes asks: it refuses a locked-out client's login attempts.
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: counts failed logins and refuses while locked out
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one user name from one
+# address, that pair is locked out for AXES_COOLOFF_HOURS; a successful login resets the count.
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client's address is REMOTE_ADDR (django-ipware is not installed): uvicorn rewrites it from
+# X-Forwarded-For only for connections from FORWARDED_ALLOW_IPS, the proxy (deploy/README.md), so a
+# client cannot choose the address it is counted under.
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -102,6 +120,9 @@ TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
 # The cpu-demo preset's warm-started model (built by the embedded stack; unset elsewhere).
 WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
+# Fair sharing (runs/scheduling.py): what a person without a Quota row may hold at once.
+RUN_QUOTA_DEFAULT_CONCURRENT_RUNS = int(os.environ.get("RUN_QUOTA_DEFAULT_CONCURRENT_RUNS", "2"))
+RUN_QUOTA_DEFAULT_GPUS = int(os.environ.get("RUN_QUOTA_DEFAULT_GPUS", "8"))
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
 # Ray's dashboard as browsers reach it (the run page links each run's job there); empty: no link.
@@ -117,7 +138,10 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
 EVENT_STREAM_GRACE_S = float(os.environ.get("EVENT_STREAM_GRACE_S", "600"))
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"
@@ -147,4 +171,12 @@ if ENVIRONMENT == "production":
 
     assert_production_ready(secret_key=SECRET_KEY, debug=DEBUG, allowed_hosts=ALLOWED_HOSTS,
                             insecure_default_secret_key=INSECURE_DEFAULT_SECRET_KEY)
+    # Behind the TLS-terminating proxy (deploy/compose/nginx.conf), which sets X-Forwarded-Proto itself.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "1") == "1"
+    # The health check is asked over plain HTTP from inside the cluster.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = os.environ.get("DJANGO_SECURE_COOKIES", "1") == "1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from django.db import IntegrityError, reset_queries, transaction
@@ -23,7 +24,7 @@ from promptsets.intake import (
     RowLimits,
     statement_fingerprint,
 )
-from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
+from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion, VersionProblem
 
 INSERT_BATCH_ROWS = 2000
 MAX_REJECTIONS_STORED = 1000
@@ -65,6 +66,7 @@ def import_promptset(
     owner, name: str, file: BinaryIO, *, filename: str = "", file_format: str | None = None,
     mapping: ColumnMapping | None = None, skip_invalid_rows: bool = False, description: str = "",
     is_public: bool = False, default_header: str = RECIPE_HEADER, limits: RowLimits | None = None,
+    check=None,
 ) -> ImportResult:
     """A new promptset with its problems and version 1, or ImportRejected and nothing stored.
 
@@ -77,8 +79,11 @@ def import_promptset(
         raise PromptsetNameTaken("a promptset needs a name")
     if Promptset.objects.filter(owner=owner, name=name).exists():
         raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
-    check = FileCheck(file, filename=filename, file_format=file_format, mapping=mapping, limits=limits,
-                      default_header=default_header)
+    if check is None:
+        check = FileCheck(file, filename=filename, file_format=file_format, mapping=mapping, limits=limits,
+                          default_header=default_header)
+    elif hasattr(check, "run"):
+        check.run()  # the child reads the whole file before the transaction opens (its progress is committed)
     report = check.report
     try:
         with transaction.atomic():
@@ -136,8 +141,10 @@ def import_promptset(
     return ImportResult(promptset, version, report)
 
 
-def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
-    """Problem id -> (accepted, scored) over this platform's first attempts; censored ones excluded.
+def platform_win_rates(problem_ids, *, viewer) -> dict[int, tuple[int, int]]:
+    """Problem id -> (accepted, scored) over the first attempts of the runs ``viewer`` may see; censored excluded.
+
+    Only visible runs count (Run.visible_to): others' private results never pool into what a person sees.
 
     First attempts only: a retry sees Lean's feedback, so its success says less about how
     hard the statement is. Censored attempts (timeouts, verifier outages, stand-in "cannot
@@ -147,7 +154,7 @@ def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
 
     problem_ids = list(problem_ids)
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    scored = ProofAttempt.objects.filter(turn=Turn.FIRST, reward__isnull=False)
+    scored = ProofAttempt.objects.visible_to(viewer).filter(turn=Turn.FIRST, reward__isnull=False)
     by_foreign_key = (
         scored.filter(problem_id__in=problem_ids).values("problem_id")
         .annotate(accepted=Count("id", filter=Q(reward__gte=1)), scored=Count("id"))
@@ -175,7 +182,9 @@ def platform_win_rates(problem_ids) -> dict[int, tuple[int, int]]:
 
 def _entries_of(version: PromptsetVersion, *, with_platform_win_rates: bool) -> list[tuple[VersionProblem, Entry]]:
     rows = list(version.entries.select_related("problem").order_by("position"))
-    rates = platform_win_rates(row.problem_id for row in rows) if with_platform_win_rates else {}
+    # Curation is the owner's, so the win rates are over the runs the owner may see.
+    rates = (platform_win_rates((row.problem_id for row in rows), viewer=version.promptset.owner)
+             if with_platform_win_rates else {})
     entries = []
     for row in rows:
         accepted, scored = rates.get(row.problem_id, (0, 0))
@@ -290,3 +299,110 @@ def create_demo_promptset(owner) -> tuple[Promptset, bool]:
     except PromptsetNameTaken:  # created by a concurrent call
         return Promptset.objects.get(owner=owner, name=DEMO_PROMPTSET_NAME), False
     return result.promptset, True
+
+
+# Uploads through the form and the API: staged on the artifact volume, checked by a Celery task in a
+# child process with a memory ceiling (promptsets/isolated_check.py), never parsed by the web process.
+
+UPLOAD_COPY_CHUNK_BYTES = 1024 * 1024
+
+
+def stage_upload(owner, name: str, uploaded, *, options: dict) -> "PromptsetUpload":
+    """Keep the uploaded file for the worker and queue its check; refuse at once what the metadata refuses.
+
+    ``options`` are import_promptset's keyword arguments in JSON form (file_format, mapping,
+    skip_invalid_rows, description, is_public, default_header, limits). Raises PromptsetNameTaken,
+    or ImportRejected for a Parquet file whose footer already says a row is too large.
+    """
+    import uuid
+
+    from django.conf import settings
+
+    from promptsets.models import PromptsetUpload
+    from promptsets.parsing import FileFormatError, precheck
+
+    name = name.strip()
+    if not name:
+        raise PromptsetNameTaken("a promptset needs a name")
+    if Promptset.objects.filter(owner=owner, name=name).exists():
+        raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
+    folder = settings.ARTIFACTS_DIR / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = "".join(c for c in Path(uploaded.name or "").suffix.lower() if c.isalnum() or c == ".")[:10]
+    staged = folder / f"{uuid.uuid4().hex}{suffix}"
+    size = 0
+    with staged.open("wb") as out:
+        for chunk in uploaded.chunks(UPLOAD_COPY_CHUNK_BYTES):
+            out.write(chunk)
+            size += len(chunk)
+    try:
+        with staged.open("rb") as file:
+            precheck(file, filename=uploaded.name, file_format=options.get("file_format"),
+                     max_row_bytes=options["limits"]["max_row_bytes"])
+    except FileFormatError as error:
+        staged.unlink(missing_ok=True)
+        report = IntakeReport(filename=uploaded.name, file_error=str(error))
+        raise ImportRejected(report, f"{uploaded.name} cannot be read: {error}") from None
+    with transaction.atomic():
+        upload = PromptsetUpload.objects.create(owner=owner, name=name, filename=uploaded.name or "",
+                                                staged_path=str(staged), options=options, bytes_total=size)
+        transaction.on_commit(lambda: _enqueue_check(upload.pk))
+    return upload
+
+
+def _enqueue_check(upload_id: int) -> None:
+    from promptsets.tasks import check_upload
+
+    check_upload.delay(upload_id)
+
+
+def run_upload(upload_id: int) -> None:
+    """The worker's side: check the staged file in a child process, then import it or record why not."""
+    from django.utils import timezone
+
+    from promptsets.isolated_check import IsolatedFileCheck
+    from promptsets.models import PromptsetUpload, UploadState
+
+    claimed = PromptsetUpload.objects.filter(pk=upload_id, state=UploadState.PENDING).update(state=UploadState.CHECKING)
+    if not claimed:
+        return  # already checked (a redelivered task)
+    upload = PromptsetUpload.objects.get(pk=upload_id)
+    options = upload.options
+
+    def progress(rows_read: int, bytes_read: int, bytes_total: int) -> None:
+        PromptsetUpload.objects.filter(pk=upload_id).update(rows_read=rows_read, bytes_read=bytes_read)
+
+    mapping = ColumnMapping(**options["mapping"])
+    limits = RowLimits(**options["limits"])
+    check = IsolatedFileCheck(upload.staged_path, filename=upload.filename, file_format=options.get("file_format"),
+                              mapping=mapping, limits=limits, default_header=options["default_header"],
+                              on_progress=progress)
+    fields: dict = {"finished_at": timezone.now()}
+    try:
+        with open(upload.staged_path, "rb") as file:
+            result = import_promptset(
+                upload.owner, upload.name, file, filename=upload.filename, file_format=options.get("file_format"),
+                mapping=mapping, skip_invalid_rows=options["skip_invalid_rows"], description=options["description"],
+                is_public=options["is_public"], default_header=options["default_header"], limits=limits, check=check,
+            )
+    except ImportRejected as rejected:
+        fields.update(state=UploadState.REJECTED, failure=str(rejected), report=_stored_report(rejected.report))
+    except PromptsetNameTaken as error:
+        fields.update(state=UploadState.REJECTED, failure=str(error))
+    except Exception as error:  # the upload must end, with the reason, whatever went wrong
+        fields.update(state=UploadState.REJECTED, failure=f"the upload could not be checked: {error}")
+        raise
+    else:
+        fields.update(state=UploadState.IMPORTED, promptset=result.promptset, report=_stored_report(result.report))
+    finally:
+        fields.update(rows_read=check.report.rows_read, bytes_read=upload.bytes_total,
+                      peak_memory_bytes=check.peak_memory_bytes)
+        PromptsetUpload.objects.filter(pk=upload_id).update(**fields)
+        Path(upload.staged_path).unlink(missing_ok=True)
+        check.close()
+
+
+def _stored_report(report: IntakeReport) -> dict:
+    data = report.as_dict()
+    data["rejections"] = data["rejections"][:MAX_REJECTIONS_STORED]
+    return data

@@ -6,7 +6,7 @@ ones), so only a promptset's name, description and visibility can be edited here
 
 from django.contrib import admin
 
-from promptsets.models import Problem, Promptset, PromptsetVersion
+from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
 from runs.admin import ReadOnlyAdmin
 
 
@@ -35,3 +35,13 @@ class ProblemAdmin(ReadOnlyAdmin):
     search_fields = ("problem_key", "name", "formal_statement", "informal_statement")
     list_select_related = ("promptset",)
     show_full_result_count = False
+
+
+@admin.register(PromptsetUpload)
+class PromptsetUploadAdmin(ReadOnlyAdmin):
+    """Uploads as the worker checked them: progress, the report, the child's peak memory."""
+
+    list_display = ("name", "owner", "filename", "state", "rows_read", "bytes_total", "peak_memory_bytes", "created_at")
+    list_filter = ("state",)
+    search_fields = ("name", "filename", "owner__username", "failure")
+    list_select_related = ("owner",)

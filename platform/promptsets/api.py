@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
@@ -13,10 +14,12 @@ from pydantic import ValidationError
 from config.api_schemas import StrictSchema, refuse_unknown_fields
 from promptsets import actions
 from promptsets.curation import describe_rule, parse_rule
-from promptsets.intake import RECIPE_HEADER, ColumnMapping, FileCheck, RowLimits
-from promptsets.models import Promptset, PromptsetVersion
+from promptsets.forms import import_options
+from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
+from promptsets.isolated_check import IsolatedFileCheck
+from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
-from promptsets.views import search_problems, uploaded_binary_file
+from promptsets.views import search_problems
 
 router = Router(tags=["promptsets"])
 MAX_PAGE = 500
@@ -73,10 +76,6 @@ class ReportOut(Schema):
     summary: str
     rejections: list[RejectionOut]
 
-
-class ImportedOut(Schema):
-    promptset: PromptsetOut
-    report: ReportOut
 
 
 class RejectedOut(Schema):
@@ -143,38 +142,71 @@ def list_promptsets(request):
     return [_promptset_out(p) for p in Promptset.objects.visible_to(request.user).select_related("owner")[:MAX_PAGE]]
 
 
-@router.post("/", response={201: ImportedOut, 409: DetailOut, 422: RejectedOut})
+class UploadOut(Schema):
+    id: int
+    name: str
+    filename: str
+    state: str
+    state_label: str
+    is_finished: bool
+    bytes_total: int
+    bytes_read: int
+    rows_read: int
+    failure: str
+    report: dict
+    promptset_id: int | None
+    status_url: str
+
+
+def _upload_out(upload: PromptsetUpload) -> dict:
+    return {"id": upload.pk, "name": upload.name, "filename": upload.filename, "state": upload.state,
+            "state_label": upload.get_state_display(), "is_finished": upload.is_finished,
+            "bytes_total": upload.bytes_total, "bytes_read": upload.bytes_read, "rows_read": upload.rows_read,
+            "failure": upload.failure, "report": upload.report, "promptset_id": upload.promptset_id,
+            "status_url": f"/api/promptsets/uploads/{upload.pk}"}
+
+
+@router.post("/", response={202: UploadOut, 409: DetailOut, 422: RejectedOut})
 def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
-    """Import a file: all rows valid (or skip_invalid_rows), else nothing is stored and 422 lists every rejected row."""
+    """Upload a file; a worker checks every row. 202 with the upload: follow ``status_url`` until it is
+    imported (``promptset_id``) or rejected (``report`` lists every rejected row; nothing is stored).
+    A Parquet file whose metadata already shows a row over the limit is refused at once (422)."""
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
-    binary = uploaded_binary_file(file)
+    options = import_options(
+        file_format=data.file_format or None, mapping=data.mapping(), skip_invalid_rows=data.skip_invalid_rows,
+        description=data.description, is_public=data.is_public, default_header=data.default_header,
+        limits=_limits(data.max_statement_chars))
     try:
-        result = actions.import_promptset(
-            request.user, data.name, binary, filename=file.name, file_format=data.file_format or None,
-            mapping=data.mapping(), skip_invalid_rows=data.skip_invalid_rows, description=data.description,
-            is_public=data.is_public, default_header=data.default_header, limits=_limits(data.max_statement_chars),
-        )
+        upload = actions.stage_upload(request.user, data.name, file, options=options)
     except actions.PromptsetNameTaken as error:
         return 409, {"detail": str(error)}
     except actions.ImportRejected as rejected:
         return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
-    finally:
-        binary.close()
-    return 201, {"promptset": _promptset_out(result.promptset), "report": result.report.as_dict()}
+    return 202, _upload_out(upload)
+
+
+@router.get("/uploads/{upload_id}", response=UploadOut)
+def get_upload(request, upload_id: int):
+    """An upload's progress (rows and bytes read) and, once finished, its promptset or its report."""
+    return _upload_out(get_object_or_404(PromptsetUpload, pk=upload_id, owner=request.user))
 
 
 @router.post("/validate", response=ReportOut)
 def validate_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
-    """The per-row report of a file, storing nothing (``name`` is ignored)."""
+    """The per-row report of a file, storing nothing (``name`` is ignored). The file is read by a child
+    process with a memory ceiling, as uploads are."""
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
-    binary = uploaded_binary_file(file)
-    try:
-        check = FileCheck(binary, filename=file.name, file_format=data.file_format or None, mapping=data.mapping(),
-                          limits=_limits(data.max_statement_chars), default_header=data.default_header)
-        for _ in check.candidates():
-            pass
-    finally:
-        binary.close()
+    with tempfile.NamedTemporaryFile(prefix="promptset-validate-") as staged:
+        for chunk in file.chunks(1024 * 1024):
+            staged.write(chunk)
+        staged.flush()
+        check = IsolatedFileCheck(staged.name, filename=file.name, file_format=data.file_format or None,
+                                  mapping=data.mapping(), limits=_limits(data.max_statement_chars),
+                                  default_header=data.default_header)
+        try:
+            check.run()
+        finally:
+            check.close()
     return check.report.as_dict()
 
 

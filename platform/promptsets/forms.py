@@ -60,6 +60,23 @@ class UploadForm(forms.Form):
     def limits(self) -> RowLimits:
         return RowLimits(max_row_bytes=DEFAULT_MAX_ROW_BYTES, max_statement_chars=self.cleaned_data["max_statement_chars"])
 
+    def import_options(self) -> dict:
+        """The choices the worker needs to import the file (JSON: stored with the upload)."""
+        return import_options(
+            file_format=self.cleaned_data["file_format"] or None, mapping=self.column_mapping(),
+            skip_invalid_rows=self.cleaned_data["skip_invalid_rows"], description=self.cleaned_data["description"],
+            is_public=self.cleaned_data["is_public"], default_header=self.cleaned_data["default_header"],
+            limits=self.limits())
+
+
+def import_options(*, file_format, mapping: ColumnMapping, skip_invalid_rows: bool, description: str, is_public: bool,
+                   default_header: str, limits: RowLimits) -> dict:
+    from dataclasses import asdict
+
+    return {"file_format": file_format, "mapping": asdict(mapping), "skip_invalid_rows": skip_invalid_rows,
+            "description": description, "is_public": is_public, "default_header": default_header,
+            "limits": asdict(limits)}
+
 
 class CurationForm(forms.Form):
     kind = forms.ChoiceField(choices=[

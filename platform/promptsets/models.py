@@ -89,13 +89,16 @@ class Problem(models.Model):
         """Header and statement as Lean reads them."""
         return f"{self.header}\n\n{self.formal_statement}" if self.header else self.formal_statement
 
-    def attempt_history(self):
-        """Scored attempts at this problem in every run, per run (newest run first)."""
+    def attempt_history(self, viewer):
+        """Scored attempts at this problem in every run ``viewer`` may see, per run (newest run first).
+
+        A public promptset is seen by everyone; the runs on it are not: only those Run.visible_to allows.
+        """
         from django.db.models import Count, Max, Min
 
         from proofs.models import ProofAttempt
 
-        attempts = ProofAttempt.objects.filter(
+        attempts = ProofAttempt.objects.visible_to(viewer).filter(
             Q(problem=self) | Q(problem__isnull=True, problem_key=self.problem_key,
                                 run__promptset_version__promptset_id=self.promptset_id)
         )
@@ -175,3 +178,44 @@ class VersionProblem(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["version", "problem"], name="problem_once_per_version")]
+
+
+class UploadState(models.TextChoices):
+    PENDING = "pending", "Waiting for a worker"
+    CHECKING = "checking", "Checking every row"
+    IMPORTED = "imported", "Imported"
+    REJECTED = "rejected", "Rejected"
+
+
+class PromptsetUpload(models.Model):
+    """An uploaded file on its way to becoming a promptset: parsed by a Celery task, never the web process.
+
+    The page of an upload follows ``rows_read`` and ``bytes_read``; a rejected upload keeps its
+    report (the rejected rows) and stores no promptset.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="promptset_uploads")
+    name = models.CharField(max_length=200)
+    filename = models.CharField(max_length=300)
+    staged_path = models.CharField(max_length=1000, help_text="The file on the artifact volume until it is checked.")
+    options = models.JSONField(default=dict, help_text="The form's choices: format, mapping, limits, header, …")
+    state = models.CharField(max_length=16, choices=UploadState.choices, default=UploadState.PENDING)
+    bytes_total = models.BigIntegerField(default=0)
+    bytes_read = models.BigIntegerField(default=0)
+    rows_read = models.PositiveIntegerField(default=0)
+    failure = models.TextField(blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    peak_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="Of the child process that read the file.")
+    promptset = models.ForeignKey(Promptset, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def get_absolute_url(self):
+        return reverse("promptsets:upload_status", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (UploadState.IMPORTED, UploadState.REJECTED)

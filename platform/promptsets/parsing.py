@@ -22,7 +22,10 @@ from enum import StrEnum
 from typing import Any, BinaryIO
 
 DEFAULT_MAX_ROW_BYTES = 1024 * 1024
-PARQUET_BATCH_ROWS = 1024
+PARQUET_BATCH_ROWS = 64
+# Checked from the Parquet footer before anything is decompressed (check_parquet_sizes).
+MAX_PARQUET_ROW_GROUP_BYTES = 256 * 1024 * 1024
+MAX_PARQUET_FOOTER_BYTES = 16 * 1024 * 1024
 _READ_CHUNK_BYTES = 64 * 1024
 _PARQUET_MAGIC = b"PAR1"
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -275,13 +278,40 @@ def read_json_array(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTE
         _release(reader)
 
 
-def _csv_text_lines(file: BinaryIO) -> Iterator[str]:
-    """Lines decoded leniently, so that one row's bad bytes become that row's error, not the file's."""
-    reader = io.TextIOWrapper(file, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    try:
-        yield from reader
-    finally:
-        _release(reader)
+class _LineTooLong(Exception):
+    def __init__(self, size: int, line: int):
+        super().__init__(size, line)
+        self.size, self.line = size, line
+
+
+class _BoundedCsvLines:
+    """Lines of a CSV file, each read with a bounded ``readline``: a 200 MB line is never in memory.
+
+    An over-long line is skipped in bounded pieces and raises ``_LineTooLong`` once; the csv module
+    resets at its next record, so the following rows are still read. Decoded leniently, so that
+    one row's bad bytes become that row's error, not the file's.
+    """
+
+    def __init__(self, file: BinaryIO, max_line_bytes: int):
+        self.file, self.max_line_bytes, self.line = file, max_line_bytes, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        raw = self.file.readline(self.max_line_bytes + 1)
+        if not raw:
+            raise StopIteration
+        self.line += 1
+        if self.line == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+            size = len(raw)
+            while raw and not raw.endswith(b"\n"):
+                raw = self.file.readline(_READ_CHUNK_BYTES)
+                size += len(raw)
+            raise _LineTooLong(size, self.line)
+        return raw.decode("utf-8", errors="surrogateescape")
 
 
 def _has_undecodable(value: str) -> bool:
@@ -290,11 +320,15 @@ def _has_undecodable(value: str) -> bool:
 
 def open_csv(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> RowSource:
     csv.field_size_limit(max_row_bytes)
-    reader = csv.reader(_csv_text_lines(file), strict=True)
+    lines = _BoundedCsvLines(file, max_row_bytes)
+    reader = csv.reader(lines, strict=True)
     try:
         header = next(reader)
     except StopIteration:
         raise FileFormatError("the CSV file is empty: it needs a header line naming the columns") from None
+    except _LineTooLong as error:
+        raise FileFormatError(f"the CSV header line is {error.size:,} bytes long; the limit is {max_row_bytes:,} "
+                              "bytes: is this a CSV file?") from None
     except csv.Error as error:
         raise FileFormatError(f"the CSV header line cannot be read ({error})") from None
     columns = [name.strip() for name in header]
@@ -307,11 +341,15 @@ def open_csv(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> R
     def rows() -> Iterator[RawRow]:
         number = 0
         while True:
-            line = reader.line_num + 1
+            line = lines.line + 1
             try:
                 record = next(reader)
             except StopIteration:
                 return
+            except _LineTooLong as error:
+                number += 1
+                yield RawRow(number, error.line, read_error=_too_long(error.size, max_row_bytes))
+                continue
             except csv.Error as error:
                 raise FileFormatError(
                     f"CSV record {number + 1} (line {line}) cannot be read ({error}); the rest of the file "
@@ -337,16 +375,62 @@ def open_csv(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> R
     return RowSource(FileFormat.CSV, rows(), columns)
 
 
+def _parquet_footer_bytes(file: BinaryIO) -> int:
+    """The footer's length, from the file's last 8 bytes, before pyarrow reads (and allocates) it."""
+    file.seek(0, io.SEEK_END)
+    size = file.tell()
+    if size < 12:
+        raise FileFormatError(f"not a readable Parquet file ({size} bytes is too short); upload it again")
+    file.seek(size - 8)
+    tail = file.read(8)
+    file.seek(0)
+    if tail[4:] != _PARQUET_MAGIC:
+        raise FileFormatError("not a readable Parquet file (no PAR1 at its end); the file may be truncated: upload it again")
+    return int.from_bytes(tail[:4], "little")
+
+
+def check_parquet_sizes(parquet_file, *, max_row_bytes: int) -> None:
+    """Refuse, from the metadata alone, a file whose rows would decompress past the limits.
+
+    A 9 KB file can hold a 256 MB row (a long run of one character compresses to nothing);
+    decompressing it first and measuring after would already have spent the memory. Each column
+    chunk's uncompressed size is in the footer: a chunk larger than ``max_row_bytes`` per row has
+    a row over the limit, and a row group over ``MAX_PARQUET_ROW_GROUP_BYTES`` is more than one
+    batch should ever hold.
+    """
+    metadata = parquet_file.metadata
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        rows = max(group.num_rows, 1)
+        for column in range(group.num_columns):
+            chunk = group.column(column)
+            if chunk.total_uncompressed_size > max_row_bytes * rows:
+                raise FileFormatError(
+                    f"column {chunk.path_in_schema!r} of row group {index + 1} holds {chunk.total_uncompressed_size:,} "
+                    f"bytes uncompressed for {group.num_rows:,} rows, so a row is over the limit of {max_row_bytes:,} "
+                    "bytes per row: shorten the long rows or raise the limit")
+        if group.total_byte_size > MAX_PARQUET_ROW_GROUP_BYTES:
+            raise FileFormatError(
+                f"row group {index + 1} holds {group.total_byte_size:,} bytes uncompressed; the limit is "
+                f"{MAX_PARQUET_ROW_GROUP_BYTES:,}: write the file with smaller row groups "
+                "(pyarrow: pq.write_table(table, path, row_group_size=10_000))")
+
+
 def open_parquet(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> RowSource:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    footer = _parquet_footer_bytes(file)
+    if footer > MAX_PARQUET_FOOTER_BYTES:
+        raise FileFormatError(f"the Parquet footer is {footer:,} bytes long; the limit is {MAX_PARQUET_FOOTER_BYTES:,}: "
+                              "write the file with fewer row groups or columns")
     try:
         parquet_file = pq.ParquetFile(file)
     except (pa.ArrowException, OSError, ValueError) as error:
         raise FileFormatError(
             f"not a readable Parquet file ({error}); the file may be truncated: upload it again"
         ) from None
+    check_parquet_sizes(parquet_file, max_row_bytes=max_row_bytes)
     columns = list(parquet_file.schema_arrow.names)
 
     def rows() -> Iterator[RawRow]:
@@ -388,3 +472,32 @@ def open_rows(
     if file_format is FileFormat.CSV:
         return open_csv(file, max_row_bytes=max_row_bytes)
     return open_parquet(file, max_row_bytes=max_row_bytes)
+
+
+def precheck(file: BinaryIO, *, filename: str = "", file_format: FileFormat | str | None = None,
+             max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> FileFormat:
+    """What can be refused cheaply, before any row is read: the format, and a Parquet file's sizes.
+
+    Reads the first bytes and, for Parquet, the footer (bounded by MAX_PARQUET_FOOTER_BYTES), never
+    a row: safe in the web process. Text formats are bounded row by row while they are read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    head = file.read(4)
+    file.seek(0)
+    if not head:
+        raise FileFormatError(f"{filename or 'the file'!r} is empty")
+    file_format = FileFormat(file_format) if file_format else detect_format(filename, head)
+    if file_format is FileFormat.PARQUET:
+        footer = _parquet_footer_bytes(file)
+        if footer > MAX_PARQUET_FOOTER_BYTES:
+            raise FileFormatError(f"the Parquet footer is {footer:,} bytes long; the limit is "
+                                  f"{MAX_PARQUET_FOOTER_BYTES:,}: write the file with fewer row groups or columns")
+        try:
+            parquet_file = pq.ParquetFile(file)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise FileFormatError(f"not a readable Parquet file ({error}); the file may be truncated: upload it again") from None
+        check_parquet_sizes(parquet_file, max_row_bytes=max_row_bytes)
+        file.seek(0)
+    return file_format

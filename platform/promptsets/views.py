@@ -15,7 +15,7 @@ from pygments.lexers import Lean4Lexer
 from promptsets import actions
 from promptsets.curation import describe_rule
 from promptsets.forms import CurationForm, UploadForm, VariantsForm
-from promptsets.models import PART_LABELS, Problem, Promptset, PromptsetVersion
+from promptsets.models import PART_LABELS, Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
 PAGE_SIZE = 50
@@ -73,28 +73,32 @@ def promptset_upload(request):
     report = None
     failure = None
     if request.method == "POST" and form.is_valid():
-        uploaded = form.cleaned_data["file"]
-        file = uploaded_binary_file(uploaded)
+        # The web process only stores the file (and reads a Parquet footer); a worker checks the rows.
         try:
-            result = actions.import_promptset(
-                request.user, form.cleaned_data["name"], file, filename=uploaded.name,
-                file_format=form.cleaned_data["file_format"] or None, mapping=form.column_mapping(),
-                skip_invalid_rows=form.cleaned_data["skip_invalid_rows"],
-                description=form.cleaned_data["description"], is_public=form.cleaned_data["is_public"],
-                default_header=form.cleaned_data["default_header"], limits=form.limits(),
-            )
+            upload = actions.stage_upload(request.user, form.cleaned_data["name"], form.cleaned_data["file"],
+                                          options=form.import_options())
         except actions.PromptsetNameTaken as error:
             form.add_error("name", str(error))
         except actions.ImportRejected as rejected:
             report, failure = rejected.report, str(rejected)
         else:
-            messages.success(request, f"Imported {result.report.summary()}.")
-            return redirect(result.promptset)
-        finally:
-            file.close()
+            return redirect(upload)
     return render(request, "promptsets/upload.html", {
         "form": form, "report": report, "failure": failure,
         "rejections_shown": report.rejections[:REPORT_ROWS_SHOWN] if report else [],
+    })
+
+
+@login_required
+def upload_status(request, upload_pk):
+    """An upload being checked (the page follows it), its report if rejected; once imported, the promptset."""
+    upload = get_object_or_404(PromptsetUpload, pk=upload_pk, owner=request.user)
+    if upload.state == UploadState.IMPORTED and upload.promptset_id:
+        messages.success(request, f"Imported {upload.report.get('summary', upload.name)}.")
+        return redirect(upload.promptset)
+    return render(request, "promptsets/upload_status.html", {
+        "upload": upload, "report": upload.report or None, "failure": upload.failure,
+        "rejections_shown": (upload.report or {}).get("rejections", [])[:REPORT_ROWS_SHOWN],
     })
 
 
@@ -178,8 +182,8 @@ def highlighted_lean(text: str) -> str:
 def problem_detail(request, pk, problem_pk):
     promptset = _visible_promptset(request, pk)
     problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
-    history = list(problem.attempt_history())
-    accepted, scored = actions.platform_win_rates([problem.pk]).get(problem.pk, (0, 0))
+    history = list(problem.attempt_history(request.user))
+    accepted, scored = actions.platform_win_rates([problem.pk], viewer=request.user).get(problem.pk, (0, 0))
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,

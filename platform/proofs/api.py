@@ -84,7 +84,8 @@ def card(attempt: ProofAttempt) -> dict:
 
 @router.get("/runs/{run_id}/attempts", response=list[ProofAttemptOut])
 def list_attempts(request, run_id: int, after_id: int = 0, limit: int = 200):
-    attempts = ProofAttempt.objects.visible_to(request.user).filter(run_id=run_id, pk__gt=after_id).order_by("pk")
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)  # 404, as every route naming a run
+    attempts = ProofAttempt.objects.visible_to(request.user).filter(run=run, pk__gt=after_id).order_by("pk")
     return attempts[: min(max(limit, 1), 1000)]
 
 

@@ -10,24 +10,19 @@ from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from runs import cluster, ray_jobs, warm_start
-from runs.models import Run, RunKind, RunState
+from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
+from runs.models import Checkpoint, RegisteredModel, Run, RunState
 from trainer import memory_plan
 from trainer.config import RunConfig
 
 logger = logging.getLogger(__name__)
 
 
-class LaunchError(ValueError):
-    """The run cannot be launched as asked; ``field_errors`` maps config paths to messages."""
-
-    def __init__(self, message: str, field_errors: dict[str, list[str]] | None = None):
-        super().__init__(message)
-        self.field_errors = field_errors or {}
+LaunchError = launch_contract.LaunchError
 
 
 def resolve_config(preset: str, overrides: dict) -> RunConfig:
-    """The trainer's own schema decides what a valid run is; its errors come back per field."""
+    """The trainer's own schema decides what a valid run is; its errors come back per launch field."""
     try:
         config = RunConfig.from_preset(preset, overrides)
     except ValidationError as error:
@@ -35,7 +30,11 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
         for problem in error.errors():
             path = ".".join(str(part) for part in problem["loc"]) or "__all__"
             message = problem["msg"].removeprefix("Value error, ")
-            field_errors.setdefault(path, []).append(f"{message} (got {problem.get('input')!r})" if path != "__all__" else message)
+            field = launch_contract.FIELD_FOR_CONFIG_PATH.get(path, "__all__")
+            shown = f"{path}: {message}" if field == "__all__" and path != "__all__" else message
+            if path != "__all__" and field != "__all__":
+                shown = f"{message} (got {problem.get('input')!r})"
+            field_errors.setdefault(field, []).append(shown)
         raise LaunchError("the run configuration is invalid", field_errors) from error
     except ValueError as error:
         raise LaunchError(str(error), {"preset": [str(error)]}) from error
@@ -46,34 +45,72 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
     return config
 
 
-def launch_run(*, owner, name: str, promptset_version, preset: str, overrides: dict | None = None,
-               kind: str = RunKind.RL, starting_checkpoint=None) -> Run:
-    """Store a queued run with its resolved config and dispatch it once the row is committed.
+def check_resolved_config(config: RunConfig, *, owner) -> None:
+    """Every check of the whole resolved configuration, in one place, before anything is stored.
 
-    ``starting_checkpoint`` (a Checkpoint of an earlier run, typically a warm-start SFT run)
-    becomes the model the run starts from, and the run records it as its lineage.
+    Checks that need the resolved config and its owner belong here: the owner's quota refuses a run
+    that could never leave the queue. (The GPU memory plan, which needs the config alone, is
+    resolve_config's last step, so the form's own validation refuses what will not fit too.)
     """
-    overrides = dict(overrides or {})
+    problem = scheduling.limit_problem(owner, config.cluster.num_gpus)
+    if problem:
+        raise LaunchError(problem, {"preset": [problem]})
+
+
+def _visible_or_error(queryset, pk, field: str, what: str):
+    found = queryset.filter(pk=pk).first()
+    if found is None:
+        # The same answer whether it does not exist or is someone else's: nothing to learn by guessing ids.
+        raise LaunchError(f"no {what} {pk} that you may see", {field: [f"no {what} with id {pk} that you may see"]})
+    return found
+
+
+def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
+    """The one door every launch goes through (form, API, ``manage.py launch_run``).
+
+    ``request`` holds only the launch contract's fields (runs/launch_contract.py); the rest comes from
+    the preset and the deployment. The run is stored queued; the scheduler (runs/scheduling.py)
+    dispatches it when its owner's quota has room.
+    """
+    from promptsets.models import Promptset, PromptsetVersion
+
+    if not isinstance(request, launch_contract.LaunchRequest):
+        request = launch_contract.parse(request)
+    promptset_version = _visible_or_error(
+        PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(owner)).select_related("promptset"),
+        request.promptset_version_id, "promptset_version_id", "promptset version")
+    starting_checkpoint = None
+    if request.starting_checkpoint_id is not None:
+        starting_checkpoint = _visible_or_error(Checkpoint.objects.filter(run__in=Run.objects.visible_to(owner)),
+                                                request.starting_checkpoint_id, "starting_checkpoint_id", "checkpoint")
+    overrides = launch_contract.overrides_for(request)
+    if request.model is not None:
+        registered = RegisteredModel.objects.filter(name=request.model, is_enabled=True).first()
+        if registered is None:
+            names = ", ".join(RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True))
+            raise LaunchError("unknown model", {"model": [f"{request.model!r} is not in the model registry; choose one of {names}"]})
+        overrides["model"] = {"source": registered.source, "name_or_path": registered.name_or_path}
     if starting_checkpoint is not None:
-        overrides["model"] = {**overrides.get("model", {}), "init_checkpoint": starting_checkpoint.model_folder}
-    elif "init_checkpoint" not in overrides.get("model", {}):
+        overrides.setdefault("model", {})["init_checkpoint"] = starting_checkpoint.model_folder
+    elif request.model is None:
         try:
-            warm_started = warm_start.starting_model(preset)
+            warm_started = warm_start.starting_model(request.preset)
         except ValueError as error:
             raise LaunchError(str(error), {"preset": [str(error)]}) from error
         if warm_started:
-            overrides["model"] = {**overrides.get("model", {}), "init_checkpoint": warm_started}
-    config = resolve_config(preset, overrides)
-    config_json = config.to_json_dict()
-    config_json["verifier"]["url"] = settings.LEAN_SERVER_URL
+            overrides.setdefault("model", {})["init_checkpoint"] = warm_started
+    # The deployment's, never the caller's: the shared Lean server's address and its concurrency.
+    overrides["verifier"] = {"url": settings.LEAN_SERVER_URL}
+    config = resolve_config(request.preset, overrides)
+    check_resolved_config(config, owner=owner)
     with transaction.atomic():
         run = Run.objects.create(
-            owner=owner, name=name, kind=kind, promptset_version=promptset_version, preset=preset,
-            starting_checkpoint=starting_checkpoint,
-            config=config_json, code_version=cluster.code_version(),
+            owner=owner, name=request.name, kind=request.kind, promptset_version=promptset_version,
+            preset=request.preset, starting_checkpoint=starting_checkpoint, config=config.to_json_dict(),
+            code_version=cluster.code_version(), priority=scheduling.user_priority(owner),
         )
         run.state_changes.create(state=RunState.QUEUED, reason="launched")
-        transaction.on_commit(lambda: _enqueue_dispatch(run.pk, resume=False))
+        transaction.on_commit(scheduling.schedule_soon)
     return run
 
 
@@ -92,10 +129,21 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
 
 def resume_run(run: Run) -> bool:
     """Queue a failed or cancelled run again; the trainer continues from its last checkpoint."""
-    if not run.transition(RunState.QUEUED, reason="resumed from the last checkpoint"):
+    # Queued again, the scheduler dispatches it (with --resume) when its owner's quota has room.
+    return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint")
+
+
+def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> bool:
+    """Stop a starting or running run and queue it again; it resumes from its last checkpoint.
+
+    The cancel and resume machinery, one after the other: the job is stopped (the trainer keeps
+    its checkpoints) and the run goes to the back of its priority in the queue.
+    """
+    if run.state not in (RunState.STARTING, RunState.RUNNING):
         return False
-    transaction.on_commit(lambda: _enqueue_dispatch(run.pk, resume=True))
-    return True
+    if not cancel_run(run, reason=f"{reason}; queued again to resume from its last checkpoint"):
+        return False
+    return run.transition(RunState.QUEUED, reason=f"re-queued after preemption ({reason})")
 
 
 def _enqueue_dispatch(run_id: int, *, resume: bool) -> None:

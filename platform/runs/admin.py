@@ -1,14 +1,28 @@
-"""The Django admin for runs: searchable and filterable, with cancel and resume going through
-the same ``runs.actions`` as the run page and the API.
+"""The Django admin for runs: searchable and filterable, with cancel, resume and preempt going
+through the same ``runs.actions`` as the run page and the API; the model registry, quotas, the
+queue's pause and run priorities (runs/scheduling.py).
 
 What the trainer wrote (events, metrics, evaluations, the state timeline) is read-only here:
 editing it would make the run page disagree with what happened.
 """
 
+from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 
-from runs import actions
-from runs.models import Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunStateChange, StepMetrics
+from runs import actions, scheduling
+from runs.models import (
+    Checkpoint,
+    DeadLetter,
+    Evaluation,
+    QueueState,
+    Quota,
+    RegisteredModel,
+    Run,
+    RunEvent,
+    RunStateChange,
+    StepMetrics,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -35,21 +49,72 @@ class RunStateChangeInline(admin.TabularInline):
         return False
 
 
+class _SchedulesAfterSave(admin.ModelAdmin):
+    """A changed limit, priority or pause may let queued runs start: schedule once it is committed."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        transaction.on_commit(scheduling.schedule_soon)
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        transaction.on_commit(scheduling.schedule_soon)
+
+
+@admin.register(RegisteredModel)
+class RegisteredModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "source", "name_or_path", "is_enabled", "description")
+    list_editable = ("is_enabled",)
+    search_fields = ("name", "name_or_path")
+
+
+@admin.register(Quota)
+class QuotaAdmin(_SchedulesAfterSave):
+    list_display = ("__str__", "max_concurrent_runs", "max_gpus", "priority")
+
+
+@admin.register(QueueState)
+class QueueStateAdmin(_SchedulesAfterSave):
+    list_display = ("is_paused", "reason", "changed_at")
+
+    def has_add_permission(self, request):
+        return not QueueState.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class RunAdminForm(forms.ModelForm):
+    priority = forms.IntegerField(required=False, help_text="Higher leaves the queue first; blank keeps it as it is.")
+
+    class Meta:
+        model = Run
+        fields = "__all__"
+
+    def clean_priority(self):
+        value = self.cleaned_data.get("priority")
+        return self.instance.priority if value is None else value
+
+
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "owner", "kind", "preset", "state", "current_step", "attempt", "created_at")
+class RunAdmin(_SchedulesAfterSave):
+    form = RunAdminForm
+    list_display = ("id", "name", "owner", "kind", "preset", "state", "priority", "current_step", "attempt",
+                    "created_at", "queue_reason")
+    list_editable = ("priority",)
     list_filter = ("state", "kind", "preset", "created_at")
     search_fields = ("name", "owner__username", "ray_job_id", "failure_reason")
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
-    # The configuration, state and lineage are the trainer's record of what ran: only the name and
-    # who it is shared with may change. State changes go through the cancel and resume actions.
+    # The configuration, state and lineage are the trainer's record of what ran: only the name, its
+    # priority in the queue and who it is shared with may change. State changes go through the actions.
     readonly_fields = ("owner", "kind", "promptset_version", "preset", "config", "state", "failure_reason",
+                       "queued_at", "admitted_at", "queue_reason",
                        "ray_job_id", "cluster", "code_version", "starting_checkpoint", "attempt", "current_step",
                        "created_at", "started_at", "finished_at", "updated_at")
     filter_horizontal = ("shared_with",)
     inlines = [RunStateChangeInline]
-    actions = ["cancel_selected", "resume_selected"]
+    actions = ["cancel_selected", "resume_selected", "preempt"]
 
     def has_add_permission(self, request):
         return False  # a run is launched from the form, the API or the CLI, which validate its config
@@ -63,6 +128,17 @@ class RunAdmin(admin.ModelAdmin):
     def resume_selected(self, request, queryset):
         resumed = [run for run in queryset if actions.resume_run(run)]
         self._report(request, "queued again", resumed, queryset)
+
+    @admin.action(description="Preempt: stop with a checkpoint and queue again (resumes later)")
+    def preempt(self, request, queryset):
+        preempted = [run for run in queryset if actions.preempt_run(run, reason=f"preempted by {request.user} (admin)")]
+        if preempted:
+            self.message_user(request, f"Preempted {', '.join(run.name for run in preempted)}; each resumes from its "
+                                       "last checkpoint when the queue admits it again.")
+        skipped = queryset.count() - len(preempted)
+        if skipped:
+            self.message_user(request, f"{skipped} run(s) were not starting or running, so not preempted.",
+                              messages.WARNING)
 
     def _report(self, request, verb, changed, queryset):
         skipped = queryset.count() - len(changed)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from django.http import Http404, StreamingHttpResponse
@@ -7,9 +8,8 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from promptsets.models import Promptset, PromptsetVersion
-from runs import actions, queries
-from runs.models import Checkpoint, Run, RunKind
+from runs import actions, launch_contract, queries
+from runs.models import Run
 
 router = Router(tags=["runs"])
 
@@ -25,19 +25,16 @@ class RunOut(Schema):
     failure_reason: str
     ray_job_id: str
     starting_checkpoint_id: int | None
+    priority: int
+    queue_reason: str
     config: dict
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
 
-
-class LaunchIn(Schema):
-    name: str
-    promptset_version_id: int
-    preset: str = "cpu-demo"
-    kind: RunKind = RunKind.RL
-    starting_checkpoint_id: int | None = None
-    overrides: dict = {}
+    @staticmethod
+    def resolve_config(run: Run) -> dict:
+        return run.public_config  # never the deployment's Lean server address or key
 
 
 class LaunchErrorOut(Schema):
@@ -127,6 +124,8 @@ def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_
     return {"events": events, "last_number": last_number,
             "has_more": bool(events) and events[-1]["number"] < last_number,
             "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
+
+
 class WaitingOut(Schema):
     state: str
     reason: str
@@ -139,20 +138,20 @@ def run_waiting(request, run_id: int):
     return {"state": run.state, "reason": queries.waiting_reason(run, request.user)}
 
 
-@router.post("/", response={201: RunOut, 422: LaunchErrorOut})
-def launch_run(request, data: LaunchIn):
-    version = get_object_or_404(
-        PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(request.user)),
-        pk=data.promptset_version_id,
-    )
-    checkpoint = None
-    if data.starting_checkpoint_id is not None:
-        checkpoint = get_object_or_404(Checkpoint.objects.filter(run__in=Run.objects.visible_to(request.user)),
-                                       pk=data.starting_checkpoint_id)
+@router.post("/", response={201: RunOut, 422: LaunchErrorOut}, openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": launch_contract.LaunchRequest.model_json_schema()}}}})
+def launch_run(request):
+    """Launch a run: the launch contract's fields only (runs/launch_contract.py), as the form takes them.
+
+    A field the contract does not know, a value out of the preset's bounds, a model outside the
+    registry or a checkpoint you may not see: 422, with an error per field.
+    """
     try:
-        run = actions.launch_run(owner=request.user, name=data.name, promptset_version=version,
-                                 preset=data.preset, overrides=data.overrides, kind=data.kind,
-                                 starting_checkpoint=checkpoint)
+        data = json.loads(request.body or b"{}")
+    except ValueError as error:
+        return 422, {"detail": "the body is not JSON", "field_errors": {"__all__": [f"not JSON: {error}"]}}
+    try:
+        run = actions.launch_run(owner=request.user, request=data)
     except actions.LaunchError as error:
         return 422, {"detail": str(error), "field_errors": error.field_errors}
     return 201, run

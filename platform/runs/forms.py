@@ -4,37 +4,36 @@ from django import forms
 from django.db.models import Case, Value, When
 
 from promptsets.models import PromptsetVersion
-from runs.actions import LaunchError, resolve_config
-from runs.models import Checkpoint, Run, RunKind
+from runs import launch_contract
+from runs.launch_contract import PRESET_BOUNDS, SETTABLE_FIELDS, LaunchError
+from runs.models import Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS
 
-# Form field → (config section, field). Left blank, the preset's value stands.
-OVERRIDE_FIELDS = {
-    "total_steps": ("schedule", "total_steps"),
-    "prompts_per_step": ("rollout", "prompts_per_step"),
-    "samples_per_prompt": ("rollout", "samples_per_prompt"),
-    "max_response_tokens": ("rollout", "max_response_tokens"),
-    "learning_rate": ("optimizer", "learning_rate"),
-}
-FIELD_FOR_PATH = {".".join(path): name for name, path in OVERRIDE_FIELDS.items()}
+# POST keys that are not launch fields but belong to every Django form.
+_FORM_MACHINERY = {"csrfmiddlewaretoken"}
+
+
+def _bounds_help(name: str) -> str:
+    ranges = "; ".join(f"{preset} {bounds[name].describe()}" for preset, bounds in PRESET_BOUNDS.items()
+                       if name in bounds and preset in PRESETS)
+    return f"{SETTABLE_FIELDS[name][3]} Blank: the preset's value. Allowed: {ranges}."
 
 
 class LaunchRunForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    """The launch contract (runs/launch_contract.py) as an HTML form: the same fields, the same checks."""
+
+    name = forms.CharField(max_length=launch_contract.NAME_MAX_CHARS)
     promptset_version = forms.ModelChoiceField(queryset=PromptsetVersion.objects.none(), label="Promptset version")
     kind = forms.ChoiceField(choices=RunKind.choices, initial=RunKind.RL, label="Kind of run",
                              help_text="Warm-start SFT teaches the answer format from demonstrations generated "
                                        "for the promptset; start an RL run from its checkpoint.")
     preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial="cpu-demo")
+    model = forms.ChoiceField(required=False, label="Model",
+                              help_text="Blank: the preset's model. Models come from the registry an administrator keeps.")
     starting_checkpoint = forms.ModelChoiceField(
         queryset=Checkpoint.objects.none(), required=False, label="Start from checkpoint",
         help_text="Blank: the preset's model. A checkpoint of an earlier run (e.g. warm-start SFT) to start from.",
     )
-    total_steps = forms.IntegerField(required=False, min_value=1, help_text="Blank: the preset's value.")
-    prompts_per_step = forms.IntegerField(required=False, min_value=1)
-    samples_per_prompt = forms.IntegerField(required=False, min_value=1, help_text="The GRPO group size.")
-    max_response_tokens = forms.IntegerField(required=False, min_value=1)
-    learning_rate = forms.FloatField(required=False, min_value=0)
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -49,28 +48,41 @@ class LaunchRunForm(forms.Form):
         self.fields["starting_checkpoint"].queryset = Checkpoint.objects.filter(
             run__in=Run.objects.visible_to(user)
         ).select_related("run").order_by("-created_at")
+        self.fields["model"].choices = [("", "the preset's model")] + [
+            (name, name) for name in RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True)]
+        for name, (_, _, kind, _) in SETTABLE_FIELDS.items():
+            field_class = forms.IntegerField if kind is int else forms.FloatField
+            self.fields[name] = field_class(required=False, help_text=_bounds_help(name))
 
-    def overrides(self) -> dict:
-        result: dict = {}
-        for name, (section, field) in OVERRIDE_FIELDS.items():
-            value = self.cleaned_data.get(name)
-            if value is not None:
-                result.setdefault(section, {})[field] = value
-        return result
+    def launch_data(self) -> dict:
+        """The contract's fields from the cleaned form (blank settable fields left out: the preset's value)."""
+        data = {
+            "name": self.cleaned_data["name"], "promptset_version_id": self.cleaned_data["promptset_version"].pk,
+            "preset": self.cleaned_data["preset"], "kind": self.cleaned_data["kind"],
+            "model": self.cleaned_data.get("model") or None,
+            "starting_checkpoint_id": getattr(self.cleaned_data.get("starting_checkpoint"), "pk", None),
+        }
+        data.update({name: self.cleaned_data[name] for name in SETTABLE_FIELDS
+                     if self.cleaned_data.get(name) is not None})
+        return data
 
     def clean(self):
         cleaned = super().clean()
-        if self.errors or "preset" not in cleaned:
+        unknown = sorted(set(self.data) - set(self.fields) - _FORM_MACHINERY) if self.is_bound else []
+        for key in unknown:
+            self.add_error(None, f"{key!r} is not a launch field; the launch fields are "
+                                 f"{', '.join(launch_contract.field_names())}")
+        if self.errors:
             return cleaned
         try:
-            self.resolved_config = resolve_config(cleaned["preset"], self.overrides())
+            self.launch_request = launch_contract.parse(self.launch_data())
         except LaunchError as error:
             self.add_launch_error(error)
         return cleaned
 
     def add_launch_error(self, error: LaunchError) -> None:
-        """Each of the trainer schema's complaints on the field it is about, or above the form."""
-        for path, messages in error.field_errors.items():
-            field = FIELD_FOR_PATH.get(path, "preset" if path == "preset" else None)
+        """Each complaint of the contract or the trainer's schema on the field it is about, or above the form."""
+        for field, messages in error.field_errors.items():
+            field = launch_contract.REFERENCE_FIELDS.get(field, field)
             for message in messages:
-                self.add_error(field, f"{path}: {message}" if field is None else message)
+                self.add_error(field if field in self.fields else None, message)

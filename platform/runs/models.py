@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+
+from trainer.config import ModelSource
 
 
 class RunState(models.TextChoices):
@@ -69,6 +72,13 @@ class Run(models.Model):
         help_text="The checkpoint (e.g. of a warm-start SFT run) this run's model started from: its lineage.",
     )
     attempt = models.PositiveIntegerField(default=0, help_text="How many times the job was submitted (resumes).")
+    # The queue (runs/scheduling.py): a queued run waits until its owner's quota and the queue admit it.
+    priority = models.IntegerField(default=0, help_text="Set by an administrator: higher runs leave the queue first.")
+    queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
+    admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler let it leave the queue.")
+    queue_reason = models.CharField(max_length=300, blank=True, help_text="Why it still waits, as the scheduler last saw it.")
+    is_resuming = models.BooleanField(default=False, help_text="Queued again (resumed or preempted): it continues "
+                                                               "from its last checkpoint when dispatched.")
     current_step = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -107,6 +117,18 @@ class Run(models.Model):
         return user.is_authenticated and self.owner_id == user.pk
 
     @property
+    def public_config(self) -> dict:
+        """The config as pages and the API show it: without the deployment's Lean server address and key.
+
+        The trainer reads the whole config (exported to the artifact folder); a reader of the run needs
+        neither where the shared Lean server lives nor its key.
+        """
+        shown = {section: dict(values) if isinstance(values, dict) else values for section, values in self.config.items()}
+        for secret in ("url", "api_key"):
+            (shown.get("verifier") or {}).pop(secret, None)
+        return shown
+
+    @property
     def group_name(self) -> str:
         """The Channels group that browsers watching this run join."""
         return f"run-{self.pk}"
@@ -135,12 +157,19 @@ class Run(models.Model):
             fields["failure_reason"] = reason[:10_000]
         if to == RunState.QUEUED:
             fields["finished_at"] = None
+            # Back to the end of the queue: the scheduler admits it again when its owner has room.
+            fields.update(queued_at=now, admitted_at=None, queue_reason="", is_resuming=True)
         with transaction.atomic():
             changed = Run.objects.filter(pk=self.pk, state__in=sources).update(**fields)
             if changed:
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
         if changed:
             self.refresh_from_db()
+            if to in FINAL_STATES or to == RunState.QUEUED:
+                # A slot freed or a run waits: let the queue move once this change is committed.
+                from runs import scheduling
+
+                transaction.on_commit(scheduling.schedule_soon)
         return changed == 1
 
     def mark_failed(self, reason: str) -> bool:
@@ -251,3 +280,57 @@ class Checkpoint(models.Model):
         from trainer.checkpoint import MODEL_FOLDER
 
         return str(Path(self.path) / MODEL_FOLDER)
+
+
+class RegisteredModel(models.Model):
+    """A policy model people may train, by name: the only way a launch names a model (never a path).
+
+    Administrators keep the list (Django admin); the presets' own models are registered by a migration.
+    """
+
+    name = models.CharField(max_length=100, unique=True, validators=[
+        RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", "letters, digits, '.', '_' and '-' only: a name, not a path")],
+        help_text="What people choose in the launch form and send as `model` to the API.")
+    source = models.CharField(max_length=32, choices=[(s.value, s.value) for s in ModelSource],
+                              help_text="huggingface: a hub name or a folder on the cluster; the others need no download.")
+    name_or_path = models.CharField(max_length=500, help_text="The Hugging Face name or folder the trainer loads.")
+    description = models.CharField(max_length=300, blank=True)
+    is_enabled = models.BooleanField(default=True, help_text="Disabled models stay on old runs but cannot be launched.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Quota(models.Model):
+    """Limits on what one person, or one group together, may run at once; the defaults are in settings."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="run_quota")
+    group = models.OneToOneField("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="run_quota")
+    max_concurrent_runs = models.PositiveIntegerField(help_text="Runs starting or running at once.")
+    max_gpus = models.PositiveIntegerField(help_text="GPUs held at once by those runs together.")
+    priority = models.IntegerField(default=0, help_text="Priority given to this person's new runs (a user quota only).")
+
+    class Meta:
+        constraints = [models.CheckConstraint(
+            condition=(Q(user__isnull=False, group__isnull=True) | Q(user__isnull=True, group__isnull=False)),
+            name="quota_is_for_a_user_or_a_group")]
+
+    def __str__(self):
+        return f"quota of {self.user or self.group}"
+
+
+class QueueState(models.Model):
+    """One row: whether an administrator paused the queue (running runs go on; nothing new starts)."""
+
+    is_paused = models.BooleanField(default=False)
+    reason = models.CharField(max_length=300, blank=True)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    @classmethod
+    def current(cls) -> "QueueState":
+        state, _ = cls.objects.get_or_create(pk=1)
+        return state

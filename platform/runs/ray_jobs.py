@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 
+# The environment variable that carries the trainer's Redis URL (``--events env:…``).
+EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
+
 # Not one of Ray's states: the cluster has no record of the job (its head was restarted without it).
 MISSING = "MISSING"
 
@@ -47,7 +50,8 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
         "--config", str(folder / "config.json"),
         "--promptset", str(folder / "promptset.jsonl"),
         "--output", str(folder),
-        "--events", settings.TRAINER_REDIS_URL,
+        # The Redis URL (and its password) travels in the job's environment, never on its command line.
+        "--events", f"env:{EVENTS_URL_VARIABLE}",
         "--run-id", str(run.pk),
     ]
     if resume:
@@ -60,7 +64,8 @@ def submit(run, *, resume: bool) -> str:
     from trainer.config import RunConfig
 
     requested = requested_resources(RunConfig.model_validate(run.config))
-    env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
     env_vars.update(settings.TRACKING_ENVIRONMENT)

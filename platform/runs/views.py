@@ -6,10 +6,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
-from runs import actions, queries, warm_start
+from runs import actions, queries, scheduling, warm_start
 from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
 from runs.forms import LaunchRunForm
-from runs.models import Run, RunKind, RunState
+from runs.models import QueueState, Run, RunKind, RunState
 
 RUNS_LISTED = 200
 RUNS_COMPARED = 6
@@ -43,6 +43,9 @@ def run_list(request):
                          ("created", "Created")],
         # The live refresh asks the API for the same rows the page shows.
         "list_query": {key: request.GET.get(key, "") for key in ("state", "q", "sort")},
+        "queue": scheduling.queue_of(request.user),
+        "queue_length": scheduling.waiting().count(),
+        "queue_state": QueueState.current(),
     })
 
 
@@ -51,12 +54,7 @@ def launch(request):
     form = LaunchRunForm(request.POST or None, user=request.user, initial={"preset": "cpu-demo"})
     if request.method == "POST" and form.is_valid():
         try:
-            run = actions.launch_run(
-                owner=request.user, name=form.cleaned_data["name"],
-                promptset_version=form.cleaned_data["promptset_version"], preset=form.cleaned_data["preset"],
-                overrides=form.overrides(), kind=form.cleaned_data["kind"],
-                starting_checkpoint=form.cleaned_data["starting_checkpoint"],
-            )
+            run = actions.launch_run(owner=request.user, request=form.launch_request)
         except actions.LaunchError as error:
             form.add_launch_error(error)
         else:
@@ -105,9 +103,9 @@ def detail(request, pk):
         "tracking_links": queries.tracking_links(run),
         "disk_used_bytes": queries.disk_used_bytes(run),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
-        "config_rows": sorted(queries.flatten(run.config).items()),
+        "config_rows": sorted(queries.flatten(run.public_config).items()),
         "other": other,
-        "config_diff": queries.config_diff(run.config, other.config) if other else None,
+        "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": clock.elapsed_s(now),
         # What Resume would continue from: the newest checkpoint whose files retention kept.
@@ -129,7 +127,7 @@ def compare(request):
         "runs": runs,
         "choices": Run.objects.visible_to(request.user).values("pk", "name")[:RUNS_LISTED],
         "series": [{"id": run.pk, "name": run.name, **queries.metric_series(run)} for run in runs],
-        "diffs": [(run, queries.config_diff(base.config, run.config)) for run in runs[1:]],
+        "diffs": [(run, queries.config_diff(base.public_config, run.public_config)) for run in runs[1:]],
         "base": base,
     })
 

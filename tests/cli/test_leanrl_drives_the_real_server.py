@@ -36,9 +36,9 @@ def leanrl(tmp_path):
 
 def test_a_researcher_uploads_launches_follows_and_fetches_from_the_terminal(
         alice, platform_processes, platform_logs, leanrl, tmp_path):
-    from accounts.models import ApiToken
+    from accounts.models import ApiToken, TokenScope
 
-    _, token = ApiToken.issue(alice, "terminal")
+    _, token = ApiToken.issue(alice, "terminal", scope=TokenScope.LAUNCH)  # it uploads and launches
     server = platform_processes["url"]
 
     refused = leanrl("login", "--server", server, "--token", "lrl_not-a-token")

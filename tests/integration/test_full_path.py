@@ -56,8 +56,8 @@ def test_a_launched_run_trains_two_steps_and_its_rollouts_are_stored_and_pushed_
         alice, promptset_version, platform_processes, platform_logs):
     client = Client()
     client.force_login(alice)
-    run = actions.launch_run(owner=alice, name="tiny", promptset_version=promptset_version,
-                             preset="cpu-smoke")
+    run = actions.launch_run(owner=alice, request={"name": "tiny", "promptset_version_id": promptset_version.pk,
+                                                   "preset": "cpu-smoke"})
     ws_url = platform_processes["url"].replace("http://", "ws://") + f"/ws/runs/{run.pk}/events/?after=0"
     listener = WebSocketListener(ws_url, client.cookies["sessionid"].value)
     assert listener.connected.wait(20), "the WebSocket did not connect"

@@ -74,3 +74,13 @@ def minif2f_deepseek_path():
     if not MINIF2F_DEEPSEEK.exists():
         pytest.skip(f"{MINIF2F_DEEPSEEK} is absent (the repository carries no data)")
     return MINIF2F_DEEPSEEK
+
+
+@pytest.fixture
+def checked_at_once(monkeypatch, django_capture_on_commit_callbacks):
+    """Uploads checked as soon as they are committed, by the task's own function (the Celery worker itself
+    runs in tests/security/test_upload_bombs_cannot_hurt_the_web_process.py). Use: ``with checked_at_once(): …``."""
+    from promptsets import actions
+
+    monkeypatch.setattr("promptsets.actions._enqueue_check", actions.run_upload)
+    return lambda: django_capture_on_commit_callbacks(execute=True)

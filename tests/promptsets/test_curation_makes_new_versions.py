@@ -61,7 +61,7 @@ def test_the_platform_win_rate_excludes_censored_attempts_and_retries(alice, mak
     (curated,) = actions.curate(promptset_version, DropAboveWinRate(max_win_rate=0.5,
                                                                    win_rate_source=WinRateSource.PLATFORM))
     assert keys(curated) == ["mul_small", "lt_small"]
-    assert actions.platform_win_rates([solved.pk, failing.pk]) == {solved.pk: (2, 2), failing.pk: (0, 1)}
+    assert actions.platform_win_rates([solved.pk, failing.pk], viewer=alice) == {solved.pk: (2, 2), failing.pk: (0, 1)}
 
 
 def test_a_rule_that_keeps_nothing_is_refused(version_1):

@@ -9,50 +9,68 @@ from tests.promptsets.conftest import encode, kimina_rows
 pytestmark = pytest.mark.django_db
 
 
-def post_file(client, path, rows, filename="k.jsonl", **fields):
-    data = rows if isinstance(rows, bytes) else encode(rows, filename.rsplit(".", 1)[1])
-    return client.post(f"/api/promptsets/{path}", {"name": "api set", "file": SimpleUploadedFile(filename, data), **fields})
+@pytest.fixture
+def post_file(client, checked_at_once):
+    """Post a file to the API; an upload is checked once committed, as the worker would."""
+
+    def post(path, rows, filename="k.jsonl", **fields):
+        data = rows if isinstance(rows, bytes) else encode(rows, filename.rsplit(".", 1)[1])
+        with checked_at_once():
+            return client.post(f"/api/promptsets/{path}",
+                               {"name": "api set", "file": SimpleUploadedFile(filename, data), **fields})
+
+    return post
 
 
-def test_an_upload_returns_201_with_the_promptset_and_its_report(client, alice):
+def test_an_upload_returns_202_and_its_status_then_shows_the_promptset_and_its_report(client, alice, post_file):
     client.force_login(alice)
-    response = post_file(client, "", kimina_rows(4), filename="k.parquet")
-    assert response.status_code == 201, response.content
-    body = response.json()
-    assert body["promptset"]["versions"][0]["number"] == 1 and body["report"]["rows_accepted"] == 4
-    assert Promptset.objects.get().owner == alice
+    response = post_file("", kimina_rows(4), filename="k.parquet")
+    assert response.status_code == 202, response.content
+    assert response.json()["state"] == "pending"  # answered before the worker checked it
+    body = client.get(response.json()["status_url"]).json()
+    assert body["state"] == "imported" and body["is_finished"] and body["report"]["rows_accepted"] == 4
+    promptset = Promptset.objects.get()
+    assert body["promptset_id"] == promptset.pk and promptset.owner == alice
 
 
-def test_a_rejected_upload_returns_422_listing_every_rejected_row_and_stores_nothing(client, alice):
+def test_a_rejected_upload_lists_every_rejected_row_and_stores_nothing(client, alice, post_file):
     client.force_login(alice)
     rows = kimina_rows(3)
     rows[0]["formal_statement"] = rows[2]["formal_statement"] = "example : True := by trivial"
-    response = post_file(client, "", rows)
-    assert response.status_code == 422
-    assert [r["row"] for r in response.json()["report"]["rejections"]] == [1, 3]
+    response = post_file("", rows)
+    body = client.get(response.json()["status_url"]).json()
+    assert body["state"] == "rejected" and body["promptset_id"] is None
+    assert [r["row"] for r in body["report"]["rejections"]] == [1, 3]
     assert not Promptset.objects.exists()
 
 
-def test_the_validate_endpoint_reports_without_storing(client, alice):
+def test_someone_elses_upload_is_not_found(client, alice, charlie, post_file):
+    client.force_login(alice)
+    status_url = post_file("", kimina_rows(1)).json()["status_url"]
+    client.force_login(charlie)
+    assert client.get(status_url).status_code == 404
+
+
+def test_the_validate_endpoint_reports_without_storing(client, alice, post_file):
     client.force_login(alice)
     rows = kimina_rows(2) + [{"statement_id": "x", "formal_statement": "def f := 1"}]
-    response = post_file(client, "validate", rows)
+    response = post_file("validate", rows)
     assert response.status_code == 200
     assert (response.json()["rows_accepted"], response.json()["rows_rejected"]) == (2, 1)
     assert not Promptset.objects.exists()
 
 
-def test_the_list_shows_own_and_public_promptsets_only(client, alice, charlie):
+def test_the_list_shows_own_and_public_promptsets_only(client, alice, charlie, post_file):
     client.force_login(alice)
-    post_file(client, "", kimina_rows(2))
+    post_file("", kimina_rows(2))
     client.force_login(charlie)
     assert client.get("/api/promptsets/").json() == []
     assert client.get(f"/api/promptsets/{Promptset.objects.get().pk}").status_code == 404
 
 
-def test_the_owner_curates_and_others_are_refused(client, alice, bob):
+def test_the_owner_curates_and_others_are_refused(client, alice, bob, post_file):
     client.force_login(alice)
-    post_file(client, "", kimina_rows(5), is_public="true")
+    post_file("", kimina_rows(5), is_public="true")
     promptset = Promptset.objects.get()
     url = f"/api/promptsets/{promptset.pk}/versions/1/curate"
     response = client.post(url, {"kind": "split", "eval_fraction": 0.2}, content_type="application/json")
@@ -64,9 +82,9 @@ def test_the_owner_curates_and_others_are_refused(client, alice, bob):
     assert PromptsetVersion.objects.count() == 3
 
 
-def test_a_versions_problems_are_paged_and_searchable(client, alice):
+def test_a_versions_problems_are_paged_and_searchable(client, alice, post_file):
     client.force_login(alice)
-    post_file(client, "", kimina_rows(5))
+    post_file("", kimina_rows(5))
     promptset = Promptset.objects.get()
     problems = client.get(f"/api/promptsets/{promptset.pk}/versions/1/problems", {"limit": 2, "offset": 1}).json()
     assert [p["problem_key"] for p in problems] == ["kimina-1", "kimina-2"]

@@ -4,17 +4,27 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from promptsets.models import Problem, Promptset, PromptsetVersion
+from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = pytest.mark.django_db
 
 
-def upload(client, rows_or_bytes, filename="kimina.jsonl", **fields):
-    data = rows_or_bytes if isinstance(rows_or_bytes, bytes) else encode(rows_or_bytes, filename.rsplit(".", 1)[1])
-    form = {"name": "kimina", "file": SimpleUploadedFile(filename, data)}
-    form.update(fields)
-    return client.post(reverse("promptsets:upload"), form)
+@pytest.fixture
+def upload(checked_at_once):
+    """Post the form; a staged upload is checked (as the worker would) and its page followed."""
+
+    def post(client, rows_or_bytes, filename="kimina.jsonl", **fields):
+        data = rows_or_bytes if isinstance(rows_or_bytes, bytes) else encode(rows_or_bytes, filename.rsplit(".", 1)[1])
+        form = {"name": "kimina", "file": SimpleUploadedFile(filename, data)}
+        form.update(fields)
+        with checked_at_once():
+            response = client.post(reverse("promptsets:upload"), form)
+        if response.status_code == 302:
+            return client.get(response.url, follow=True)
+        return response
+
+    return post
 
 
 @pytest.fixture
@@ -24,10 +34,11 @@ def alice_client(client, alice):
 
 
 @pytest.mark.parametrize("file_format", ["jsonl", "json", "parquet", "csv"])
-def test_a_valid_file_creates_the_promptset_its_problems_and_version_1(alice_client, alice, file_format):
+def test_a_valid_file_creates_the_promptset_its_problems_and_version_1(alice_client, alice, file_format, upload):
     response = upload(alice_client, kimina_rows(5), filename=f"kimina.{file_format}")
     promptset = Promptset.objects.get(owner=alice, name="kimina")
-    assert response.status_code == 302 and response.url == reverse("promptsets:detail", args=[promptset.pk])
+    assert response.redirect_chain[-1][0] == reverse("promptsets:detail", args=[promptset.pk])
+    assert PromptsetUpload.objects.get().state == "imported"
     version = promptset.versions.get()
     assert (version.number, version.problem_count, version.parent) == (1, 5, None)
     assert version.rule["kind"] == "upload" and version.rule["file_format"] == file_format
@@ -37,18 +48,19 @@ def test_a_valid_file_creates_the_promptset_its_problems_and_version_1(alice_cli
     assert Problem.objects.get(problem_key="kimina-4").source_win_rate == 1.0
 
 
-def test_one_invalid_row_rejects_the_whole_upload_and_the_form_lists_it(alice_client):
+def test_one_invalid_row_rejects_the_whole_upload_and_the_form_lists_it(alice_client, upload):
     rows = kimina_rows(3)
     rows[2]["formal_statement"] = "theorem t : 1 = 1 := by\n  rfl"
     response = upload(alice_client, rows)
     assert response.status_code == 200
     page = response.content.decode()
+    assert "Rejected: nothing was stored" in page
     assert "1 of 3 rows were rejected, so nothing was imported" in page
     assert "a proof follows" in page and "kimina-2" in page
     assert not Promptset.objects.exists() and not Problem.objects.exists() and not PromptsetVersion.objects.exists()
 
 
-def test_skipping_invalid_rows_imports_the_rest_and_remembers_what_was_skipped(alice_client):
+def test_skipping_invalid_rows_imports_the_rest_and_remembers_what_was_skipped(alice_client, upload):
     rows = kimina_rows(3)
     rows[1]["formal_statement"] = "#eval 1\ntheorem t : True := by"
     upload(alice_client, rows, skip_invalid_rows="on")
@@ -57,27 +69,27 @@ def test_skipping_invalid_rows_imports_the_rest_and_remembers_what_was_skipped(a
     assert version.rule["rows_skipped"] == 1 and version.rule["skipped_rows"][0]["row"] == 2
 
 
-def test_an_unreadable_file_is_reported_and_leaves_nothing(alice_client):
+def test_an_unreadable_file_is_reported_and_leaves_nothing(alice_client, upload):
     data = encode(kimina_rows(4), "parquet")
     response = upload(alice_client, data[:-50], filename="cut.parquet")
     assert "cannot be read" in response.content.decode()
     assert not Promptset.objects.exists()
 
 
-def test_the_column_mapping_fields_reach_the_parser(alice_client):
+def test_the_column_mapping_fields_reach_the_parser(alice_client, upload):
     rows = [{"lean": "theorem t : 1 + 1 = 2 := by", "ident": "p-1"}]
     upload(alice_client, rows, filename="custom.jsonl", formal_statement_column="lean", problem_key_column="ident")
     assert Problem.objects.get().problem_key == "p-1"
 
 
-def test_a_name_already_used_by_the_same_person_is_a_form_error(alice_client, alice):
+def test_a_name_already_used_by_the_same_person_is_a_form_error(alice_client, alice, upload):
     upload(alice_client, kimina_rows(2))
     response = upload(alice_client, kimina_rows(2))
     assert "already have a promptset named" in response.content.decode()
     assert Promptset.objects.filter(owner=alice).count() == 1
 
 
-def test_the_upload_page_loads_the_progress_script(alice_client):
+def test_the_upload_page_loads_the_progress_script(alice_client, upload):
     page = alice_client.get(reverse("promptsets:upload")).content.decode()
     assert "promptsets-upload.js" in page and 'id="upload-progress"' in page
     assert 'name="skip_invalid_rows"' in page and 'name="formal_statement_column"' in page
@@ -88,7 +100,7 @@ def test_a_stranger_must_sign_in_first(client):
     assert response.status_code == 302 and "login" in response.url
 
 
-def test_rows_without_imports_get_the_header_typed_in_the_form(alice_client):
+def test_rows_without_imports_get_the_header_typed_in_the_form(alice_client, upload):
     rows = [{"name": "bare", "formal_statement": "theorem bare : 1 + 1 = 2 := by"}]
     upload(alice_client, rows, filename="bare.jsonl", default_header="import Mathlib\nopen Real")
     assert Problem.objects.get().header == "import Mathlib\nopen Real"
@@ -96,7 +108,7 @@ def test_rows_without_imports_get_the_header_typed_in_the_form(alice_client):
     assert Problem.objects.get(promptset__name="no header").header == ""
 
 
-def test_a_statement_limit_outside_its_range_names_the_range(alice_client):
+def test_a_statement_limit_outside_its_range_names_the_range(alice_client, upload):
     response = upload(alice_client, kimina_rows(1), max_statement_chars=5)
     assert "Ensure this value is greater than or equal to 100" in response.content.decode()
     assert not Promptset.objects.exists()

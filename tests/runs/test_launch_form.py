@@ -49,7 +49,7 @@ def test_a_rule_across_fields_is_reported_and_nothing_is_stored(alices_client, p
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("total_steps", "0", "Ensure this value is greater than or equal to 1"),
+    ("total_steps", "0", "must be from 1 to 500 for the cpu-demo preset (got 0)"),
     ("learning_rate", "fast", "Enter a number"),
     ("preset", "h200x16", "Select a valid choice"),
     ("name", "", "This field is required"),
@@ -93,10 +93,10 @@ def test_the_run_page_shows_the_failure_reason(client, make_run, alice):
 
 def test_the_api_launches_with_the_same_rules(alices_client, promptset_version, dispatched):
     response = alices_client.post("/api/runs/", {"name": "api run", "promptset_version_id": promptset_version.pk,
-                                                  "preset": "cpu-demo", "overrides": {"rollout": {"samples_per_prompt": 0}}},
+                                                  "preset": "cpu-demo", "samples_per_prompt": 0},
                                   content_type="application/json")
     assert response.status_code == 422
-    assert "rollout.samples_per_prompt" in response.json()["field_errors"]
+    assert "samples_per_prompt" in response.json()["field_errors"]
     assert Run.objects.count() == 0
 
 

@@ -85,10 +85,13 @@ def _section_model(model, path):
     return model
 
 
-def warn_if_events_destination_is_down(url: str) -> None:
+def warn_if_events_destination_is_down(url: str, *, shown: str | None = None) -> None:
     """Say at once, in one line, when ``--events redis://…`` does not answer. The run still starts: its
     events wait in a local buffer, and it fails only once Redis has stayed away past
-    ``events.max_outage_s`` (a Redis restart is ridden out; a wrong address ends in that failure)."""
+    ``events.max_outage_s`` (a Redis restart is ridden out; a wrong address ends in that failure).
+
+    ``shown`` is how the line names the destination (``env:NAME`` rather than a URL with its password).
+    """
     import sys
 
     if not url.startswith(("redis://", "rediss://", "unix://")):
@@ -99,7 +102,8 @@ def warn_if_events_destination_is_down(url: str) -> None:
     try:
         client.ping()
     except redis.RedisError as error:
-        print(f"trainer: --events {url}: Redis does not answer ({error}); the run's events wait for it until "
-              "events.max_outage_s, then the run fails (check the address, or pass --events stdout)", file=sys.stderr)
+        print(f"trainer: --events {shown or url}: Redis does not answer ({error}); the run's events wait for it "
+              "until events.max_outage_s, then the run fails (check the address, or pass --events stdout)",
+              file=sys.stderr)
     finally:
         client.close()

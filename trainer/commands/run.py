@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--promptset", required=True, help="Problems as JSON lines (the platform's export).")
     parser.add_argument("--eval-promptset", default=None, help="Problems to evaluate on (default: the promptset).")
     parser.add_argument("--output", required=True, help="Folder for checkpoints and the resolved config.")
-    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines) or a redis:// URL.")
+    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines), a redis:// URL, or env:NAME to read the URL from the environment "
+                        "variable NAME (keeps a password off the command line).")
     parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
     parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
 
@@ -110,13 +111,15 @@ def read_problems(path: str, option: str):
 
 
 def events_sink(args: argparse.Namespace):
+    from trainer.commands import event_target
     from trainer.events import sink_from_url
 
     try:
-        sink = sink_from_url(args.events, args.run_id)
+        url = event_target.resolve(args.events)  # env:NAME keeps a Redis password off the command line
+        sink = sink_from_url(url, args.run_id)
     except ValueError as error:
         raise CommandError(f"--events: {error}", EXIT_BAD_ARGUMENTS) from None
-    warn_if_events_destination_is_down(args.events)
+    warn_if_events_destination_is_down(url, shown=args.events)
     return sink
 
 

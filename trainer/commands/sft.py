@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flawed-share", type=float, default=0.25,
                         help="With --promptset: share of demonstrations whose proof Lean rejects (default: 0.25).")
     parser.add_argument("--output", required=True, help="Folder for checkpoints and the resolved config.")
-    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines) or a redis:// URL.")
+    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines), a redis:// URL, or env:NAME to read the URL from the environment "
+                        "variable NAME (keeps a password off the command line).")
     parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
     parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
 

@@ -1,0 +1,160 @@
+"""Checking an uploaded file in a child process with a memory ceiling, so a hostile file cannot hurt
+the process that asked (the Celery worker, or the web process for the API's dry run).
+
+The child (``python -m promptsets.isolated_check``) runs ``FileCheck`` (pure Python and pyarrow, no
+Django) with ``RLIMIT_AS`` set before it starts: a file that would need more memory than the
+ceiling ends the child with a MemoryError, reported as the file's error, never a crash of the
+parent. It writes each accepted candidate as a JSON line to a file and its progress and final
+report as JSON lines on stdout; the parent streams the candidates back into the database.
+Attacks (a 9 KB Parquet with one 256 MB row, a CSV with one 200 MB line) are in tests/security/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from promptsets.intake import CandidateProblem, ColumnMapping, FileCheck, IntakeReport, RowLimits, RowRejection
+
+PLATFORM_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = PLATFORM_DIR.parent
+PROGRESS_EVERY_ROWS = 500
+DEFAULT_MEMORY_CEILING_MB = 1024
+
+
+def _ceiling_bytes() -> int:
+    return int(os.environ.get("PROMPTSET_PARSE_MEMORY_MB", DEFAULT_MEMORY_CEILING_MB)) * 1024 * 1024
+
+
+class IsolatedFileCheck:
+    """``FileCheck``'s interface (``candidates()`` and ``report``) for a file on disk, checked in a child.
+
+    ``candidates()`` first lets the child read the whole file (``on_progress(rows_read, bytes_read,
+    bytes_total)`` follows it), then yields what it accepted; ``report`` is complete from the first
+    candidate on, as the importer's all-or-nothing rule needs.
+    """
+
+    def __init__(self, path: str | Path, *, filename: str = "", file_format: str | None = None,
+                 mapping: ColumnMapping | None = None, limits: RowLimits | None = None, default_header: str = "",
+                 on_progress: Callable[[int, int, int], None] | None = None, memory_ceiling_bytes: int | None = None):
+        self.path = Path(path)
+        self.options = {"filename": filename, "file_format": file_format,
+                        "mapping": asdict(mapping or ColumnMapping()), "limits": asdict(limits or RowLimits()),
+                        "default_header": default_header}
+        self.filename = filename
+        self.on_progress = on_progress
+        self.memory_ceiling_bytes = memory_ceiling_bytes or _ceiling_bytes()
+        self.report = IntakeReport(filename=filename)
+        self.peak_memory_bytes: int | None = None
+        self._folder: tempfile.TemporaryDirectory | None = None
+
+    def run(self) -> None:
+        """Let the child read the whole file (once); its accepted rows wait in a temporary file."""
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="promptset-check-")
+            self._run_child(Path(self._folder.name) / "candidates.jsonl")
+
+    def candidates(self) -> Iterator[CandidateProblem]:
+        self.run()
+        out = Path(self._folder.name) / "candidates.jsonl"
+        if self.report.file_error or not out.exists():
+            return
+        with out.open(encoding="utf-8") as lines:
+            for line in lines:
+                yield CandidateProblem(**json.loads(line))
+
+    def close(self) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+
+    def _run_child(self, out: Path) -> None:
+        ceiling = self.memory_ceiling_bytes
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLATFORM_DIR), str(REPO_DIR)]),
+               # pyarrow's own allocator reserves address space up front; the system one does not.
+               "ARROW_DEFAULT_MEMORY_POOL": "system"}
+        # The child sets its own ceiling first thing (no preexec_fn: that would fork a copy of a large parent).
+        child = subprocess.Popen(
+            [sys.executable, "-m", "promptsets.isolated_check", str(self.path), str(out), json.dumps(self.options),
+             str(ceiling)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        final = None
+        for line in child.stdout:
+            message = json.loads(line)
+            if "report" in message:
+                final = message["report"]
+                self.peak_memory_bytes = message.get("peak_memory_bytes")
+            elif self.on_progress is not None:
+                self.on_progress(message["rows_read"], message["bytes_read"], message["bytes_total"])
+        errors = child.stderr.read()
+        child.wait()
+        if final is not None:
+            self.report = _report_from(final)
+            return
+        ceiling_mb = ceiling // (1024 * 1024)
+        if "MemoryError" in errors or "Cannot allocate memory" in errors or child.returncode in (-9, 137):
+            self.report.file_error = (f"reading it needed more than {ceiling_mb:,} MB of memory, the limit per upload: "
+                                      "split the file, or write it with shorter rows (or smaller Parquet row groups)")
+        else:
+            last = errors.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+            self.report.file_error = f"the file could not be checked ({last[0][:300]})"
+
+
+def _report_from(data: dict) -> IntakeReport:
+    rejections = [RowRejection(**rejection) for rejection in data.pop("rejections")]
+    return IntakeReport(**data, rejections=rejections)
+
+
+def _peak_memory_bytes() -> int | None:
+    """This process image's own high-water mark (VmHWM), not counting what it was before exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
+    resource.setrlimit(resource.RLIMIT_AS, (int(ceiling), int(ceiling)))
+    options = json.loads(options_json)
+    total = os.path.getsize(path)
+    with open(path, "rb") as file, open(out, "w", encoding="utf-8") as candidates:
+        check = FileCheck(file, filename=options["filename"], file_format=options["file_format"],
+                          mapping=ColumnMapping(**options["mapping"]), limits=RowLimits(**options["limits"]),
+                          default_header=options["default_header"])
+        for candidate in check.candidates():
+            candidates.write(json.dumps(asdict(candidate), ensure_ascii=False) + "\n")
+            if check.report.rows_read % PROGRESS_EVERY_ROWS == 0:
+                _say({"rows_read": check.report.rows_read, "bytes_read": _position(file), "bytes_total": total})
+        report = check.report
+        _say({"rows_read": report.rows_read, "bytes_read": total, "bytes_total": total})
+    _say({"report": {"filename": report.filename, "file_format": report.file_format, "columns": report.columns,
+                     "rows_read": report.rows_read, "rows_accepted": report.rows_accepted,
+                     "file_error": report.file_error, "rejections": [asdict(r) for r in report.rejections]},
+          "peak_memory_bytes": _peak_memory_bytes()})
+    return 0
+
+
+def _position(file) -> int:
+    try:
+        return file.tell()
+    except (OSError, ValueError):  # a text layer over it may forbid tell(); progress is a courtesy
+        return 0
+
+
+def _say(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:5]))

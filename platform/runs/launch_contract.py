@@ -1,0 +1,206 @@
+"""The launch contract: what a person may choose when launching a run, and nothing else.
+
+The form, the API (``POST /api/runs/``) and ``manage.py launch_run`` all hand what they received
+to ``parse`` and then to ``runs.actions.launch_run``, so no door can accept what another refuses
+(a safe form beside an unsafe API is how the contract came to be). What it defends against:
+
+- a model or starting checkpoint named by a path: another person's checkpoint folder on the shared
+  artifact volume would be trained for a step and downloaded as the caller's own. Models come from
+  the registry an administrator keeps (``runs.models.RegisteredModel``), checkpoints by the id of
+  one the caller may see; the error never says whether a path exists.
+- settings that swamp shared infrastructure: every number has bounds that depend on the preset,
+  and the verifier's concurrency and timeout are the deployment's, never the caller's.
+- a setting the contract does not know: refused with an error naming it, never silently ignored.
+
+Everything else comes from the preset (``trainer.config.PRESETS``) and the deployment (settings).
+The attacks are in tests/security/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from runs.models import RunKind
+from trainer.config import PRESETS, ScheduleConfig
+
+NAME_MAX_CHARS = 200
+# A registered model's name: letters, digits, '.', '_' and '-'; never a path separator.
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
+@dataclass(frozen=True)
+class Bound:
+    low: float
+    high: float
+
+    def describe(self) -> str:
+        return f"{self.low:g} to {self.high:g}"
+
+
+# The settable fields: contract name → (config section, config field, Python type, what it is).
+SETTABLE_FIELDS: dict[str, tuple[str, str, type, str]] = {
+    "total_steps": ("schedule", "total_steps", int, "Training steps (one batch of prompts each)."),
+    "prompts_per_step": ("rollout", "prompts_per_step", int, "Prompts sampled per training step."),
+    "samples_per_prompt": ("rollout", "samples_per_prompt", int, "Rollouts per prompt (the GRPO group size)."),
+    "max_response_tokens": ("rollout", "max_response_tokens", int, "Generation budget per rollout, in tokens."),
+    "learning_rate": ("optimizer", "learning_rate", float, "AdamW's learning rate after the warm-up."),
+    "eval_every": ("schedule", "eval_every", int, "Steps between evaluations; 0 evaluates only at the end."),
+    "checkpoint_every": ("schedule", "checkpoint_every", int, "Steps between checkpoints; 0 saves only at the end."),
+    "eval_samples": ("schedule", "eval_samples", int, "Samples per problem at evaluation (the k of pass@k)."),
+    "seed": ("schedule", "seed", int, "Random seed of sampling and the prompt order."),
+}
+# Epochs arrive in the trainer's schedule with the epoch-based schedule; offer them once it has them.
+if "total_epochs" in ScheduleConfig.model_fields:
+    SETTABLE_FIELDS["total_epochs"] = ("schedule", "total_epochs", int, "Passes over the promptset.")
+
+SEED_BOUND = Bound(0, 2**31 - 1)
+
+# Per preset, the most a person may ask for. The shared Lean server and the cluster are sized for
+# these; an administrator who needs more adds a preset, never a bigger number through the API.
+PRESET_BOUNDS: dict[str, dict[str, Bound]] = {
+    "cpu-smoke": {
+        "total_steps": Bound(1, 20), "total_epochs": Bound(1, 20), "prompts_per_step": Bound(1, 8),
+        "samples_per_prompt": Bound(1, 8), "max_response_tokens": Bound(1, 256), "learning_rate": Bound(1e-8, 1e-2),
+        "eval_every": Bound(0, 20), "checkpoint_every": Bound(0, 20), "eval_samples": Bound(1, 8), "seed": SEED_BOUND,
+    },
+    "cpu-demo": {
+        "total_steps": Bound(1, 500), "total_epochs": Bound(1, 50), "prompts_per_step": Bound(1, 32),
+        "samples_per_prompt": Bound(1, 16), "max_response_tokens": Bound(16, 2048), "learning_rate": Bound(1e-8, 1e-3),
+        "eval_every": Bound(0, 500), "checkpoint_every": Bound(0, 500), "eval_samples": Bound(1, 16), "seed": SEED_BOUND,
+    },
+    "h100x8": {
+        "total_steps": Bound(1, 5000), "total_epochs": Bound(1, 50), "prompts_per_step": Bound(8, 512),
+        "samples_per_prompt": Bound(1, 32), "max_response_tokens": Bound(256, 32768), "learning_rate": Bound(1e-9, 1e-4),
+        "eval_every": Bound(0, 5000), "checkpoint_every": Bound(0, 5000), "eval_samples": Bound(1, 32), "seed": SEED_BOUND,
+    },
+}
+
+# Contract fields that name something by id, and the form field that offers it.
+REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}
+
+
+class LaunchRequest(BaseModel):
+    """A launch as a person may ask for it. Unknown keys are refused (extra="forbid")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
+    promptset_version_id: int = Field(ge=1)
+    preset: str = "cpu-demo"
+    kind: Literal["rl", "sft"] = Field(RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning.")
+    model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
+    starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
+    total_steps: int | None = None
+    total_epochs: int | None = None
+    prompts_per_step: int | None = None
+    samples_per_prompt: int | None = None
+    max_response_tokens: int | None = None
+    learning_rate: float | None = None
+    eval_every: int | None = None
+    checkpoint_every: int | None = None
+    eval_samples: int | None = None
+    seed: int | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a run needs a name")
+        return value.strip()
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        if value not in PRESETS:
+            raise ValueError(f"unknown preset; choose one of {', '.join(sorted(PRESETS))}")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_a_name(cls, value: str | None) -> str | None:
+        import re
+
+        if value in (None, ""):
+            return None
+        if not re.match(MODEL_NAME_PATTERN, value):
+            # Never looked up on disk: saying whether a path exists would tell a stranger about others' files.
+            raise ValueError("a model is chosen by its name in the model registry, never by a path or URL")
+        return value
+
+    def settings(self) -> dict[str, Any]:
+        """The settable fields the person gave (None means the preset's value)."""
+        return {name: getattr(self, name) for name in SETTABLE_FIELDS if getattr(self, name) is not None}
+
+
+class LaunchError(ValueError):
+    """The run cannot be launched as asked; ``field_errors`` maps contract fields to messages."""
+
+    def __init__(self, message: str, field_errors: dict[str, list[str]] | None = None):
+        super().__init__(message)
+        self.field_errors = field_errors or {}
+
+
+def field_names() -> list[str]:
+    return list(LaunchRequest.model_fields)
+
+
+def parse(data: dict[str, Any]) -> LaunchRequest:
+    """A LaunchRequest from what a door received, or LaunchError with an error per field."""
+    if not isinstance(data, dict):
+        raise LaunchError("a launch is a JSON object of the launch fields", {"__all__": [f"got {type(data).__name__}"]})
+    try:
+        request = LaunchRequest.model_validate(data)
+    except ValidationError as error:
+        raise LaunchError("the launch request is invalid", _field_errors(error)) from None
+    problems = bound_problems(request)
+    if problems:
+        raise LaunchError("the launch request is out of bounds", problems)
+    return request
+
+
+def _field_errors(error: ValidationError) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for problem in error.errors():
+        field = str(problem["loc"][0]) if problem["loc"] else "__all__"
+        if problem["type"] == "extra_forbidden":
+            message = (f"{field!r} is not a launch field; the launch fields are {', '.join(field_names())} "
+                       "(everything else comes from the preset and the deployment)")
+        else:
+            message = problem["msg"].removeprefix("Value error, ")
+            shown = problem.get("input")
+            if isinstance(shown, str) and len(shown) > 60:
+                shown = shown[:60] + "…"
+            message = f"{message} (got {shown!r})"
+        errors.setdefault(field, []).append(message)
+    return errors
+
+
+def bounds(preset: str) -> dict[str, Bound]:
+    return {name: bound for name, bound in PRESET_BOUNDS[preset].items() if name in SETTABLE_FIELDS}
+
+
+def bound_problems(request: LaunchRequest) -> dict[str, list[str]]:
+    problems: dict[str, list[str]] = {}
+    if request.total_epochs is not None and "total_epochs" not in SETTABLE_FIELDS:
+        problems["total_epochs"] = ["this trainer counts steps, not epochs: set total_steps instead"]
+    allowed = bounds(request.preset)
+    for name, value in request.settings().items():
+        bound = allowed[name]
+        if not bound.low <= value <= bound.high:
+            problems[name] = [f"must be from {bound.describe()} for the {request.preset} preset (got {value!r})"]
+    return problems
+
+
+def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
+    """The settable fields nested by config section, as ``RunConfig.from_preset`` takes them."""
+    result: dict[str, dict[str, Any]] = {}
+    for name, value in request.settings().items():
+        section, field, _, _ = SETTABLE_FIELDS[name]
+        result.setdefault(section, {})[field] = value
+    return result
+
+
+FIELD_FOR_CONFIG_PATH = {f"{section}.{field}": name for name, (section, field, _, _) in SETTABLE_FIELDS.items()}

@@ -193,7 +193,7 @@ def test_rank_zero_publishes_one_global_metrics_per_step_and_the_retries_of_both
         assert values[name] == one_values[name], name
     assert values["rollouts"] == 6 and values["retries/added"] == 2
     parents = {e.payload["parent_rollout_key"] for e in of_type(events[0], EventType.RETRY_CREATED)}
-    assert parents == {"s1-p0-r1", "s1-p1-r1"}  # rank 1's rejected attempt was filed too
+    assert parents == {"a1-s1-p0-r1", "a1-s1-p1-r1"}  # rank 1's rejected attempt was filed too
     # Step 2 drew both retries, on the rank that owns each slot, in every rank's buffer alike.
     retried = {e.payload["rollout_key"] for rank in events for e in of_type(events[rank], EventType.ROLLOUT_FINISHED)
                if e.payload["turn"] == "retry"}

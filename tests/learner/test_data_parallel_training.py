@@ -44,7 +44,7 @@ class ScorerThatBreaksAtStep(FirstTokenRewardScorer):
         self.step = step
 
     async def score(self, problem, response, num_tokens=None, max_tokens=None, *, key=None):
-        if key.startswith(f"s{self.step}-"):
+        if f"-s{self.step}-" in key:
             raise RuntimeError("injected: the Lean client on rank 1 lost its connection")
         return await super().score(problem, response, num_tokens, max_tokens, key=key)
 

@@ -2,8 +2,10 @@
 
 Each run's events arrive on its own stream. They are read with a consumer group, stored in
 bulk and idempotently (an event delivered twice is stored once), acknowledged only after the
-transaction commits, and forwarded to the run's Channels group. The ingester also asks Ray
-about every active run's job, so that a job that died without a word still ends its run.
+transaction commits, and forwarded to the run's Channels group. Only the events of a run's
+current attempt are stored and applied: what a cancelled attempt still sends is dropped. Jobs
+that die without a word are the sweeper's (runs/sweeper.py), so a slow Ray head never stalls
+the events.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from django.db import transaction
 
 from proofs.models import ProofAttempt, RetryFeedback
 from promptsets.models import Problem
-from runs import ray_jobs
 from runs.models import Checkpoint, Evaluation, Run, RunEvent, RunState, StepMetrics
 from trainer.events import EventType, RolloutFinished, TrainerEvent, stream_key
 
@@ -48,14 +49,12 @@ def browser_message(stored: RunEvent) -> dict:
 
 class EventIngester:
     def __init__(self, redis_url: str | None = None, *, consumer: str | None = None, block_ms: int = 500,
-                 batch_size: int = 1000, reconcile_every_s: float = 5.0):
+                 batch_size: int = 1000):
         self.redis = redis.Redis.from_url(redis_url or settings.REDIS_URL)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.block_ms = block_ms
         self.batch_size = batch_size
-        self.reconcile_every_s = reconcile_every_s
         self._known_groups: set[str] = set()
-        self._last_reconcile = 0.0
         self.channel_layer = get_channel_layer()
 
     # -- the loop -------------------------------------------------------------------------
@@ -89,9 +88,6 @@ class EventIngester:
                         stored += self.ingest(key.decode() if isinstance(key, bytes) else key, entries)
         else:
             time.sleep(self.block_ms / 1000)
-        if time.monotonic() - self._last_reconcile > self.reconcile_every_s:
-            self._last_reconcile = time.monotonic()
-            self.reconcile_jobs()
         return stored
 
     def _streams_to_read(self) -> list[str]:
@@ -143,10 +139,16 @@ class EventIngester:
             seen = set(RunEvent.objects.filter(event_id__in=[e.event_id for e in events]).values_list("event_id", flat=True))
             fresh = [e for e in events if e.event_id not in seen]
             fresh = list({e.event_id: e for e in fresh}.values())
-            existing_runs = set(Run.objects.filter(pk__in={int(e.run_id) for e in fresh}).values_list("pk", flat=True))
-            fresh = [e for e in fresh if int(e.run_id) in existing_runs]
+            current_attempt = dict(Run.objects.filter(pk__in={int(e.run_id) for e in fresh}).values_list("pk", "attempt"))
+            stale = [e for e in fresh if int(e.run_id) in current_attempt and e.attempt != current_attempt[int(e.run_id)]]
+            for event in stale:
+                # A late event of an attempt that was cancelled or replaced must not touch the current one.
+                logger.info("dropping %s of run %s's attempt %s (the run is at attempt %s)", event.type, event.run_id,
+                            event.attempt, current_attempt[int(event.run_id)])
+            fresh = [e for e in fresh if current_attempt.get(int(e.run_id)) == e.attempt]
             RunEvent.objects.bulk_create(
-                [RunEvent(run_id=int(e.run_id), event_id=e.event_id, seq=e.seq, type=e.type, payload=e.payload,
+                [RunEvent(run_id=int(e.run_id), event_id=e.event_id, attempt=e.attempt, seq=e.seq, type=e.type,
+                          payload=e.payload,
                           published_at=datetime.fromtimestamp(e.time, tz=dt_timezone.utc)) for e in fresh],
                 ignore_conflicts=True,
             )
@@ -163,7 +165,7 @@ class EventIngester:
             payload = event.payload
             if event.type == EventType.RUN_STARTED:
                 Run.objects.get(pk=event.run_id).transition(RunState.RUNNING, reason="the trainer started",
-                                                            expected=(RunState.STARTING,))
+                                                            expected=(RunState.STARTING,), attempt=event.attempt)
             elif event.type == EventType.STEP_STARTED:
                 Run.objects.filter(pk=run.pk, current_step__lt=payload.get("step", 0)).update(current_step=payload["step"])
             elif event.type == EventType.METRICS:
@@ -185,14 +187,15 @@ class EventIngester:
             elif event.type == EventType.RUN_FINISHED:
                 status = FINAL_STATUS.get(payload.get("status"), RunState.FAILED)
                 reason = payload.get("reason") or ""
-                Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}")
+                Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}",
+                                                      attempt=event.attempt)
 
     def _store_attempts(self, events: list[RunEvent]) -> None:
         rows = []
         for event in events:
             rollout = RolloutFinished.model_validate(event.payload)
             rows.append(ProofAttempt(
-                run_id=event.run_id, rollout_key=rollout.rollout_key, step=rollout.step,
+                run_id=event.run_id, rollout_key=rollout.rollout_key, run_attempt=event.attempt, step=rollout.step,
                 problem_key=rollout.problem_id, problem_name=rollout.problem_name,
                 formal_statement=rollout.formal_statement, turn=rollout.turn,
                 parent_rollout_key=rollout.parent_rollout_key or "", sample_index=rollout.sample_index,
@@ -229,43 +232,6 @@ class EventIngester:
         )
         for event in events:
             event.attempt_id = attempt_ids.get(event.pk)
-
-    # -- jobs that died without a word ----------------------------------------------------
-
-    def reconcile_jobs(self) -> None:
-        for run in Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).exclude(ray_job_id=""):
-            try:
-                status = ray_jobs.status(run.ray_job_id)
-            except Exception as error:
-                logger.warning("cannot ask Ray about run %s (job %s): %s", run.pk, run.ray_job_id, error)
-                continue
-            if not status.is_terminal:
-                continue
-            # Drain the run's stream first: its own run_finished event says more than Ray can.
-            self.poll_stream(stream_key(str(run.pk)))
-            run.refresh_from_db()
-            if run.is_final:
-                continue
-            if status.state == ray_jobs.MISSING:
-                run.mark_failed(f"the Ray cluster has no record of the job {run.ray_job_id}: the cluster was restarted "
-                                "while the run was going. Resume the run to continue from its last checkpoint.")
-            elif status.state == "STOPPED":
-                run.transition(RunState.CANCELLED, reason="the Ray job was stopped")
-            elif status.state == "FAILED":
-                run.mark_failed(f"the Ray job failed: {status.message}\n\nLast lines of the job's log:\n"
-                                f"{ray_jobs.log_tail(run.ray_job_id)}")
-            else:
-                run.mark_failed("the trainer exited without reporting how the run ended (no run_finished event)\n\n"
-                                f"Last lines of the job's log:\n{ray_jobs.log_tail(run.ray_job_id)}")
-
-    def poll_stream(self, key: str) -> None:
-        if key not in self._known_groups:
-            self._streams_to_read()
-        for start in ("0", ">"):
-            response = self.redis.xreadgroup(GROUP, self.consumer, {key: start}, count=self.batch_size)
-            for stream, entries in response or []:
-                if entries:
-                    self.ingest(key, entries)
 
 
 def _minutes_ago(minutes: int):

@@ -6,7 +6,7 @@ from runs.ingest import EventIngester
 
 
 class Command(BaseCommand):
-    help = "Store trainer events from Redis Streams in Postgres and forward them to browsers; end runs whose Ray job died."
+    help = "Store trainer events from Redis Streams in Postgres and forward them to browsers (runs whose job died: sweep_runs)."
 
     def handle(self, *args, **options):
         stopping = []

@@ -131,7 +131,8 @@ class Sweeper:
 
     def _end_run_whose_job_ended(self, run: Run, status: ray_jobs.JobStatus) -> None:
         key = (run.pk, run.attempt)
-        waited = self.clock() - self._job_ended_seen.setdefault(key, self.clock())
+        now = self.clock()
+        waited = now - self._job_ended_seen.setdefault(key, now)
         if waited < STREAM_PATIENCE_S and self._trainer_reported_the_end(run):
             return  # the ingester applies the trainer's own account, which says more than Ray can
         if waited < settings.SWEEP_ENDED_JOB_GRACE_S:

@@ -197,7 +197,7 @@ def test_rank_zero_publishes_one_global_metrics_per_step_and_the_retries_of_both
     # Step 2 drew both retries, on the rank that owns each slot, in every rank's buffer alike.
     retried = {e.payload["rollout_key"] for rank in events for e in of_type(events[rank], EventType.ROLLOUT_FINISHED)
                if e.payload["turn"] == "retry"}
-    assert {key.rsplit("-r", 1)[0] for key in retried} == {"s2-retry-p0", "s2-retry-p1"}
+    assert {key.rsplit("-r", 1)[0] for key in retried} == {"a1-s2-retry-p0", "a1-s2-retry-p1"}
 
 
 def test_rank_zero_evaluates_with_the_other_ranks_share_and_finishes_the_run_once(runs):

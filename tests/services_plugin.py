@@ -98,7 +98,8 @@ def _platform_env() -> dict:
 
 @pytest.fixture(scope="session")
 def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standin):
-    """The platform's own processes against the test database: ASGI web server, Celery worker, ingester.
+    """The platform's own processes against the test database: ASGI web server, Celery worker, ingester,
+    sweeper (looking every 2 s, and acting sooner than in production: tests/faults waits on it).
 
     Tests using them need ``transactional_db`` so that what they write is committed and
     visible to these processes.
@@ -122,6 +123,10 @@ def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standi
                               "--without-mingle"]),
         PlatformProcess(name="ingester", port=0, log_dir=logs, env=env, has_port=False,
                         argv=[python, "manage.py", "ingest_events"]),
+        PlatformProcess(name="sweeper", port=0, log_dir=logs, has_port=False,
+                        env={**env, "SWEEP_EVERY_S": "2", "SWEEP_QUEUED_AFTER_S": "15", "SWEEP_STARTING_AFTER_S": "45",
+                             "SWEEP_ENDED_JOB_GRACE_S": "5"},
+                        argv=[python, "manage.py", "sweep_runs"]),
     ]
     started = []
     try:

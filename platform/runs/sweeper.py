@@ -28,6 +28,7 @@ from datetime import timedelta
 
 import redis
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils import timezone
 
 from runs import ray_jobs
@@ -63,6 +64,8 @@ class Sweeper:
                 time.sleep(0.2)
 
     def sweep_once(self) -> None:
+        # A connection broken by a database restart is dropped here, not reused for ever.
+        close_old_connections()
         self.redispatch_queued_runs()
         self.check_active_runs()
         self.stop_jobs_without_a_live_run()

@@ -45,10 +45,13 @@ def attempt_of(job_id: str) -> tuple[int, int] | None:
 
 
 def _request(method: str, path: str, *, json: dict | None = None, timeout_s: float | None = None) -> httpx.Response:
-    from runs.cluster import _auth_headers, _dashboard_url
+    from runs.cluster import ClusterUnreachable, _auth_headers, _dashboard_url
 
     timeout_s = timeout_s or settings.RAY_CALL_TIMEOUT_S
-    url = _dashboard_url(settings.RAY_ADDRESS) + path
+    try:
+        url = _dashboard_url(settings.RAY_ADDRESS) + path
+    except ClusterUnreachable as error:  # RAY_ADDRESS is not an HTTP address
+        raise RayCallFailed(str(error)) from error
     try:
         response = httpx.request(method, url, json=json, headers=_auth_headers(None), timeout=timeout_s)
     except httpx.HTTPError as error:

@@ -98,11 +98,13 @@ class Sweeper:
             except ray_jobs.RayCallFailed as error:
                 logger.warning("cannot ask Ray about run %s (job %s): %s", run.pk, job_id, error)
                 continue
-            if run.state == RunState.STARTING and self._starting_for_too_long(run):
-                if status.state == ray_jobs.MISSING and not run.ray_job_id:
-                    self._queue_again(run)
+            if run.state == RunState.STARTING and not run.ray_job_id:
+                # No job id saved yet: the worker may still be submitting it, or have died doing so.
+                if status.state == ray_jobs.MISSING:
+                    if self._starting_for_too_long(run):
+                        self._queue_again(run)
                     continue
-                if not status.is_terminal and not run.ray_job_id:
+                if not status.is_terminal and self._starting_for_too_long(run):
                     self._adopt(run, job_id)
                     continue
             if status.is_terminal:

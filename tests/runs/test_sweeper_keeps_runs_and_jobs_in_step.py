@@ -156,3 +156,12 @@ def test_a_ray_head_that_does_not_answer_costs_the_sweep_its_timeout_and_changes
         assert time.monotonic() - started < 10
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
+
+
+def test_a_run_a_worker_is_still_submitting_is_left_alone_until_it_has_been_starting_too_long(make_run, ray_head,
+                                                                                            settings):
+    settings.SWEEP_STARTING_AFTER_S = 600
+    run = make_run(state="starting")  # claimed a moment ago; no job yet
+    Sweeper().sweep_once()
+    run.refresh_from_db()
+    assert run.state == RunState.STARTING and run.attempt == 1

@@ -50,8 +50,8 @@ def child_running(stack, *words):
     raise AssertionError(f"no child of the stack runs {words}")
 
 
-def test_crashed_processes_are_started_again_redis_keeps_its_data_and_ctrl_c_still_stops_it(tmp_path, ports):
-    stack = start_stack_with_ctrl_c_ignored(tmp_path, ports)
+def test_crashed_processes_are_started_again_redis_keeps_its_data_and_ctrl_c_still_stops_it(data_dir, ports):
+    stack = start_stack_with_ctrl_c_ignored(data_dir, ports)
     try:
         read_until_all(stack, ["Press Ctrl-C"])
         redis.Redis(port=ports["redis"]).set("kept-across-a-crash", "yes")

@@ -153,6 +153,10 @@ def platform_logs():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Browser tests last: Playwright's sync API leaves its event loop marked as running in the main
-    thread, and any later test that calls async_to_sync would then refuse to run."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    """Tests that start the platform's processes next to last: once started, the session's ingester,
+    sweeper and worker keep acting on every run in the test database, and would race the tests that
+    drive an ingester or a sweeper by hand. Browser tests last: Playwright's sync API leaves its
+    event loop marked as running in the main thread, and any later test that calls async_to_sync
+    would then refuse to run."""
+    items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
+                                 "platform_processes" in getattr(item, "fixturenames", ())))

@@ -43,8 +43,12 @@ class VerifierUnreachable(RuntimeError):
     """The Lean server does not answer: the run fails with this reason instead of training on nothing."""
 
 
-class RunCancelled(Exception):
-    """Raised in the main thread by the SIGTERM or SIGINT handler: stop now, keep only complete files."""
+class RunCancelled(BaseException):
+    """Raised in the main thread by the SIGTERM or SIGINT handler: stop now, keep only complete files.
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` on the way (a retry, a
+    best-effort close) mistakes a cancel for an error and turns it into a failure.
+    """
 
     def __init__(self, signal_name: str = "SIGTERM"):
         super().__init__(signal_name)

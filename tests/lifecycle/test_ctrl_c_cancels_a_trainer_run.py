@@ -49,9 +49,9 @@ def test_a_signal_during_training_ends_the_run_cancelled_with_the_signal_named(t
         stderr = trainer.stderr.read()
     finished = [e for e in events if e["type"] == "run_finished"]
     assert len(finished) == 1, f"events: {[e['type'] for e in events]}\nstderr: {stderr[-3000:]}"
-    assert finished[0]["payload"]["status"] == "cancelled"
+    assert finished[0]["payload"]["status"] == "cancelled", f"{finished[0]['payload']}\n{stderr[-3000:]}"
     assert finished[0]["payload"]["reason"].startswith(f"stopped by {named} during step")
     assert not [e for e in events if e["type"] == "error"]
     assert "KeyboardInterrupt" not in stderr and "Traceback" not in stderr
-    assert exit_code == 143
+    assert exit_code == 143, stderr[-3000:]
     assert {e["attempt"] for e in events} == {3}

@@ -207,7 +207,7 @@ class TrainingRun:
                 self.step += 1
                 self.train_step(self.step)
                 if self._is_due(self.config.schedule.eval_every):
-                    self.evaluate(self.step)
+                    self.record_evaluation(self.step, self.evaluate(self.step))
                 if self._is_due(self.config.schedule.checkpoint_every):
                     self.save_checkpoint()
             if not self._is_due(self.config.schedule.checkpoint_every):
@@ -357,20 +357,35 @@ class TrainingRun:
         rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
         sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
 
-        started = time.perf_counter()
-        self.engine.sleep()
-        learner_metrics = self.learner.step(sequences)
-        timings["learning_s"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        self.engine.wake()
-        self.engine.push_weights(self.model)
-        timings["weight_sync_s"] = time.perf_counter() - started
+        learner_metrics = self.update_policy(sequences, timings)
 
         retry_counts = self.add_retries(rollouts, step)
         metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def update_policy(self, sequences, timings: dict) -> dict:
+        """The learner step and the hand-over to the rollout engine, in the order one GPU can hold.
+
+        generate (done) → engine.sleep() → learner step → the learner's cached blocks back to the
+        device → push_weights (wakes vLLM's weights alone and writes into them) → the next
+        generate wakes the key/value cache. So vLLM never wakes into memory PyTorch still holds,
+        and its cache never shares the GPU with the learner's step or the weight transfer.
+        Records ``learning_s`` and ``weight_sync_s`` in ``timings``; returns the learner's metrics.
+        """
+        started = time.perf_counter()
+        self.engine.sleep()
+        learner_metrics = self.learner_step(sequences)
+        timings["learning_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        release_cached_accelerator_memory()
+        self.engine.push_weights(self.model)
+        timings["weight_sync_s"] = time.perf_counter() - started
+        return learner_metrics
+
+    def learner_step(self, sequences) -> dict:
+        return self.learner.step(sequences)
 
     def sample_prompts(self, step: int) -> list[PromptSlot]:
         """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""
@@ -439,7 +454,8 @@ class TrainingRun:
         sampling_payload = asdict(sampling)
         pending: list[Future] = []
         started = time.perf_counter()
-        for generation in self.engine.generate([slots[index].prompt_text for index in indices], sampling):
+        # Token ids, not text: the engine samples from exactly the prompt the learner will score.
+        for generation in self.engine.generate([slots[index].prompt_ids for index in indices], sampling):
             slot_index = indices[generation.prompt_index]
             slot = slots[slot_index]
             key = rollout_key(step, slot_index, generation.sample_index, slot.turn, self.attempt)
@@ -597,6 +613,13 @@ class TrainingRun:
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
 
+    def record_evaluation(self, step: int, values: dict) -> None:
+        """A training run's evaluations, kept beside its checkpoints for the retention's "best" (rank 0)."""
+        from trainer.checkpoint import is_checkpoint_writer
+
+        if is_checkpoint_writer():
+            record_evaluation(self.output_dir, step, values)
+
     def evaluation_rewards(self, problems: Sequence, step: int) -> tuple[dict, dict]:
         """Per problem id, the rewards of its first attempts and of their retries (None: censored or none)."""
         from trainer.prompts import first_attempt_messages, prompt_token_count
@@ -636,7 +659,7 @@ class TrainingRun:
 
     def _score_all(self, slots, sampling, key_prefix) -> dict:
         futures = {}
-        for generation in self.engine.generate([s.prompt_text for s in slots], sampling):
+        for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
             slot = slots[generation.prompt_index]
             key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
             futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
@@ -664,10 +687,47 @@ class TrainingRun:
             self.output_dir, self.model, self.learner.optimizer, self.tokenizer, self.config.to_json_dict(), state
         )
         self.publisher.publish(EventType.CHECKPOINT_SAVED, {"step": self.step, "path": str(folder)})
+        self.prune_checkpoints()
         return folder
+
+    def prune_checkpoints(self) -> None:
+        """Keep the latest ``schedule.keep_last_checkpoints`` and the best by evaluation; delete the rest."""
+        from trainer.checkpoint import (
+            checkpoint_steps,
+            checkpoints_to_remove,
+            is_checkpoint_writer,
+            remove_checkpoint,
+        )
+
+        schedule = self.config.schedule
+        if schedule.keep_last_checkpoints is None or not is_checkpoint_writer():
+            return
+        best = best_evaluated_step(self.output_dir, schedule.keep_best_checkpoint_by, checkpoint_steps(self.output_dir))
+        for step in checkpoints_to_remove(checkpoint_steps(self.output_dir), keep_last=schedule.keep_last_checkpoints,
+                                          keep={best} if best is not None else set()):
+            remove_checkpoint(self.output_dir, step)
+            self.publisher.publish(EventType.CHECKPOINT_REMOVED, {
+                "step": step, "reason": f"retention: the latest {schedule.keep_last_checkpoints}"
+                + (f" and the best by {schedule.keep_best_checkpoint_by} (step {best})" if best is not None else "")
+                + " are kept"})
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
+
+
+def release_cached_accelerator_memory() -> None:
+    """Give PyTorch's cached GPU blocks back to the device, once the learner's tensors are unreferenced.
+
+    The caching allocator keeps every block the learner step used; a rollout engine with its
+    own allocator (vLLM) cannot use them and would wake into a GPU PyTorch still holds.
+    """
+    import gc
+
+    import torch
+
+    gc.collect()  # the step's activations may sit in reference cycles (autograd graphs, exceptions)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _quiet_transformers() -> None:
@@ -716,3 +776,26 @@ def _read_last_event_seq(output_dir: str | Path) -> int:
         return int(json.loads((Path(output_dir) / LAST_EVENT_SEQ_FILE).read_text())["last_event_seq"])
     except (OSError, ValueError, KeyError, TypeError):
         return -1
+
+
+EVALUATIONS_FILE = "evaluations.jsonl"
+
+
+def record_evaluation(output_dir: Path, step: int, values: dict) -> None:
+    """Evaluations kept beside the checkpoints (a resumed run still knows which one was best)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with (output_dir / EVALUATIONS_FILE).open("a") as file:
+        file.write(json.dumps({"step": step, "values": values}) + "\n")
+
+
+def best_evaluated_step(output_dir: Path, metric: str | None, steps: list[int]) -> int | None:
+    """Among ``steps``, the one whose evaluation scored highest on ``metric`` (the latest of ties)."""
+    if metric is None or not (output_dir / EVALUATIONS_FILE).is_file():
+        return None
+    scores = {}
+    for line in (output_dir / EVALUATIONS_FILE).read_text().splitlines():
+        row = json.loads(line)
+        value = row.get("values", {}).get(metric)
+        if row.get("step") in steps and isinstance(value, (int, float)):
+            scores[row["step"]] = value
+    return max(scores, key=lambda step: (scores[step], step)) if scores else None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -95,6 +96,39 @@ def run_series(request, run_id: int):
     return queries.metric_series(_visible(request, run_id))
 
 
+class RunEventOut(Schema):
+    id: int
+    number: int
+    type: str
+    seq: int
+    time: float
+    payload: dict
+
+
+class EventPageOut(Schema):
+    events: list[RunEventOut]
+    last_number: int
+    has_more: bool
+    state: str
+    failure_reason: str
+    dead_letters: int
+
+
+@router.get("/{run_id}/events", response=EventPageOut)
+def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_PAGE_LIMIT):
+    """The run's events numbered after ``after`` (oldest first, at most 500 a page), with the run's state:
+    what a watching page fetches when it sees a gap in the numbers, or to check it missed nothing."""
+    run = _visible(request, run_id)
+    if after < 0 or limit < 1:
+        raise HttpError(422, f"after must be 0 or more and limit 1 or more; got after={after}, limit={limit}")
+    # The last number first: an event stored after it is in the page or beyond, never skipped.
+    last_number = queries.last_event_number(run.pk)
+    events = queries.events_after(run.pk, after, limit)
+    return {"events": events, "last_number": last_number,
+            "has_more": bool(events) and events[-1]["number"] < last_number,
+            "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
+
+
 @router.post("/", response={201: RunOut, 422: LaunchErrorOut})
 def launch_run(request, data: LaunchIn):
     version = get_object_or_404(
@@ -137,3 +171,43 @@ def resume_run(request, run_id: int):
     if not actions.resume_run(run):
         raise HttpError(409, f"only failed or cancelled runs can be resumed; this one is {run.state}")
     return run
+
+
+class CheckpointOut(Schema):
+    id: int
+    step: int
+    created_at: datetime
+    removed_at: datetime | None
+    removal_reason: str
+    model_url: str | None
+    checkpoint_url: str | None
+
+
+@router.get("/{run_id}/checkpoints", response=list[CheckpointOut])
+def list_checkpoints(request, run_id: int):
+    run = _visible(request, run_id)
+    def url(checkpoint, part):
+        return f"/api/runs/{run.pk}/checkpoints/{checkpoint.step}/{part}.zip" if checkpoint.is_on_disk else None
+
+    return [{"id": checkpoint.pk, "step": checkpoint.step, "created_at": checkpoint.created_at,
+             "removed_at": checkpoint.removed_at, "removal_reason": checkpoint.removal_reason,
+             "model_url": url(checkpoint, "model"), "checkpoint_url": url(checkpoint, "checkpoint")}
+            for checkpoint in queries.checkpoints(run)]
+
+
+@router.get("/{run_id}/checkpoints/{step}/{part}.zip", response={200: None})
+def download_checkpoint(request, run_id: int, step: int, part: str):
+    """The model (a Hugging Face folder) or the whole checkpoint, streamed as a zip."""
+    from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
+
+    if part not in ("model", "checkpoint"):
+        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
+    run = _visible(request, run_id)
+    checkpoint = get_object_or_404(run.checkpoints, step=step)
+    try:
+        folder = checkpoint_folder(checkpoint, model_only=part == "model")
+    except CheckpointUnavailable as error:
+        raise HttpError(404, str(error)) from None
+    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{part}.zip"'
+    return response

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+from django.conf import settings
+
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -101,12 +105,70 @@ def log_lines(run: Run, limit: int = LOG_LINES_SHOWN) -> list[dict]:
     events = list(
         RunEvent.objects.filter(run=run, type__in=(EventType.LOG, EventType.ERROR)).order_by("-pk")[:limit]
     )
-    return [{"id": e.pk, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
+    return [{"id": e.pk, "number": e.run_seq, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
             for e in reversed(events)]
 
 
-def last_event_id(run: Run) -> int:
-    return RunEvent.objects.filter(run=run).order_by("-pk").values_list("pk", flat=True).first() or 0
+TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}
+
+
+def tracking_links(run: Run) -> list[dict]:
+    """Where each of the run's trackers logs it (the latest word of each), from the trainer's tracking events."""
+    latest = {}
+    for event in RunEvent.objects.filter(run=run, type=EventType.TRACKING).order_by("pk"):
+        latest[event.payload.get("backend", "")] = event.payload
+    return [{"name": TRACKER_NAMES.get(backend, backend), "location": payload.get("location", ""),
+             "is_url": str(payload.get("location", "")).startswith(("http://", "https://")),
+             "error": payload.get("error", "")}
+            for backend, payload in sorted(latest.items())]
+
+
+def ray_dashboard_url(run: Run) -> str | None:
+    """The run's job in Ray's dashboard, where the deployment says browsers can reach it."""
+    if not run.ray_job_id or not settings.RAY_DASHBOARD_URL:
+        return None
+    return f"{settings.RAY_DASHBOARD_URL.rstrip('/')}/#/jobs/{run.ray_job_id}"
+
+
+def disk_used_bytes(run: Run) -> int | None:
+    """Bytes under the run's artifacts folder (checkpoints, exports, tracker files); None where it is not here."""
+    folder = run.artifacts_dir
+    if not folder.is_dir():
+        return None
+    total = 0
+    for root, _folders, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while we walked (retention deleting a checkpoint)
+                continue
+    return total
+
+
+def last_event_number(run_id: int) -> int:
+    """The run's highest ``run_seq`` stored (0 before any): the page asks for what comes after it."""
+    return RunEvent.objects.filter(run_id=run_id).order_by("-run_seq").values_list("run_seq", flat=True).first() or 0
+
+
+EVENT_PAGE_LIMIT = 500  # events per page of a replay: a browser far behind asks again, page by page
+
+
+def events_after(run_id: int, after: int, limit: int = EVENT_PAGE_LIMIT) -> list[dict]:
+    """The run's events numbered after ``after``, oldest first, at most ``limit`` (capped at
+    EVENT_PAGE_LIMIT), as a watching browser receives them."""
+    from proofs.models import ProofAttempt
+    from runs.ingest import browser_message
+
+    limit = max(1, min(limit, EVENT_PAGE_LIMIT))
+    events = list(RunEvent.objects.filter(run_id=run_id, run_seq__gt=after).order_by("run_seq")[:limit])
+    attempt_ids = dict(ProofAttempt.objects.filter(event__in=[e.pk for e in events]).values_list("event_id", "pk"))
+    for event in events:
+        event.attempt_id = attempt_ids.get(event.pk)
+    return [browser_message(event) for event in events]
+
+
+def dead_letter_count(run: Run) -> int:
+    return run.dead_letters.count()
 
 
 def checkpoints(run: Run) -> list[Checkpoint]:

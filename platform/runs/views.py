@@ -75,12 +75,12 @@ def detail(request, pk):
     other = None
     if request.GET.get("diff", "").isdigit():
         other = Run.objects.visible_to(request.user).filter(pk=int(request.GET["diff"])).first()
-    # Read the last event id before anything else: the WebSocket resends what came after it,
+    # Read the last event number before anything else: the WebSocket resends what came after it,
     # so an event stored while this page renders is delivered, not lost.
-    last_event_id = queries.last_event_id(run)
+    last_event_number = queries.last_event_number(run.pk)
     return render(request, "runs/detail.html", {
         "run": run,
-        "run_context": {"runId": run.pk, "lastEventId": last_event_id, "state": run.state,
+        "run_context": {"runId": run.pk, "lastEventNumber": last_event_number, "state": run.state,
                         "filtersAreActive": bool(filters.is_valid() and filters.active_filters())},
         "filters": filters,
         "attempts": attempts,
@@ -89,12 +89,16 @@ def detail(request, pk):
         "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
         "checkpoints": queries.checkpoints(run),
+        "tracking_links": queries.tracking_links(run),
+        "disk_used_bytes": queries.disk_used_bytes(run),
+        "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.config).items()),
         "other": other,
         "config_diff": queries.config_diff(run.config, other.config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": queries.elapsed_seconds(run),
         "can_edit": run.is_editable_by(request.user),
+        "dead_letters": queries.dead_letter_count(run),
     })
 
 

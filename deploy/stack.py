@@ -1,14 +1,18 @@
 """The whole platform on one machine, in one command: ``make run`` (or ``python -m deploy.stack``).
 
 Starts PostgreSQL, Redis, a local Ray head and the stand-in Lean server, migrates, creates the
-demo account and promptset, then the web server (HTTP and WebSocket), a Celery worker and the
-event ingester. Run again, it reuses the data folder. Ctrl-C stops everything it started, the
-databases with a clean shutdown.
+demo account and promptset, then the web server (HTTP and WebSocket), a Celery worker, the
+event ingester and the sweeper. Run again, it reuses the data folder (Redis keeps its data in an
+append-only file). It supervises what it started: a process that exits is started again, after
+a pause that doubles with each quick crash (1 s up to 30 s), and says so with the last lines of
+its log. Ctrl-C or SIGTERM stops everything it started, the databases with a clean shutdown,
+whatever signal handling it inherited (a shell's background job starts with Ctrl-C ignored).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -103,11 +107,16 @@ class Stack:
             name="ingester", port=0, log_dir=logs, env=self.env, has_port=False,
             argv=[python, "manage.py", "ingest_events"],
         )
+        self.sweeper = PlatformProcess(
+            name="sweeper", port=0, log_dir=logs, env=self.env, has_port=False,
+            argv=[python, "manage.py", "sweep_runs"],
+        )
         self.warm_start = PlatformProcess(
             name="warm-start", port=0, log_dir=logs, env=self.env, has_port=False,
             argv=[python, "-m", "deploy.warm_start", "--data-dir", str(data)],
         )
         self.started: list[Service] = []
+        self.supervisor = Supervisor()
 
     def start(self) -> None:
         for service in (self.postgres, self.redis, self.ray, self.lean):
@@ -117,7 +126,7 @@ class Stack:
         manage("create_demo_account", "--username", self.options.demo_username,
                "--password", self.options.demo_password, env=self.env)
         manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
-        for service in (self.web, self.worker, self.ingester):
+        for service in (self.web, self.worker, self.ingester, self.sweeper):
             self._start(service)
         if not self.options.no_warm_start and not is_built(self.options.data_dir.resolve()):
             print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations; "
@@ -138,17 +147,15 @@ class Stack:
             service.stop()
         self.started.clear()
 
-    def watch(self) -> None:
+    def watch(self, should_stop=lambda: False) -> None:
         data = self.options.data_dir.resolve()
         reported = None
-        while True:
+        while not should_stop():
             for service in self.started:
-                if not service.is_running():
-                    raise ServiceError(f"{service.name} stopped unexpectedly; last lines of its log:\n"
-                                       f"{service.log_tail()}")
+                self.supervisor.check(service)
             if self.warm_start.process is not None and reported != "done":
                 reported = self._report_warm_start(data, reported)
-            time.sleep(1)
+            time.sleep(0.5)
 
     def _report_warm_start(self, data: Path, reported):
         """A one-line progress bar for the background warm start, then one line when it ends."""
@@ -168,10 +175,77 @@ class Stack:
         return reported
 
 
+class Supervisor:
+    """Starts again a service that exited, after a pause that doubles with each crash in a row (a
+    service that stayed up for ``stable_s`` starts again from the shortest pause); logs each."""
+
+    def __init__(self, *, first_pause_s: float = 1.0, longest_pause_s: float = 30.0, stable_s: float = 60.0,
+                 clock=time.monotonic):
+        self.first_pause_s, self.longest_pause_s, self.stable_s = first_pause_s, longest_pause_s, stable_s
+        self.clock = clock
+        self.restarts: dict[str, int] = {}
+        self._crashes_in_a_row: dict[str, int] = {}
+        self._up_since: dict[str, float] = {}
+        self._restart_at: dict[str, float] = {}
+
+    def check(self, service: Service) -> None:
+        name, now = service.name, self.clock()
+        if service.is_running():
+            self._up_since.setdefault(name, now)
+            if now - self._up_since[name] >= self.stable_s:
+                self._crashes_in_a_row[name] = 0
+            return
+        if name not in self._restart_at:
+            self._up_since.pop(name, None)
+            crashes = self._crashes_in_a_row.get(name, 0)
+            pause = min(self.first_pause_s * 2 ** crashes, self.longest_pause_s)
+            self._crashes_in_a_row[name] = crashes + 1
+            self._restart_at[name] = now + pause
+            code = service.process.returncode if service.process is not None else None
+            _say(f"== {name} exited (code {code}); starting it again in {pause:.0f} s. Last lines of its log:\n"
+                 + _indent(service.log_tail(12)))
+        if now < self._restart_at[name]:
+            return
+        del self._restart_at[name]
+        try:
+            service.stop()  # what a crashed service left behind (a Ray head's other processes) goes first
+            service.start()
+        except (ServiceError, OSError, subprocess.CalledProcessError) as error:
+            _say(f"== {name} did not start again: {error}")
+            return  # still not running: the next check schedules the next try, with a longer pause
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        _say(f"== {name} started again (restart {self.restarts[name]})")
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+    logging.getLogger("deploy.stack").info(message)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"   | {line}" for line in text.splitlines())
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM stop the stack, whatever this process inherited: a shell starts a
+    background job with SIGINT ignored, and an ignored signal would leave the stack unstoppable."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _ignore_signals_while_stopping() -> None:
+    # A second Ctrl-C must not cut the orderly shutdown short and leave databases running.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main(argv=None) -> int:
     options = parse_args(argv)
     stack = Stack(options)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    _stop_on_signals()
     try:
         stack.start()
         host = "localhost" if options.host in ("127.0.0.1", "0.0.0.0") else options.host
@@ -191,6 +265,7 @@ def main(argv=None) -> int:
         print(f"\nstack: {error}", file=sys.stderr, flush=True)
         return 1
     finally:
+        _ignore_signals_while_stopping()
         stack.stop()
     return 0
 

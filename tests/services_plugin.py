@@ -98,7 +98,8 @@ def _platform_env() -> dict:
 
 @pytest.fixture(scope="session")
 def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standin):
-    """The platform's own processes against the test database: ASGI web server, Celery worker, ingester.
+    """The platform's own processes against the test database: ASGI web server, Celery worker, ingester,
+    sweeper (looking every 2 s, and acting sooner than in production: tests/faults waits on it).
 
     Tests using them need ``transactional_db`` so that what they write is committed and
     visible to these processes.
@@ -122,6 +123,10 @@ def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standi
                               "--without-mingle"]),
         PlatformProcess(name="ingester", port=0, log_dir=logs, env=env, has_port=False,
                         argv=[python, "manage.py", "ingest_events"]),
+        PlatformProcess(name="sweeper", port=0, log_dir=logs, has_port=False,
+                        env={**env, "SWEEP_EVERY_S": "2", "SWEEP_QUEUED_AFTER_S": "15", "SWEEP_STARTING_AFTER_S": "45",
+                             "SWEEP_ENDED_JOB_GRACE_S": "5"},
+                        argv=[python, "manage.py", "sweep_runs"]),
     ]
     started = []
     try:
@@ -148,6 +153,10 @@ def platform_logs():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Browser tests last: Playwright's sync API leaves its event loop marked as running in the main
-    thread, and any later test that calls async_to_sync would then refuse to run."""
-    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    """Tests that start the platform's processes next to last: once started, the session's ingester,
+    sweeper and worker keep acting on every run in the test database, and would race the tests that
+    drive an ingester or a sweeper by hand. Browser tests last: Playwright's sync API leaves its
+    event loop marked as running in the main thread, and any later test that calls async_to_sync
+    would then refuse to run."""
+    items.sort(key=lambda item: (item.get_closest_marker("browser") is not None,
+                                 "platform_processes" in getattr(item, "fixturenames", ())))

@@ -40,6 +40,7 @@ class TrainerState:
     driver_rng_state: Any = None
     global_rng_states: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    verifier_state: Any = None  # the verdict cache and its counters (LeanVerifier.state_dict)
 
 
 def checkpoint_folder(output_dir: str | os.PathLike, step: int) -> Path:
@@ -159,6 +160,7 @@ def save_checkpoint(
                 "driver_rng_state": state.driver_rng_state,
                 "global_rng_states": state.global_rng_states or capture_global_rng_states(),
                 "extra": state.extra,
+                "verifier_state": state.verifier_state,
             },
             staging / "trainer_state.pt",
         )
@@ -205,6 +207,7 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) ->
         driver_rng_state=saved["driver_rng_state"],
         global_rng_states=saved["global_rng_states"],
         extra=saved.get("extra", {}),
+        verifier_state=saved.get("verifier_state"),
     )
 
 

@@ -256,8 +256,8 @@ class RankEventPublisher(EventPublisher):
     may both try to finish the run, and only the first may.
     """
 
-    def __init__(self, run_id: str, sink, first_seq: int = 0, *, rank: int, world_size: int):
-        super().__init__(run_id, sink, first_seq)
+    def __init__(self, run_id: str, sink, first_seq: int = 0, *, rank: int, world_size: int, attempt: int = 1):
+        super().__init__(run_id, sink, first_seq, attempt=attempt)
         self.first_seq = first_seq
         self.rank = rank
         self.world_size = world_size
@@ -276,7 +276,7 @@ class RankEventPublisher(EventPublisher):
             self.is_finished = type is EventType.RUN_FINISHED
             seq = self.seq_of(self.next_number)
             self.next_number += 1
-            event = TrainerEvent(run_id=self.run_id, seq=seq, type=type, payload=payload or {})
+            event = self.make_event(seq, type, payload)
         self.sink.write(event)
         return event
 

@@ -8,8 +8,8 @@ metrics; evaluation and checkpoint every k steps. Everything a person watches go
 typed events (``trainer.events``).
 
 A run ends with RUN_FINISHED: ``succeeded``; ``failed`` with the exception as the reason
-(and a non-zero exit); or ``cancelled`` on SIGTERM (Ray's stop_job), after which nothing
-half-written remains, since checkpoints are renamed into place only when complete.
+(and a non-zero exit); or ``cancelled`` on SIGTERM (Ray's stop_job) or SIGINT (Ctrl-C), after
+which nothing half-written remains, since checkpoints are renamed into place only when complete.
 """
 
 from __future__ import annotations
@@ -43,8 +43,21 @@ class VerifierUnreachable(RuntimeError):
     """The Lean server does not answer: the run fails with this reason instead of training on nothing."""
 
 
-class RunCancelled(Exception):
-    """Raised in the main thread by the SIGTERM handler: stop now, keep only complete files."""
+class RunCancelled(BaseException):
+    """Raised in the main thread by the SIGTERM or SIGINT handler: stop now, keep only complete files.
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` on the way (a retry, a
+    best-effort close) mistakes a cancel for an error and turns it into a failure.
+    """
+
+    def __init__(self, signal_name: str = "SIGTERM"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+# Where a run's last published event number is kept, so that a resumed run numbers its events
+# after everything the run it continues published (its checkpoint knows only up to the save).
+LAST_EVENT_SEQ_FILE = "last_event_seq.json"
 
 
 class Scorer(Protocol):
@@ -106,9 +119,11 @@ class BackgroundEventLoop:
         self._thread.join(timeout=timeout)
 
 
-def rollout_key(step: int, slot_index: int, sample_index: int, turn: str) -> str:
+def rollout_key(step: int, slot_index: int, sample_index: int, turn: str, attempt: int = 1) -> str:
+    """``a2-s3-p1-r0``: attempt 2's step 3, prompt slot 1, sample 0. The attempt keeps a resumed
+    run's replayed steps apart from what the attempt it replaces published for the same step."""
     kind = "retry-p" if turn == "retry" else "p"
-    return f"s{step}-{kind}{slot_index}-r{sample_index}"
+    return f"a{attempt}-s{step}-{kind}{slot_index}-r{sample_index}"
 
 
 def rewards_matrix(rollouts: Sequence[Rollout], num_slots: int, samples_per_prompt: int):
@@ -164,22 +179,31 @@ class TrainingRun:
         self.replay_buffer = None
         self.events_loop: BackgroundEventLoop | None = None
         self.verifier = None
+        self._verifier_state = None  # the verdict cache and its counters, from the checkpoint resumed
+        self._startup_notes: list[tuple[str, str]] = []  # (message, level), published after RUN_STARTED
+
+    @property
+    def attempt(self) -> int:
+        return getattr(self.publisher, "attempt", 1)
 
     # --- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunStatus:
         """Train to ``schedule.total_steps``; always ends with RUN_FINISHED, whatever happens."""
-        previous_handler = None
+        previous_handlers = {}
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+            # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous_handlers[signum] = signal.signal(signum, self._on_sigterm)
         status, reason = RunStatus.FAILED, ""
         try:
             self.set_up()
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
                 "total_steps": self.config.schedule.total_steps,
-                "resumed_from_step": self.step if self.step else None,
+                "resumed_from_step": self.step if self.step else None, "attempt": self.attempt,
             })
+            self._publish_startup_notes()
             while self.step < self.config.schedule.total_steps:
                 self.step += 1
                 self.train_step(self.step)
@@ -192,29 +216,39 @@ class TrainingRun:
             status = RunStatus.SUCCEEDED
         except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
             status, reason = self.outcome_of(error)
+            self._publish_startup_notes()
             if status is RunStatus.FAILED:
                 self.publisher.publish(EventType.ERROR, {
                     "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
                 })
         finally:
             self.tear_down()
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
+        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         return status
 
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         """How an exception ends the run. A data-parallel rank overrides it: there, what one rank
         sees (a broken collective, torchrun's SIGTERM) may be the echo of another rank's failure."""
         if isinstance(error, RunCancelled):
-            return RunStatus.CANCELLED, f"stopped by SIGTERM during step {self.step}"
+            return RunStatus.CANCELLED, f"stopped by {error.signal_name} during step {self.step}"
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C before the handler was installed, or in a thread
+            return RunStatus.CANCELLED, f"stopped by SIGINT (Ctrl-C) during step {self.step}"
         return RunStatus.FAILED, f"{type(error).__name__}: {error}"
+
+    def _publish_startup_notes(self) -> None:
+        notes, self._startup_notes = self._startup_notes, []
+        for message, level in notes:
+            self.publisher.log(message, level)
+
 
     def _is_due(self, every: int) -> bool:
         return every > 0 and self.step % every == 0
 
     def _on_sigterm(self, signum, frame) -> None:
-        raise RunCancelled()
+        raise RunCancelled("SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM")
 
     def set_up(self) -> None:
         from trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_global_rng_states
@@ -232,7 +266,8 @@ class TrainingRun:
         if self.should_resume:
             checkpoint = latest_checkpoint(self.output_dir)
             if checkpoint is None:
-                self.publisher.log(f"--resume: no checkpoint under {self.output_dir}; starting from step 0", "warning")
+                self._startup_notes.append(
+                    (f"--resume: no checkpoint under {self.output_dir}; starting from step 0", "warning"))
             else:
                 state = load_checkpoint(checkpoint, self.model, self.learner.optimizer)
                 self.step = state.step
@@ -244,8 +279,12 @@ class TrainingRun:
                 self.driver_state.problem_order = list(driver.get("problem_order", []))
                 self.driver_state.cursor = int(driver.get("cursor", 0))
                 restore_global_rng_states(state.global_rng_states)
-                self.publisher.log(f"resumed from {checkpoint} at step {self.step}")
+                self._verifier_state = state.verifier_state
+                self._startup_notes.append((f"resumed from {checkpoint} at step {self.step}", "info"))
         self._start_rollouts_and_scoring()
+        if self._verifier_state is not None and self.verifier is not None:
+            # The verdict cache and its counters, so verifier/cache_hit_rate reads as if never interrupted.
+            self.verifier.load_state_dict(self._verifier_state)
 
     def prepare_for_evaluation(self) -> None:
         """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
@@ -420,7 +459,7 @@ class TrainingRun:
         for generation in self.engine.generate([slots[index].prompt_ids for index in indices], sampling):
             slot_index = indices[generation.prompt_index]
             slot = slots[slot_index]
-            key = rollout_key(step, slot_index, generation.sample_index, slot.turn)
+            key = rollout_key(step, slot_index, generation.sample_index, slot.turn, self.attempt)
             pending.append(self.events_loop.submit(
                 self._score_and_publish(step, key, slot_index, slot, generation, sampling_payload)
             ))
@@ -645,6 +684,7 @@ class TrainingRun:
                 "cursor": self.driver_state.cursor,
             },
             global_rng_states=capture_global_rng_states(),
+            verifier_state=self.verifier.state_dict() if self.verifier is not None else None,
         )
         folder = save_checkpoint(
             self.output_dir, self.model, self.learner.optimizer, self.tokenizer, self.config.to_json_dict(), state
@@ -707,13 +747,39 @@ def _mean(values) -> float | None:
 
 
 def first_event_seq_for_resume(output_dir: str | Path) -> int:
-    """Where a resumed run's event numbers continue, so the platform's sequence stays ordered."""
+    """Where a resumed run's event numbers continue: after its checkpoint's, and after the last
+    event the run it continues published (steps it ran past the checkpoint, its RUN_FINISHED),
+    so that no number is used twice."""
     from trainer.checkpoint import latest_checkpoint
 
+    after_run = _read_last_event_seq(output_dir) + 1
     checkpoint = latest_checkpoint(output_dir)
     if checkpoint is None:
-        return 0
-    return int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))
+        return after_run
+    saved = int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))
+    return max(saved, after_run)
+
+
+def record_last_event_seq(output_dir: str | Path, last_seq: int) -> None:
+    """Keep the last number a run published beside its checkpoints (see first_event_seq_for_resume)."""
+    output_dir = Path(output_dir)
+    if last_seq < 0 or not output_dir.is_dir():
+        return
+    try:
+        path = output_dir / LAST_EVENT_SEQ_FILE
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps({"last_event_seq": max(last_seq, _read_last_event_seq(output_dir))}))
+        partial.replace(path)  # atomic: the next attempt never reads half a file
+    except OSError:
+        pass  # a courtesy for the next attempt's numbering; the run's outcome is already published
+
+
+def _read_last_event_seq(output_dir: str | Path) -> int:
+    """The last event number a run in ``output_dir`` published, or -1 if it never said."""
+    try:
+        return int(json.loads((Path(output_dir) / LAST_EVENT_SEQ_FILE).read_text())["last_event_seq"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
 
 
 EVALUATIONS_FILE = "evaluations.jsonl"

@@ -79,10 +79,16 @@ class RolloutFinished(BaseModel):
 
 
 class TrainerEvent(BaseModel):
-    """The envelope of every event: ``payload`` holds the type-specific fields."""
+    """The envelope of every event: ``payload`` holds the type-specific fields.
+
+    ``attempt`` is the dispatch of the run that published it (1, then one more per resume): the
+    platform applies only the events of a run's current attempt, so a late event of a cancelled
+    attempt cannot touch the attempt that replaced it.
+    """
 
     event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     run_id: str
+    attempt: int = Field(1, ge=1)
     seq: int
     type: EventType
     time: float = Field(default_factory=time.time)
@@ -109,11 +115,17 @@ class EventSink(Protocol):
 
 
 class EventPublisher:
-    """Numbers events in order and hands them to a sink (Redis, stdout, or a list in tests)."""
+    """Numbers events in order and hands them to a sink (Redis, stdout, or a list in tests).
 
-    def __init__(self, run_id: str, sink: EventSink, first_seq: int = 0):
+    Every event carries the publisher's ``attempt`` (the platform passes it as ``--attempt``).
+    """
+
+    def __init__(self, run_id: str, sink: EventSink, first_seq: int = 0, *, attempt: int = 1):
+        if attempt < 1:
+            raise ValueError(f"attempt must be 1 or more (the run's first dispatch is attempt 1), got {attempt}")
         self.run_id = str(run_id)
         self.sink = sink
+        self.attempt = attempt
         self._seq = itertools.count(first_seq)
         self._lock = threading.Lock()
 
@@ -121,9 +133,12 @@ class EventPublisher:
         if isinstance(payload, BaseModel):
             payload = payload.model_dump(mode="json")
         with self._lock:
-            event = TrainerEvent(run_id=self.run_id, seq=next(self._seq), type=type, payload=payload or {})
+            event = self.make_event(next(self._seq), type, payload)
         self.sink.write(event)
         return event
+
+    def make_event(self, seq: int, type: EventType, payload: dict | None) -> TrainerEvent:
+        return TrainerEvent(run_id=self.run_id, attempt=self.attempt, seq=seq, type=type, payload=payload or {})
 
     def record_sequence(self) -> "SequenceRecorder":
         """Wrap the sink (once) so that the last published seq is known: a checkpoint stores the next one."""

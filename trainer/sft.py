@@ -189,14 +189,16 @@ class SupervisedFineTuning:
 
     def run(self):
         """Fine-tune for ``sft.epochs``; always ends with RUN_FINISHED, whatever happens."""
-        from trainer.driver import RunCancelled, RunStatus
+        from trainer.driver import RunCancelled, RunStatus, record_last_event_seq
 
         def on_sigterm(signum, frame):
-            raise RunCancelled()
+            raise RunCancelled("SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM")
 
-        previous_handler = None
+        previous_handlers = {}
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            previous_handler = signal.signal(signal.SIGTERM, on_sigterm)
+            # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous_handlers[signum] = signal.signal(signum, on_sigterm)
         status, reason = RunStatus.FAILED, ""
         try:
             self.set_up()
@@ -207,21 +209,22 @@ class SupervisedFineTuning:
             })
             self.train()
             status = RunStatus.SUCCEEDED
-        except RunCancelled:
-            status, reason = RunStatus.CANCELLED, f"stopped by SIGTERM during step {self.step}"
+        except RunCancelled as cancel:
+            status, reason = RunStatus.CANCELLED, f"stopped by {cancel.signal_name} during step {self.step}"
         except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
             status, reason = RunStatus.FAILED, f"{type(error).__name__}: {error}"
             self.publisher.publish(EventType.ERROR, {
                 "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
             })
         finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGTERM, previous_handler)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         model_folder = sft_model_folder(self.output_dir) if status is RunStatus.SUCCEEDED else None
         self.publisher.publish(EventType.RUN_FINISHED, {
             "status": status.value, "reason": reason, "step": self.step, "kind": RUN_KIND,
             "model_path": str(model_folder) if model_folder else None,
         })
+        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         return status
 
     def set_up(self) -> None:

@@ -117,6 +117,14 @@ LEAN_SERVER_API_KEY = os.environ.get("LEAN_SERVER_API_KEY") or None
 LEAN_SERVER_IS_STANDIN = os.environ.get("LEAN_SERVER_IS_STANDIN", "1") == "1"
 ARTIFACTS_DIR = Path(os.environ.get("ARTIFACTS_DIR", REPO_DIR / "var" / "artifacts"))
 TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
+# Every call to Ray's head gives up after this many seconds: a slow head must not stall a worker or the sweeper.
+RAY_CALL_TIMEOUT_S = float(os.environ.get("RAY_CALL_TIMEOUT_S", "10"))
+# The sweeper (manage.py sweep_runs): how often it looks, and how long a run may wait in each state
+# before it acts (re-dispatch a queued run; adopt or fail a starting one; end a run whose job ended).
+SWEEP_EVERY_S = float(os.environ.get("SWEEP_EVERY_S", "5"))
+SWEEP_QUEUED_AFTER_S = float(os.environ.get("SWEEP_QUEUED_AFTER_S", "30"))
+SWEEP_STARTING_AFTER_S = float(os.environ.get("SWEEP_STARTING_AFTER_S", "60"))
+SWEEP_ENDED_JOB_GRACE_S = float(os.environ.get("SWEEP_ENDED_JOB_GRACE_S", "15"))
 # The cpu-demo preset's warm-started model (built by the embedded stack; unset elsewhere).
 WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
@@ -165,6 +173,8 @@ LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if ENVIRONMENT == "production" 
 if LOG_FORMAT not in ("json", "text"):
     sys.exit(f"LOG_FORMAT must be 'json' or 'text', got {LOG_FORMAT!r}")
 LOGGING = logging_config(LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
+# httpx logs every request at INFO: the sweeper asks Ray about each active run every few seconds.
+LOGGING.setdefault("loggers", {})["httpx"] = {"level": "WARNING"}
 
 if ENVIRONMENT == "production":
     from config.production_checks import assert_production_ready

@@ -30,6 +30,8 @@ class ProofAttemptQuerySet(models.QuerySet):
 class ProofAttempt(models.Model):
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="proof_attempts")
     rollout_key = models.CharField(max_length=128)
+    run_attempt = models.PositiveIntegerField(
+        default=1, help_text="The run's attempt that generated it: a resumed run replays steps under new keys.")
     step = models.PositiveIntegerField(db_index=True)
     problem = models.ForeignKey("promptsets.Problem", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="proof_attempts")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from pydantic import ValidationError
 
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
-from runs.models import Checkpoint, RegisteredModel, Run, RunState
+from runs.models import Checkpoint, RegisteredModel, Run, RunState, job_id_for
 from trainer import memory_plan
 from trainer.config import RunConfig
 
@@ -115,29 +115,37 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
 
 
 def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
-    """Stop the Ray job (if any) and end the run as cancelled; False if it had already ended."""
+    """End the run as cancelled and stop its current attempt's Ray job; False if it had already ended.
+
+    The run is final once this returns; a stop Ray does not confirm is noted on the timeline
+    and retried by the sweeper (``manage.py sweep_runs``), which stops every job whose run is final.
+    """
     if not run.transition(RunState.CANCELLED, reason=reason):
         return False
-    if run.ray_job_id:
-        try:
-            ray_jobs.stop(run.ray_job_id)
-        except Exception as error:  # the run is cancelled either way; say why the job may linger
-            logger.warning("could not stop Ray job %s of run %s: %s", run.ray_job_id, run.pk, error)
-            run.state_changes.create(state=RunState.CANCELLED, reason=f"Ray did not confirm the stop: {error}")
+    # The predictable id, not ray_job_id: a worker may have submitted the job without saving its id yet
+    # (if it has not submitted it yet, it sees the run cancelled when it saves the id, and stops it).
+    job_id = run.ray_job_id_of_attempt
+    try:
+        ray_jobs.stop(job_id)
+    except RuntimeError as error:  # RayCallFailed, or a RAY_ADDRESS that is not an address at all
+        logger.warning("could not stop Ray job %s of run %s: %s", job_id, run.pk, error)
+        run.state_changes.create(state=RunState.CANCELLED,
+                                 reason=f"Ray did not confirm the stop of {job_id}: {error}; the sweeper retries it")
     return True
 
 
 def resume_run(run: Run) -> bool:
-    """Queue a failed or cancelled run again; the trainer continues from its last checkpoint."""
-    # Queued again, the scheduler dispatches it (with --resume) when its owner's quota has room.
-    return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint")
+    """Queue a failed or cancelled run again as its next attempt; the trainer continues from its last
+    checkpoint. The scheduler dispatches it (with --resume) when its owner's quota has room."""
+    return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint",
+                          expected=(RunState.FAILED, RunState.CANCELLED))
 
 
 def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> bool:
     """Stop a starting or running run and queue it again; it resumes from its last checkpoint.
 
     The cancel and resume machinery, one after the other: the job is stopped (the trainer keeps
-    its checkpoints) and the run goes to the back of its priority in the queue.
+    its checkpoints) and the run goes to the back of its priority in the queue, as its next attempt.
     """
     if run.state not in (RunState.STARTING, RunState.RUNNING):
         return False
@@ -147,9 +155,14 @@ def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> b
 
 
 def _enqueue_dispatch(run_id: int, *, resume: bool) -> None:
+    """Hand the run to a Celery worker. A broker that is down leaves the run queued, not lost: the
+    sweeper re-dispatches runs queued for longer than SWEEP_QUEUED_AFTER_S."""
     from runs.tasks import dispatch_run
 
-    dispatch_run.delay(run_id, resume=resume)
+    try:
+        dispatch_run.delay(run_id, resume=resume)
+    except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper tries again either way
+        logger.warning("could not enqueue the dispatch of run %s (the sweeper will retry): %s", run_id, error)
 
 
 def export_run_inputs(run: Run) -> None:
@@ -164,28 +177,58 @@ def export_run_inputs(run: Run) -> None:
     partial.replace(folder / "promptset.jsonl")  # atomic: the trainer never reads half a file
 
 
-def dispatch(run_id: int, *, resume: bool) -> None:
-    """Claim a queued run, export its inputs and submit it to Ray; any failure fails the run with the reason."""
+def dispatch(run_id: int, *, resume: bool | None = None) -> None:
+    """Claim a queued run, export its inputs and submit its current attempt to Ray; any failure fails
+    the run with the reason. ``resume`` is implied by the attempt (attempt 2 onwards continues from
+    the last checkpoint) and kept for tasks already queued with it."""
     run = Run.objects.get(pk=run_id)
     if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,)):
         logger.info("run %s is no longer queued (%s); nothing to dispatch", run_id, run.state)
         return
-    Run.objects.filter(pk=run_id).update(attempt=F("attempt") + 1)
-    run.refresh_from_db()
+    attempt = run.attempt
     try:
-        available = cluster.cluster_resources(settings.RAY_ADDRESS)
+        if attempt > 1 and not _earlier_attempt_stopped(run):
+            return
+        timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
+        available = cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s)
         problems = cluster.resource_problems(RunConfig.model_validate(run.config), available)
         if problems:
-            run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems))
+            run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)
             return
-        description = cluster.cluster_description(settings.RAY_ADDRESS)
+        description = cluster.cluster_description(settings.RAY_ADDRESS, timeout_s=timeout_s)
         export_run_inputs(run)
-        job_id = ray_jobs.submit(run, resume=resume)
+        job_id = ray_jobs.submit(run, resume=attempt > 1)
     except Exception as error:
-        run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}")
+        run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}",
+                        attempt=attempt)
         return
-    Run.objects.filter(pk=run_id).update(ray_job_id=job_id, cluster=description)
-    run.refresh_from_db()
-    if run.state == RunState.CANCELLED:  # cancelled while we were submitting: stop what we just started
-        ray_jobs.stop(job_id)
+    saved = Run.objects.filter(pk=run_id, attempt=attempt, state__in=(RunState.STARTING, RunState.RUNNING)).update(
+        ray_job_id=job_id, cluster=description)
+    if not saved:  # cancelled (or resumed again) while we were submitting: stop what we just started
+        _stop_quietly(run, job_id)
 
+
+def _earlier_attempt_stopped(run: Run, wait_s: float = 30.0) -> bool:
+    """Make sure the previous attempt's job has ended before this one starts (a cancel followed at
+    once by a resume): two attempts must never train, or write the run's folder, at the same time.
+    Fails the run and returns False if it will not end."""
+    previous = job_id_for(run.pk, run.attempt - 1)
+    if ray_jobs.status(previous).is_terminal:
+        return True
+    ray_jobs.stop(previous)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if ray_jobs.status(previous).is_terminal:
+            return True
+        time.sleep(1)
+    run.mark_failed(f"the previous attempt's Ray job {previous} did not stop within {wait_s:.0f} s, and two attempts "
+                    "must not train at once; resume the run again once Ray shows that job stopped",
+                    attempt=run.attempt)
+    return False
+
+
+def _stop_quietly(run: Run, job_id: str) -> None:
+    try:
+        ray_jobs.stop(job_id)
+    except RuntimeError as error:
+        logger.warning("could not stop Ray job %s of run %s (the sweeper will retry): %s", job_id, run.pk, error)

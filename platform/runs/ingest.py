@@ -24,8 +24,9 @@ acknowledged, and deleted once its run is final, ``stream_grace_s`` has passed a
 is unread. Every stored event gets ``run_seq``, its run's next number (1, 2, 3…), under a lock
 on the run's row, so a browser can see a gap and fetch what it missed.
 
-Ray is never asked here: a slow Ray head must not hold up live events (the job reconciler
-runs in its own loop; see the ``ingest_events`` command).
+Only the events of a run's current attempt are stored and applied: what a cancelled or replaced
+attempt still sends is dropped. Ray is never asked here: jobs that die without a word are the
+sweeper's (runs/sweeper.py, ``manage.py sweep_runs``), so a slow Ray head never holds up live events.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from config.logs import about_run
 from proofs.models import ProofAttempt, RetryFeedback
 from promptsets.models import Problem
-from runs import ray_jobs
 from runs.models import (
     FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics,
 )
@@ -227,7 +227,7 @@ class Backoff:
 class EventIngester:
     def __init__(self, redis_url: str | None = None, *, consumer: str | None = None, block_ms: int = 500,
                  batch_size: int = 500, claim_idle_ms: int = 60_000, maintain_every_s: float = 5.0,
-                 stream_grace_s: float | None = None, reconcile_every_s: float = 5.0):
+                 stream_grace_s: float | None = None):
         self.redis = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=5,
                                           socket_timeout=max(10.0, block_ms / 1000 + 5))
         # The host's name, not the process's: an ingester restarted on the same host (a crash, a
@@ -239,7 +239,6 @@ class EventIngester:
         self.claim_idle_ms = claim_idle_ms
         self.maintain_every_s = maintain_every_s
         self.stream_grace_s = settings.EVENT_STREAM_GRACE_S if stream_grace_s is None else stream_grace_s
-        self.reconcile_every_s = reconcile_every_s  # for the reconciler's own loop (management command)
         self._known_groups: set[str] = set()
         self._last_maintenance = 0.0
         self._last_scan = float("-inf")
@@ -437,8 +436,9 @@ class EventIngester:
             # The runs' rows first, in id order: two ingesters storing the same run take turns, so
             # each sees the other's events (no double) and numbers follow on (no gap, no clash).
             run_ids = sorted({int(e.run_id) for e in events})
-            existing_runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
-                                 .values_list("pk", flat=True))
+            current_attempt = dict(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
+                                   .values_list("pk", "attempt"))
+            existing_runs = list(current_attempt)
             seen = set(RunEvent.objects.filter(event_id__in=[e.event_id for e in events])
                        .values_list("event_id", flat=True))
             fresh: dict[str, TrainerEvent] = {}
@@ -449,6 +449,11 @@ class EventIngester:
                     logger.warning("event %s names run %s, which does not exist; skipped", event.event_id,
                                    event.run_id)
                     continue
+                if event.attempt != current_attempt[int(event.run_id)]:
+                    # A late event of an attempt that was cancelled or replaced must not touch the current one.
+                    logger.info("dropping %s of run %s's attempt %s (the run is at attempt %s)", event.type,
+                                event.run_id, event.attempt, current_attempt[int(event.run_id)])
+                    continue
                 fresh[event.event_id] = event
             last_numbers = dict(RunEvent.objects.filter(run_id__in=existing_runs).values("run_id")
                                 .annotate(last=Max("run_seq")).values_list("run_id", "last"))
@@ -456,7 +461,7 @@ class EventIngester:
             for event in fresh.values():
                 run_id = int(event.run_id)
                 last_numbers[run_id] = (last_numbers.get(run_id) or 0) + 1
-                rows.append(RunEvent(run_id=run_id, event_id=event.event_id, seq=event.seq,
+                rows.append(RunEvent(run_id=run_id, event_id=event.event_id, attempt=event.attempt, seq=event.seq,
                                      run_seq=last_numbers[run_id], type=event.type, payload=event.payload,
                                      published_at=datetime.fromtimestamp(event.time, tz=dt_timezone.utc)))
             stored = RunEvent.objects.bulk_create(rows)
@@ -472,7 +477,7 @@ class EventIngester:
             payload = event.payload
             if event.type == EventType.RUN_STARTED:
                 Run.objects.get(pk=event.run_id).transition(RunState.RUNNING, reason="the trainer started",
-                                                            expected=(RunState.STARTING,))
+                                                            expected=(RunState.STARTING,), attempt=event.attempt)
             elif event.type == EventType.STEP_STARTED:
                 Run.objects.filter(pk=run.pk, current_step__lt=payload.get("step", 0)).update(current_step=payload["step"])
             elif event.type == EventType.METRICS:
@@ -501,7 +506,8 @@ class EventIngester:
             elif event.type == EventType.RUN_FINISHED:
                 status = FINAL_STATUS.get(payload.get("status"), RunState.FAILED)
                 reason = payload.get("reason") or ""
-                Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}")
+                Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}",
+                                                      attempt=event.attempt)
 
     def _store_attempts(self, events: list[RunEvent]) -> None:
         """One ProofAttempt per rollout, linked to its problem and (for a retry) its first attempt.
@@ -526,7 +532,7 @@ class EventIngester:
         rows = []
         for event, rollout in rollouts:
             rows.append(ProofAttempt(
-                run_id=event.run_id, rollout_key=rollout.rollout_key, step=rollout.step,
+                run_id=event.run_id, rollout_key=rollout.rollout_key, run_attempt=event.attempt, step=rollout.step,
                 problem_key=rollout.problem_id, problem_name=rollout.problem_name,
                 problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
                 formal_statement=rollout.formal_statement, turn=rollout.turn,
@@ -600,42 +606,6 @@ class EventIngester:
         last_entry = _text(info.get("last-generated-id") or "0-0")
         is_drained = _id_key(last_delivered) >= _id_key(last_entry)
         return (_next_id(last_delivered) if last_delivered != "0-0" else None), is_drained
-
-    # -- jobs that died without a word (run by the command in its own loop, never in poll_once) ---
-
-    def reconcile_jobs(self) -> None:
-        for run in Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).exclude(ray_job_id=""):
-            try:
-                status = ray_jobs.status(run.ray_job_id)
-            except Exception as error:
-                logger.warning("cannot ask Ray about run %s (job %s): %s", run.pk, run.ray_job_id, error)
-                continue
-            if not status.is_terminal:
-                continue
-            # Drain the run's stream first: its own run_finished event says more than Ray can.
-            self.poll_stream(stream_key(str(run.pk)))
-            run.refresh_from_db()
-            if run.is_final:
-                continue
-            if status.state == ray_jobs.MISSING:
-                run.mark_failed(f"the Ray cluster has no record of the job {run.ray_job_id}: the cluster was restarted "
-                                "while the run was going. Resume the run to continue from its last checkpoint.")
-            elif status.state == "STOPPED":
-                run.transition(RunState.CANCELLED, reason="the Ray job was stopped")
-            elif status.state == "FAILED":
-                run.mark_failed(f"the Ray job failed: {status.message}\n\nLast lines of the job's log:\n"
-                                f"{ray_jobs.log_tail(run.ray_job_id)}")
-            else:
-                run.mark_failed("the trainer exited without reporting how the run ended (no run_finished event)\n\n"
-                                f"Last lines of the job's log:\n{ray_jobs.log_tail(run.ray_job_id)}")
-
-    def poll_stream(self, key: str) -> None:
-        """Read one stream to its end now (what the reconciler does before judging a run)."""
-        if key not in self._known_groups:
-            self._streams_to_read()
-        self._read([key], "0", block=None)
-        while self._read([key], ">", block=None)[0]:
-            pass
 
 
 def _sleep(seconds: float, should_stop) -> None:

@@ -29,7 +29,8 @@ FINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 # Which state may follow which: anything else is a bug or a race lost, and is refused.
 ALLOWED_TRANSITIONS = {
     RunState.QUEUED: {RunState.STARTING, RunState.FAILED, RunState.CANCELLED},
-    RunState.STARTING: {RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED},
+    # STARTING → QUEUED: the sweeper's, when the worker that claimed the run died before submitting it.
+    RunState.STARTING: {RunState.QUEUED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED},
     RunState.RUNNING: {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED},
     RunState.SUCCEEDED: set(),
     RunState.FAILED: {RunState.QUEUED},  # resume
@@ -71,7 +72,10 @@ class Run(models.Model):
         "runs.Checkpoint", null=True, blank=True, on_delete=models.PROTECT, related_name="descendant_runs",
         help_text="The checkpoint (e.g. of a warm-start SFT run) this run's model started from: its lineage.",
     )
-    attempt = models.PositiveIntegerField(default=0, help_text="How many times the job was submitted (resumes).")
+    attempt = models.PositiveIntegerField(
+        default=1, help_text="The current attempt: 1 at launch, one more per resume. Its Ray job is "
+                             "run-<id>-attempt-<n>, and only its events and its job may change the run.",
+    )
     # The queue (runs/scheduling.py): a queued run waits until its owner's quota and the queue admit it.
     priority = models.IntegerField(default=0, help_text="Set by an administrator: higher runs leave the queue first.")
     queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
@@ -134,14 +138,24 @@ class Run(models.Model):
         return f"run-{self.pk}"
 
     @property
+    def ray_job_id_of_attempt(self) -> str:
+        """The current attempt's Ray submission id: predictable, so a job submitted by a worker that died
+        before saving the id can still be found, adopted or stopped."""
+        return job_id_for(self.pk, self.attempt)
+
+    @property
     def artifacts_dir(self):
         return settings.ARTIFACTS_DIR / "runs" / str(self.pk)
 
-    def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None) -> bool:
+    def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None,
+                   attempt: int | None = None) -> bool:
         """Move to ``to`` only if the stored state still allows it; returns whether this call did.
 
         A conditional UPDATE, so two processes (the ingester, a Celery worker, a cancel
         request) racing on one run cannot both win, and the losing one learns it lost.
+        ``attempt``: only if the run is still at that attempt (what the trainer's events and the
+        sweeper's look at a job say is about one attempt, never about the one that replaced it).
+        Moving to QUEUED (a resume) starts the next attempt.
         """
         to = RunState(to)
         sources = expected or tuple(s for s, targets in ALLOWED_TRANSITIONS.items() if to in targets)
@@ -159,8 +173,14 @@ class Run(models.Model):
             fields["finished_at"] = None
             # Back to the end of the queue: the scheduler admits it again when its owner has room.
             fields.update(queued_at=now, admitted_at=None, queue_reason="", is_resuming=True)
+            # A new attempt: its own Ray job; what the last attempt's job or events say changes nothing.
+            fields["attempt"] = models.F("attempt") + 1
+            fields["ray_job_id"] = ""
+        condition = {"pk": self.pk, "state__in": sources}
+        if attempt is not None:
+            condition["attempt"] = attempt
         with transaction.atomic():
-            changed = Run.objects.filter(pk=self.pk, state__in=sources).update(**fields)
+            changed = Run.objects.filter(**condition).update(**fields)
             if changed:
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
         if changed:
@@ -172,8 +192,13 @@ class Run(models.Model):
                 transaction.on_commit(scheduling.schedule_soon)
         return changed == 1
 
-    def mark_failed(self, reason: str) -> bool:
-        return self.transition(RunState.FAILED, reason=reason)
+    def mark_failed(self, reason: str, *, attempt: int | None = None) -> bool:
+        return self.transition(RunState.FAILED, reason=reason, attempt=attempt)
+
+
+def job_id_for(run_id: int, attempt: int) -> str:
+    """The Ray submission id of a run's attempt (ray_jobs.attempt_of reads it back)."""
+    return f"run-{run_id}-attempt-{attempt}"
 
 
 class RunStateChange(models.Model):
@@ -193,6 +218,7 @@ class RunEvent(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     event_id = models.CharField(max_length=64, unique=True)
+    attempt = models.PositiveIntegerField(default=1, help_text="The attempt that published it.")
     seq = models.BigIntegerField(help_text="The trainer's number: unique per publisher, not contiguous (ranks interleave).")
     run_seq = models.PositiveBigIntegerField(
         help_text="Position among the run's stored events: 1, 2, 3… with no gap, given by the ingester as it "

@@ -1,10 +1,19 @@
-"""The one place the platform speaks to Ray: submit, stop and ask about a run's job (Ray's job API)."""
+"""The one place the platform speaks to Ray about jobs: submit, stop, ask about and list runs' jobs.
+
+Ray's job REST API (what ``JobSubmissionClient`` wraps), spoken with httpx so that every call
+has a timeout (``RAY_CALL_TIMEOUT_S``): a slow or unreachable head makes a call fail in seconds,
+never hang a worker or the sweeper. Each run's attempt has a predictable submission id,
+``run-<id>-attempt-<n>``, so a job submitted by a worker that died before saving the id can
+still be found, adopted or stopped.
+"""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
+import httpx
 from django.conf import settings
 
 
@@ -13,27 +22,53 @@ EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
 
 # Not one of Ray's states: the cluster has no record of the job (its head was restarted without it).
 MISSING = "MISSING"
+TERMINAL_STATES = frozenset({"STOPPED", "SUCCEEDED", "FAILED", MISSING})
+JOB_ID_PATTERN = re.compile(r"^run-(?P<run>\d+)-attempt-(?P<attempt>\d+)$")
+
+
+class RayCallFailed(RuntimeError):
+    """Ray's head did not answer in time, or refused; the message names the address and the call."""
 
 
 @dataclass(frozen=True)
 class JobStatus:
     state: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED, or MISSING
     message: str
+    job_id: str = ""
+    end_time_ms: int | None = None
 
     @property
     def is_terminal(self) -> bool:
-        return self.state in ("STOPPED", "SUCCEEDED", "FAILED", MISSING)
+        return self.state in TERMINAL_STATES
 
 
-def client(address: str | None = None):
-    """Ray's job client. Note that Ray lets the RAY_ADDRESS environment variable win over ``address``."""
-    from ray.job_submission import JobSubmissionClient
+def attempt_of(job_id: str) -> tuple[int, int] | None:
+    """(run id, attempt) of a job the platform submitted, None for any other job."""
+    match = JOB_ID_PATTERN.match(job_id or "")
+    return (int(match["run"]), int(match["attempt"])) if match else None
 
-    return JobSubmissionClient(address or settings.RAY_ADDRESS)
+
+def _request(method: str, path: str, *, json: dict | None = None, timeout_s: float | None = None) -> httpx.Response:
+    from runs.cluster import ClusterUnreachable, _auth_headers, _dashboard_url
+
+    timeout_s = timeout_s or settings.RAY_CALL_TIMEOUT_S
+    try:
+        url = _dashboard_url(settings.RAY_ADDRESS) + path
+    except ClusterUnreachable as error:  # RAY_ADDRESS is not an HTTP address
+        raise RayCallFailed(str(error)) from error
+    try:
+        response = httpx.request(method, url, json=json, headers=_auth_headers(None), timeout=timeout_s)
+    except httpx.HTTPError as error:
+        raise RayCallFailed(f"{method} {path} on the Ray head at {settings.RAY_ADDRESS} failed within "
+                            f"{timeout_s:g} s: {type(error).__name__}: {error}") from error
+    if response.status_code in (401, 403):
+        raise RayCallFailed(f"the Ray head at {settings.RAY_ADDRESS} refused {method} {path} (HTTP "
+                            f"{response.status_code}); set RAY_AUTH_TOKEN to the cluster's token")
+    return response
 
 
 def trainer_entrypoint(run, *, resume: bool) -> str:
-    """The shell command Ray runs: the trainer's driver, with the run's exported files.
+    """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
 
     An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
     ranks, trainer/distributed.py); everything else runs as one process.
@@ -53,6 +88,7 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
         # The Redis URL (and its password) travels in the job's environment, never on its command line.
         "--events", f"env:{EVENTS_URL_VARIABLE}",
         "--run-id", str(run.pk),
+        "--attempt", str(run.attempt),
     ]
     if resume:
         argv.append("--resume")
@@ -60,6 +96,8 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
 
 
 def submit(run, *, resume: bool) -> str:
+    """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
+    retried after a worker died) adopts the job the first submission started."""
     from runs.cluster import requested_resources
     from trainer.config import RunConfig
 
@@ -69,37 +107,64 @@ def submit(run, *, resume: bool) -> str:
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
     env_vars.update(settings.TRACKING_ENVIRONMENT)
-    return client().submit_job(
-        entrypoint=trainer_entrypoint(run, resume=resume),
-        submission_id=f"run-{run.pk}-attempt-{run.attempt}",
-        runtime_env={"env_vars": env_vars},
-        metadata={"run_id": str(run.pk), "run_name": run.name[:100]},
+    job_id = run.ray_job_id_of_attempt
+    body = {
+        "entrypoint": trainer_entrypoint(run, resume=resume),
+        "submission_id": job_id,
+        "runtime_env": {"env_vars": env_vars},
+        "metadata": {"run_id": str(run.pk), "attempt": str(run.attempt), "run_name": run.name[:100]},
         # The driver holds the run's resources itself (rollouts and learner share its GPUs).
-        entrypoint_num_cpus=requested["num_cpus"],
-        entrypoint_num_gpus=requested["num_gpus"] or None,
-    )
+        "entrypoint_num_cpus": requested["num_cpus"],
+    }
+    if requested["num_gpus"]:
+        body["entrypoint_num_gpus"] = requested["num_gpus"]
+    response = _request("POST", "/api/jobs/", json=body)
+    if response.status_code == 400 and "already exists" in response.text:
+        return job_id  # this attempt was submitted before: the same job, adopted
+    if response.status_code != 200:
+        raise RayCallFailed(f"the Ray head at {settings.RAY_ADDRESS} refused the job {job_id} (HTTP "
+                            f"{response.status_code}): {response.text[-2000:]}")
+    return response.json().get("submission_id") or job_id
 
 
-def stop(job_id: str) -> None:
-    client().stop_job(job_id)
+def stop(job_id: str) -> bool:
+    """Ask Ray to stop the job; False when Ray has no such job (nothing to stop). Raises RayCallFailed."""
+    response = _request("POST", f"/api/jobs/{job_id}/stop")
+    if response.status_code == 404:
+        return False
+    if response.status_code != 200:
+        raise RayCallFailed(f"Ray did not stop the job {job_id} (HTTP {response.status_code}): {response.text[-1000:]}")
+    return True
+
+
+def _status_of(info: dict) -> JobStatus:
+    return JobStatus(state=str(info.get("status")), message=info.get("message") or "",
+                     job_id=info.get("submission_id") or "", end_time_ms=info.get("end_time"))
 
 
 def status(job_id: str) -> JobStatus:
-    try:
-        info = client().get_job_info(job_id)
-    except RuntimeError as error:
-        # Ray's job client reports an unknown job as "Request failed with status code 404: Job ... does not exist."
-        if "status code 404" in str(error):
-            return JobStatus(state=MISSING, message=str(error))
-        raise
-    return JobStatus(state=str(info.status.value if hasattr(info.status, "value") else info.status),
-                     message=info.message or "")
+    response = _request("GET", f"/api/jobs/{job_id}")
+    if response.status_code == 404:
+        return JobStatus(state=MISSING, message=f"Ray has no job {job_id}", job_id=job_id)
+    if response.status_code != 200:
+        raise RayCallFailed(f"Ray did not say how the job {job_id} is (HTTP {response.status_code}): "
+                            f"{response.text[-1000:]}")
+    return _status_of(response.json())
+
+
+def platform_jobs() -> list[JobStatus]:
+    """Every job on the cluster that the platform submitted for a run (any state)."""
+    response = _request("GET", "/api/jobs/")
+    if response.status_code != 200:
+        raise RayCallFailed(f"Ray did not list its jobs (HTTP {response.status_code}): {response.text[-1000:]}")
+    return [_status_of(info) for info in response.json() if attempt_of(info.get("submission_id") or "")]
 
 
 def log_tail(job_id: str, lines: int = 25) -> str:
     try:
-        logs = client().get_job_logs(job_id)
+        response = _request("GET", f"/api/jobs/{job_id}/logs")
+        response.raise_for_status()
+        logs = response.json().get("logs", "")
     except Exception as error:  # the logs are a courtesy for the failure reason, never a failure of their own
         return f"(job logs unavailable: {error})"
     return "\n".join(logs.splitlines()[-lines:])
-

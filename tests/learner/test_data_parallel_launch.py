@@ -68,7 +68,7 @@ def test_each_rank_rolls_out_every_world_size_th_slot_and_together_all_of_them()
 
 def run_of(kind: str, num_gpus: int):
     config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": num_gpus}}).to_json_dict()
-    return SimpleNamespace(artifacts_dir=Path("/runs/7"), kind=kind, pk=7, config=config)
+    return SimpleNamespace(artifacts_dir=Path("/runs/7"), kind=kind, pk=7, attempt=1, config=config)
 
 
 def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu():

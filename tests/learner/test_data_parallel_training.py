@@ -44,7 +44,7 @@ class ScorerThatBreaksAtStep(FirstTokenRewardScorer):
         self.step = step
 
     async def score(self, problem, response, num_tokens=None, max_tokens=None, *, key=None):
-        if key.startswith(f"s{self.step}-"):
+        if f"-s{self.step}-" in key:
             raise RuntimeError("injected: the Lean client on rank 1 lost its connection")
         return await super().score(problem, response, num_tokens, max_tokens, key=key)
 
@@ -193,11 +193,11 @@ def test_rank_zero_publishes_one_global_metrics_per_step_and_the_retries_of_both
         assert values[name] == one_values[name], name
     assert values["rollouts"] == 6 and values["retries/added"] == 2
     parents = {e.payload["parent_rollout_key"] for e in of_type(events[0], EventType.RETRY_CREATED)}
-    assert parents == {"s1-p0-r1", "s1-p1-r1"}  # rank 1's rejected attempt was filed too
+    assert parents == {"a1-s1-p0-r1", "a1-s1-p1-r1"}  # rank 1's rejected attempt was filed too
     # Step 2 drew both retries, on the rank that owns each slot, in every rank's buffer alike.
     retried = {e.payload["rollout_key"] for rank in events for e in of_type(events[rank], EventType.ROLLOUT_FINISHED)
                if e.payload["turn"] == "retry"}
-    assert {key.rsplit("-r", 1)[0] for key in retried} == {"s2-retry-p0", "s2-retry-p1"}
+    assert {key.rsplit("-r", 1)[0] for key in retried} == {"a1-s2-retry-p0", "a1-s2-retry-p1"}
 
 
 def test_rank_zero_evaluates_with_the_other_ranks_share_and_finishes_the_run_once(runs):

@@ -1,5 +1,5 @@
 """The ingester never asks Ray: a Ray head that accepts connections and never answers must not delay live
-events. (The job reconciler runs in a thread of its own in ``manage.py ingest_events``.)"""
+events. (Ray is the sweeper's, in ``manage.py sweep_runs``.)"""
 
 import socket
 import threading
@@ -34,7 +34,7 @@ def silent_ray_head(monkeypatch):
 def test_events_of_a_running_job_are_stored_while_ray_does_not_answer(make_run, redis_client, silent_ray_head):
     run = make_run(state="running", ray_job_id="run-1-attempt-1")
     publisher_for(run).log("live")
-    ingester = EventIngester(reconcile_every_s=0)
+    ingester = EventIngester()
     started = time.monotonic()
     ingester.poll_once()
     ingester.poll_once()

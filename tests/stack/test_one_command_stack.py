@@ -41,8 +41,8 @@ def ports():
     return {name: free_port() for name in ("web", "postgres", "redis", "ray", "dashboard", "lean")}
 
 
-def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_and_keeps_the_data(tmp_path, ports):
-    stack = start_stack(tmp_path, ports)
+def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_and_keeps_the_data(data_dir, ports):
+    stack = start_stack(data_dir, ports)
     try:
         banner = read_until(stack, "Press Ctrl-C")
         assert f"http://localhost:{ports['web']}/" in banner and "'demo'" in banner and "'lean-rl-demo'" in banner
@@ -60,7 +60,7 @@ def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_an
             stack.kill()
 
     # Run again: the same data folder, nothing created twice.
-    again = start_stack(tmp_path, ports)
+    again = start_stack(data_dir, ports)
     try:
         banner = read_until(again, "Press Ctrl-C")
         assert "kept account 'demo'" in banner
@@ -71,11 +71,11 @@ def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_an
             again.kill()
 
 
-def test_a_port_already_taken_is_named_in_a_clear_message(tmp_path, ports):
+def test_a_port_already_taken_is_named_in_a_clear_message(data_dir, ports):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", ports["redis"]))
         squatter.listen()
-        stack = start_stack(tmp_path, ports)
+        stack = start_stack(data_dir, ports)
         output, _ = stack.communicate(timeout=120)
     assert stack.returncode == 1
     assert f"port {ports['redis']} for redis is already in use" in output

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "variable NAME (keeps a password off the command line).")
     parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
     parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
+    parser.add_argument("--attempt", type=int, default=1,
+                        help="Which dispatch of the run this is (1, then one more per resume); every event carries "
+                             "it, so the platform can ignore what an earlier attempt still sends (default: 1).")
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -172,10 +175,14 @@ def _run(args: argparse.Namespace, sink, position) -> int:
         from trainer.driver import first_event_seq_for_resume
 
         first_seq = first_event_seq_for_resume(output)
+    if args.attempt < 1:
+        print(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
     if position is None:
-        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
+        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
     else:
-        publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size)
+        publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size,
+                                       attempt=args.attempt)
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)

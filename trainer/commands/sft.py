@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "variable NAME (keeps a password off the command line).")
     parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
     parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
+    parser.add_argument("--attempt", type=int, default=1,
+                        help="Which dispatch of the run this is (1, then one more per resume); every event carries "
+                             "it, so the platform can ignore what an earlier attempt still sends (default: 1).")
 
 
 def load_conversations(args: argparse.Namespace, config, output: Path) -> list[list[dict]]:
@@ -83,7 +86,11 @@ def _run(args: argparse.Namespace, sink) -> int:
         from trainer.driver import first_event_seq_for_resume
 
         first_seq = first_event_seq_for_resume(output)
-    publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
+    try:
+        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
+    except ValueError as error:
+        print(f"--attempt: {error}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)

@@ -284,6 +284,18 @@ class LeanVerifier:
             "snippets_sent": self._counts["snippets_sent"],
         }
 
+    def state_dict(self) -> dict:
+        """The verdict cache and the counters behind stats(), for a checkpoint: a resumed run then
+        reports the same cache hit rate as the uninterrupted one."""
+        return {"environment": self.environment, "cache": list(self._cache.items()), "counts": dict(self._counts)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._counts = Counter(state.get("counts", {}))
+        if self.config.cache_size and state.get("environment") == self.environment:  # verdicts of another Lean environment are not reused
+            self._cache = OrderedDict(state.get("cache", []))
+            while self.config.cache_size and len(self._cache) > self.config.cache_size:
+                self._cache.popitem(last=False)
+
     # ------------------------------------------------------------------ internals
 
     def _cache_key(self, checked_code: str) -> str:

@@ -176,8 +176,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
 
         first_seq = first_event_seq_for_resume(output)
     if args.attempt < 1:
-        print(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
     if position is None:
         publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
     else:

@@ -89,8 +89,7 @@ def _run(args: argparse.Namespace, sink) -> int:
     try:
         publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
     except ValueError as error:
-        print(f"--attempt: {error}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        raise CommandError(f"--attempt: {error}") from None
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)

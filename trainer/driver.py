@@ -286,6 +286,14 @@ class TrainingRun:
                 f"the Lean server at {url} does not answer its /health check ({type(error).__name__}: {error}); "
                 f"start it (kimina-lean-server, or `python -m trainer lean-standin` without Lean) or fix verifier.url"
             ) from error
+        from trainer.verification.line_numbering import ProbeFailed
+
+        # Which lines its messages count (kimina-lean-server builds differ); asked again after a reconnect.
+        try:
+            numbering = self.events_loop.submit(self.verifier.line_numbering()).result()
+        except ProbeFailed as error:
+            raise VerifierUnreachable(f"the Lean server at {url} answers, but {error}") from error
+        self.publisher.log(f"the Lean server at {url} numbers message lines {numbering.value}")
 
     def check_verifier_still_reachable(self, rollouts) -> None:
         """A step whose every proof sent to Lean came back censored asks the server once more: if it is

@@ -52,6 +52,8 @@ class Scorer(Protocol):
 
     async def score(self, problem, response: str, num_tokens=None, max_tokens=None, *, key=None): ...
 
+    async def lean_validity(self, problem, response: str, scored, *, key: str) -> float | None: ...
+
 
 @dataclass
 class PromptSlot:
@@ -164,6 +166,7 @@ class TrainingRun:
         self.replay_buffer = None
         self.events_loop: BackgroundEventLoop | None = None
         self.verifier = None
+        self.evaluation_samples: list[dict] = []
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -290,10 +293,9 @@ class TrainingRun:
 
         # Which lines its messages count (kimina-lean-server builds differ); asked again after a reconnect.
         try:
-            numbering = self.events_loop.submit(self.verifier.line_numbering()).result()
+            self.events_loop.submit(self.verifier.line_numbering()).result()
         except ProbeFailed as error:
             raise VerifierUnreachable(f"the Lean server at {url} answers, but {error}") from error
-        self.publisher.log(f"the Lean server at {url} numbers message lines {numbering.value}")
 
     def check_verifier_still_reachable(self, rollouts) -> None:
         """A step whose every proof sent to Lean came back censored asks the server once more: if it is
@@ -555,63 +557,86 @@ class TrainingRun:
 
     # --- evaluation and checkpoints ---------------------------------------------------------------
 
-    def evaluate(self, step: int) -> dict:
-        """best@k and pass@k on the evaluation problems, then the same after one retry per failed attempt."""
+    def evaluate(self, step: int, seed: int | None = None) -> dict:
+        """pass@k, best@k and mean@n on the evaluation problems, for our gated reward and the release's
+        acc, then the same after one retry per failed attempt (``trainer.evaluation``).
+
+        ``seed`` defaults to ``schedule.seed + step``, so each evaluation of a run samples afresh.
+        """
         from trainer.evaluation import evaluation_report
 
         started = time.perf_counter()
-        first_rewards, retry_rewards = self.evaluation_rewards(self.eval_problems, step)
-        values = evaluation_report(first_rewards, retry_rewards)
+        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed)
+        values = evaluation_report(first_outcomes, retry_outcomes)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
 
-    def evaluation_rewards(self, problems: Sequence, step: int) -> tuple[dict, dict]:
-        """Per problem id, the rewards of its first attempts and of their retries (None: censored or none)."""
+    def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None) -> tuple[dict, dict]:
+        """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
+
+        Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
+        for ``trainer eval --output``.
+        """
+        from trainer.evaluation import Outcome
         from trainer.prompts import first_attempt_messages, prompt_token_count
         from trainer.retry import RetryPrompt, make_retry
         from trainer.rollout.base import SamplingSettings
 
+        seed = self.config.schedule.seed + step if seed is None else seed
         max_tokens = self.config.rollout.max_response_tokens
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
-        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=self.config.schedule.seed + step)
+        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
         first = self._score_all(slots, sampling, f"eval{step}")
-        first_rewards = {s.problem.problem_id: [None] * sampling.n for s in slots}
+        first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
+        self.evaluation_samples = []
         retry_slots, retry_owner = [], []
-        for (slot_index, sample_index), (generation, scored) in first.items():
+        for (slot_index, sample_index), (generation, scored, outcome) in sorted(first.items()):
             slot = slots[slot_index]
-            first_rewards[slot.problem.problem_id][sample_index] = None if scored.is_censored else scored.reward
+            first_outcomes[slot.problem.problem_id][sample_index] = outcome
+            self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
             if scored.verification is None:
                 continue
-            outcome = make_retry(
+            retry = make_retry(
                 slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
                 scored.checked_code, f"eval{step}-p{slot_index}-r{sample_index}", step, self.config.retry,
                 lambda messages: prompt_token_count(self.tokenizer, messages),
             )
-            if isinstance(outcome, RetryPrompt):
-                retry_slots.append(self._slot(outcome.problem, outcome.messages, "retry", None))
+            if isinstance(retry, RetryPrompt):
+                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", None))
                 retry_owner.append((slot.problem.problem_id, sample_index))
-        retry_rewards = {pid: [None] * sampling.n for pid in first_rewards}
+        retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
         if retry_slots:
             retry_sampling = SamplingSettings(
                 n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
                 max_tokens=max_tokens, seed=sampling.seed,
             )
-            for (slot_index, _), (_, scored) in self._score_all(retry_slots, retry_sampling, f"eval{step}-retry").items():
+            retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry")
+            for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
-                retry_rewards[problem_id][sample_index] = None if scored.is_censored else scored.reward
-        return first_rewards, retry_rewards
+                retry_outcomes[problem_id][sample_index] = outcome
+                record = _evaluation_record(step, seed, retry_slots[slot_index], generation, scored, outcome)
+                self.evaluation_samples.append({**record, "sample_index": sample_index})
+        return first_outcomes, retry_outcomes
 
     def _score_all(self, slots, sampling, key_prefix) -> dict:
+        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``."""
         futures = {}
         for generation in self.engine.generate([s.prompt_text for s in slots], sampling):
             slot = slots[generation.prompt_index]
             key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
             futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
-                self.scorer.score(slot.problem, generation.text, generation.num_tokens, sampling.max_tokens, key=key)
+                self._score_for_evaluation(slot.problem, generation, sampling.max_tokens, key)
             ))
-        return {where: (generation, future.result()) for where, (generation, future) in futures.items()}
+        return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
+
+    async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
+        from trainer.evaluation import Outcome
+
+        scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key)
+        lean_valid = await self.scorer.lean_validity(problem, generation.text, scored, key=key + "-acc")
+        return scored, Outcome(None if scored.is_censored else scored.reward, lean_valid)
 
     def save_checkpoint(self) -> Path:
         from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
@@ -636,6 +661,20 @@ class TrainingRun:
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
+
+
+def _evaluation_record(step: int, seed: int, slot: PromptSlot, generation, scored, outcome) -> dict:
+    """One evaluation sample as ``trainer eval --output`` writes it (a JSON line)."""
+    verification = scored.verification
+    return {
+        "step": step, "seed": seed, "problem_id": slot.problem.problem_id, "turn": slot.turn,
+        "sample_index": generation.sample_index, "reward": outcome.reward, "lean_valid": outcome.lean_valid,
+        "is_censored": scored.is_censored, "verdict": verification.verdict.value if verification else None,
+        "format_error": scored.format_check.error.value if scored.format_check.error is not None else None,
+        "reasons": list(scored.reasons), "is_standin_verdict": scored.is_standin_verdict,
+        "num_tokens": generation.num_tokens, "is_truncated": generation.is_truncated,
+        "response": generation.text, "checked_code": scored.checked_code,
+    }
 
 
 def _quiet_transformers() -> None:

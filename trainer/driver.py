@@ -171,18 +171,20 @@ class TrainingRun:
     # --- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunStatus:
-        """Train to ``schedule.total_steps``; always ends with RUN_FINISHED, whatever happens."""
+        """Train to ``planned_steps()`` (total_epochs passes or total_steps, whichever comes first);
+        always ends with RUN_FINISHED, whatever happens."""
         previous_handler = None
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         status, reason = RunStatus.FAILED, ""
         try:
+            total_steps = self.planned_steps()
             self.set_up()
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": self.step, "config": self.config.to_json_dict(), "problems": len(self.problems),
-                "resumed_from_step": self.step if self.step else None,
+                "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
             })
-            while self.step < self.config.schedule.total_steps:
+            while self.step < total_steps:
                 self.step += 1
                 self.train_step(self.step)
                 if self._is_due(self.config.schedule.eval_every):
@@ -204,6 +206,18 @@ class TrainingRun:
                 signal.signal(signal.SIGTERM, previous_handler)
         self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
         return status
+
+    def planned_steps(self) -> int:
+        """Where the run ends. An epoch is len(promptset) // prompts_per_step steps, as the release's
+        verl dataloader (drop_last) counts it; raises ValueError when that is no step at all."""
+        schedule, per_step = self.config.schedule, self.config.rollout.prompts_per_step
+        if schedule.total_epochs is not None and schedule.steps_per_epoch(len(self.problems), per_step) == 0:
+            raise ValueError(
+                f"the promptset has {len(self.problems)} problems, fewer than rollout.prompts_per_step ({per_step}), "
+                "so an epoch (full batches only, as the release's dataloader) has no step; add problems, lower "
+                "prompts_per_step, or train by steps: schedule.total_steps=N with schedule.total_epochs=null"
+            )
+        return self.config.planned_steps(len(self.problems))
 
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         """How an exception ends the run. A data-parallel rank overrides it: there, what one rank
@@ -348,6 +362,13 @@ class TrainingRun:
         from trainer.prompts import first_attempt_messages
 
         count = self.config.rollout.prompts_per_step
+        schedule = self.config.schedule
+        if schedule.total_epochs is not None:
+            steps_per_epoch = schedule.steps_per_epoch(len(self.problems), count)
+            if (step - 1) % steps_per_epoch == 0:
+                # A new epoch, where the release's dataloader starts one: a fresh shuffle, and the
+                # problems the last one had no full batch for are dropped (drop_last).
+                self.start_epoch()
         takes_retry = self.replay_buffer.choose_prompt_slots(count, self.rng)
         slots = []
         skipped_too_long = 0
@@ -375,13 +396,17 @@ class TrainingRun:
             )
         return slots
 
+    def start_epoch(self) -> None:
+        """A fresh shuffle of the problems, served from its start."""
+        self.driver_state.problem_order = list(range(len(self.problems)))
+        self.rng.shuffle(self.driver_state.problem_order)
+        self.driver_state.cursor = 0
+
     def next_problem(self):
-        """Problems in shuffled epochs, as verl's dataloader serves them."""
+        """Problems in shuffled passes, as verl's dataloader serves them (by steps: a new pass when one runs out)."""
         state = self.driver_state
         if state.cursor >= len(state.problem_order):
-            state.problem_order = list(range(len(self.problems)))
-            self.rng.shuffle(state.problem_order)
-            state.cursor = 0
+            self.start_epoch()
         problem = self.problems[state.problem_order[state.cursor]]
         state.cursor += 1
         return problem

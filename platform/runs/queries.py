@@ -77,7 +77,7 @@ def run_summaries(runs: list[Run]) -> list[dict]:
             "model": (run.config.get("model") or {}).get("name_or_path", ""),
             "promptset_version": str(run.promptset_version),
             "step": run.current_step,
-            "total_steps": (run.config.get("schedule") or {}).get("total_steps"),
+            "total_steps": run.planned_steps,
             "reward": rewards[-1] if rewards else None,
             "accuracy": accuracies[-1] if accuracies else None,
             "reward_series": rewards,

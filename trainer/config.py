@@ -261,6 +261,15 @@ class RunConfig(Section):
         merged["preset"] = name
         return cls.model_validate(merged)
 
+    @classmethod
+    def from_saved(cls, data: dict[str, Any]) -> "RunConfig":
+        """A resolved config read back from a file or the database. One saved before
+        ``schedule.total_epochs`` existed trained by ``total_steps`` alone, and still does."""
+        schedule = data.get("schedule") or {}
+        if "total_steps" in schedule and "total_epochs" not in schedule:
+            data = {**data, "schedule": {**schedule, "total_epochs": None}}
+        return cls.model_validate(data)
+
     def to_json_dict(self) -> dict[str, Any]:
         """A JSON-safe dict that ``model_validate`` reads back; the API key is never written out."""
         data = self.model_dump(mode="json")

@@ -118,7 +118,7 @@ class Run(models.Model):
         from trainer.config import RunConfig
 
         try:
-            config = RunConfig.model_validate(self.config)
+            config = RunConfig.from_saved(self.config)
         except ValidationError:
             return None
         return config.planned_steps(self.promptset_version.problem_count) or None

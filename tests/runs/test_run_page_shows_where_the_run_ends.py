@@ -38,5 +38,11 @@ def test_the_run_page_and_the_runs_list_say_step_n_of_m(client, alice, make_run)
     assert [(row["step"], row["total_steps"]) for row in summaries] == [(4, 6)]
 
 
+def test_a_run_saved_before_epochs_existed_still_ends_at_its_steps(make_run):
+    config = RunConfig.from_preset("cpu-demo").to_json_dict()
+    del config["schedule"]["total_epochs"]
+    assert make_run(config=config).planned_steps == 20
+
+
 def test_a_warm_start_run_shows_no_planned_rl_steps(make_run):
     assert make_run(kind="sft").planned_steps is None

@@ -68,7 +68,7 @@ def resolve_config(args: argparse.Namespace):
         if args.preset:
             raise ValueError("give --preset or --config, not both; --config is already a resolved preset")
         base = json.loads(Path(args.config).read_text())
-        return RunConfig.model_validate(_deep_merge(base, overrides))
+        return RunConfig.from_saved(_deep_merge(base, overrides))
     return RunConfig.from_preset(args.preset or "h100x8", overrides)
 
 

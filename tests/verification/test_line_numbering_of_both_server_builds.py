@@ -114,6 +114,35 @@ def test_a_server_replaced_by_the_other_build_is_probed_again_after_the_reconnec
         assert error.line == code.body_line + 1  # the `decide`, whichever build answered
 
 
+def test_a_server_replaced_between_two_proofs_without_a_failed_request_is_probed_again(helpers):
+    """A rolling restart: the old server goes, the new build takes its port before the next proof."""
+    first = StandinServerThread(StandinSettings(line_numbering=LineNumbering.AS_SENT))
+    port = first.port
+    config = helpers.make_config(first.url, max_retries=0)
+    code = helpers.checked("\n  norm_num\n  decide")
+
+    async def go():
+        verifier = LeanVerifier(config.verifier, environment="standin-test")
+        try:
+            with first:
+                before = await verifier.verify(code, key="before")
+                during = await verifier.verify(code + "\n", key="again")  # the same connection: not asked again
+                probes_while_connected = verifier.stats()["line_probes"]
+            with StandinServerThread(StandinSettings(line_numbering=LineNumbering.AFTER_HEADER), port=port):
+                after = await verifier.verify(code + "\n\n", key="after")
+            return before, during, after, probes_while_connected, verifier.stats()
+        finally:
+            await verifier.aclose()
+
+    before, during, after, probes_while_connected, stats = asyncio.run(go())
+    assert probes_while_connected == 1
+    assert stats["line_numbering"] == "after-header" and stats["line_probes"] == 2
+    for result in (before, during, after):
+        assert not result.is_censored
+        [error] = result.errors
+        assert error.line == code.body_line + 1  # the `decide`, whichever build answered
+
+
 def test_a_timeout_becomes_a_system_error_retry_as_in_the_release(helpers):
     with StandinServerThread(StandinSettings()) as server:
         [timed_out], _ = score(

@@ -24,9 +24,11 @@ out" in the server's error). Server errors, unreachable servers, bad responses, 
 environment's imports timing out and the stand-in's "cannot decide" are censored
 (``infra_error``): a Lean outage is not a wrong proof.
 
-Line numbers: before its first snippet, and again after every reconnect, the verifier asks
-the server how it numbers lines (``trainer.verification.line_numbering``); every message is
-converted once, here, into lines of the checked code. A proof Lean accepts must also pass the axioms check:
+Line numbers: before its first snippet, and again after every reconnect (a failed connection,
+or a request that leaves an idle verifier over a new connection: the server may have been
+replaced meanwhile), the verifier asks the server how it numbers lines
+(``trainer.verification.line_numbering``); every message is converted once, here, into lines of
+the checked code. A proof Lean accepts must also pass the axioms check:
 the ``#print axioms`` answer at the end of the checked code may name only the standard
 three, otherwise the verdict is ``rejected``.
 
@@ -230,6 +232,7 @@ class LeanVerifier:
         self._numbering_lock: asyncio.Lock | None = None
         self._probes_started = 0
         self._last_probe_failure: ProbeFailed | None = None
+        self._requests_in_flight = 0
 
     # ------------------------------------------------------------------ public
 
@@ -432,12 +435,12 @@ class LeanVerifier:
         attempt = 0
         while True:
             try:
-                numbering = await self.line_numbering()
+                await self.line_numbering()  # a server that cannot say how it numbers lines gets no proofs
             except ProbeFailed as failure:
                 for item in batch:
                     item.future.set_result(_Answer(_Failure(str(failure)), False))
                 return
-            failure, is_retryable, is_standin = await self._post(batch, payload, numbering)
+            failure, is_retryable, is_standin = await self._post(batch, payload)
             if failure is None:
                 return
             if is_retryable and len(batch) > 1:
@@ -479,13 +482,20 @@ class LeanVerifier:
             backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
             await asyncio.sleep(backoff * (0.5 + random.random()))
 
-    async def _post(self, batch: list[_Pending], payload: dict, numbering: LineNumbering) -> tuple[str | None, bool, bool]:
+    async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, bool, bool]:
         """Sends one batch; resolves its futures on success. Returns (failure, is_retryable, is_standin)."""
         self._counts["requests"] += 1
         self._counts["snippets_sent"] += len(batch)
-        by_id, failure, is_retryable, is_standin = await self._request(payload)
+        by_id, failure, is_retryable, is_standin = await self._request(payload, watch_reconnects=True)
         if failure is not None:
             return failure, is_retryable, is_standin
+        try:
+            # Read after the answer: a reconnect while this batch was out has asked the server again.
+            numbering = await self.line_numbering()
+        except ProbeFailed as probe_failure:
+            for item in batch:
+                item.future.set_result(_Answer(_Failure(str(probe_failure)), is_standin))
+            return None, False, is_standin
         for item in batch:
             result = by_id.get(item.snippet_id)
             if result is None:
@@ -494,11 +504,26 @@ class LeanVerifier:
                 item.future.set_result(_Answer(result, is_standin, numbering))
         return None, False, is_standin
 
-    async def _request(self, payload: dict) -> tuple[dict[str, ReplResponse], str | None, bool, bool]:
-        """One POST /api/check. Returns (results by id, failure, is_retryable, is_standin)."""
+    async def _request(
+        self, payload: dict, *, watch_reconnects: bool = False
+    ) -> tuple[dict[str, ReplResponse], str | None, bool, bool]:
+        """One POST /api/check. Returns (results by id, failure, is_retryable, is_standin).
+
+        With ``watch_reconnects``, a request that leaves an idle verifier over a new TCP connection
+        (its earlier connections expired or were closed: the server may have been restarted or
+        replaced meanwhile) makes the verifier ask the server its line numbering again.
+        """
         url = self.config.url
+        self._requests_in_flight += 1
+        starts_from_idle = self._requests_in_flight == 1
+
+        async def trace(event: str, info: dict) -> None:
+            if starts_from_idle and event == "connection.connect_tcp.complete":
+                self._numbering = None  # set before any answer over this connection is read
+
+        extensions = {"trace": trace} if watch_reconnects else {}
         try:
-            response = await self._client().post("/api/check", json=payload)
+            response = await self._client().post("/api/check", json=payload, extensions=extensions)
         except httpx.ReadTimeout:
             self._numbering = None  # whoever answers next may be another server build: ask again
             return (
@@ -514,6 +539,8 @@ class LeanVerifier:
         except httpx.TransportError as error:
             self._numbering = None
             return {}, f"transport error talking to the Lean server at {url}: {error!r}", True, False
+        finally:
+            self._requests_in_flight -= 1
         is_standin = response.headers.get(STANDIN_HEADER) == "1"
         if response.status_code in (401, 403):
             return (

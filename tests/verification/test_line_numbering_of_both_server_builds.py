@@ -155,3 +155,34 @@ def test_a_timeout_becomes_a_system_error_retry_as_in_the_release(helpers):
     )
     assert retry.feedback == "# System Error:\nError message: \nLean REPL command timed out in 1.0 seconds\n\n"
     assert retry.messages[-1] == {"role": "user", "content": retry.feedback}
+
+
+def real_server_answer(code, numbering: LineNumbering, messages):
+    """A ReplResponse as kimina-lean-server gives it for ``code``: ``messages`` are (line of the checked
+    code, severity, text), numbered as ``numbering`` does."""
+    from trainer.verification.kimina_compat import ReplResponse
+
+    shift = code.import_line_count if numbering is LineNumbering.AFTER_HEADER else 0
+    return ReplResponse(id="replayed", time=1.8, response={"env": 0, "messages": [
+        {"severity": severity, "pos": {"line": line - shift, "column": 2},
+         "endPos": {"line": line - shift, "column": 10}, "data": text}
+        for line, severity, text in messages
+    ]})
+
+
+@BOTH_BUILDS
+def test_replayed_answers_of_either_build_are_read_at_the_lines_of_the_checked_code(numbering, helpers):
+    from trainer.verification.client import interpret_answer
+
+    code = helpers.checked("\n  nlinarith [sq_nonneg (2 : ℕ)]\n  linarith")
+    accepted = real_server_answer(code, numbering, [
+        (code.axioms_line, "info", "'two_plus_two' depends on axioms: [propext, Classical.choice, Quot.sound]"),
+    ])
+    rejected = real_server_answer(code, numbering, [
+        (code.body_line + 1, "error", "linarith failed to find a contradiction\ncase a\n⊢ False failed"),
+        (code.axioms_line, "info", "'two_plus_two' depends on axioms: [sorryAx]"),
+    ])
+    assert interpret_answer(accepted, code, line_numbering=numbering).verdict is Verdict.VALID
+    result = interpret_answer(rejected, code, line_numbering=numbering)
+    assert result.verdict is Verdict.LEAN_ERROR
+    assert code.split("\n")[result.errors[0].line - 1] == "  linarith"

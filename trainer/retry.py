@@ -12,7 +12,8 @@ it with probability 0.5.
 Where this departs from the release, on purpose:
 
 * no retry for a first attempt that failed the format check (the release retried any non-valid
-  proof), none when Lean gave no error to quote, and none for a censored verdict: a Lean outage
+  proof), none when Lean gave no error to quote (a timeout excepted), and none for a censored
+  verdict, which the release retried with the server's error as ``# System Error``: a Lean outage
   says nothing the model could fix;
 * snippet line numbers are those of the checked code, header included, because the verifier reports
   positions in it (the release numbered lines after the imports); the snippet never shows the
@@ -93,7 +94,7 @@ def numbered_snippet(code_lines: Sequence[str], error_line: int, snippet_lines: 
     rows = []
     for number in range(first, last + 1):
         marker = " >" if number == error_line else "  "
-        # The release strips this wrapper, which its own tooling put around proofs, from quoted lines.
+        # As the release, which removes `count_heartbeats in` from every quoted line.
         rows.append(f"{number:03d}{marker}| {code_lines[number - 1].replace('count_heartbeats in', '')}")
     return "\n".join(rows)
 

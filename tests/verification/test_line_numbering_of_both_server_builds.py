@@ -186,3 +186,12 @@ def test_replayed_answers_of_either_build_are_read_at_the_lines_of_the_checked_c
     result = interpret_answer(rejected, code, line_numbering=numbering)
     assert result.verdict is Verdict.LEAN_ERROR
     assert code.split("\n")[result.errors[0].line - 1] == "  linarith"
+
+
+def test_the_probe_waits_for_a_cold_server_longer_than_a_proof_may_take(helpers):
+    # Every snippet takes 1.5 s here, a proof may take 1 s: the probe (a cold REPL loading Mathlib, on a
+    # real server) still gets its answer, and the proof after it runs into Lean's timeout.
+    with StandinServerThread(StandinSettings(latency_s=1.5)) as server:
+        [result], stats = helpers.verify(server.url, [helpers.checked("\n  norm_num")], timeout_s=1.0)
+    assert stats["line_numbering"] == "after-header"
+    assert result.verdict is Verdict.TIMEOUT

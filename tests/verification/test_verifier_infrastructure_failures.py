@@ -46,8 +46,11 @@ def test_a_failed_batch_is_retried_snippet_by_snippet(fresh_standin, helpers):
 
 
 def test_a_server_that_never_answers_is_an_infra_error(fresh_standin, helpers):
-    fresh_standin.app.settings.injected_faults[:] = ["hang"]
-    [result], _ = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=0.5, http_timeout_margin_s=0.5)
+    faults = fresh_standin.app.settings.injected_faults
+    [result], _ = helpers.verify(
+        fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=0.5, http_timeout_margin_s=0.5,
+        after_probe=lambda: faults.append("hang"),
+    )
     assert result.verdict is Verdict.INFRA_ERROR
     assert "did not answer" in result.reasons[0]
 

@@ -63,6 +63,9 @@ _SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
 
 
 _PROBE_ID = "line-numbering-probe"
+# The probe may be the first snippet of its import header on a cold server, which then loads
+# Mathlib before it answers: it gets at least this long (it is sent once per start or reconnect).
+_PROBE_MIN_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -461,16 +464,17 @@ class LeanVerifier:
 
     async def _probe(self) -> LineNumbering:
         """Sends ``PROBE_CODE`` (with the batches' retries and backoff) and reads the numbering from its answer."""
+        lean_timeout_s = max(self.config.timeout_s, _PROBE_MIN_TIMEOUT_S)
         payload = CheckRequest(
             snippets=[Snippet(id=_PROBE_ID, code=PROBE_CODE)],
-            timeout=max(1, round(self.config.timeout_s)),
+            timeout=round(lean_timeout_s),
             debug=False,
             reuse=True,
             infotree=None,
         ).model_dump(mode="json")
         attempt = 0
         while True:
-            results, failure, is_retryable, _ = await self._request(payload)
+            results, failure, is_retryable, _ = await self._request(payload, lean_timeout_s=lean_timeout_s)
             if failure is None:
                 if _PROBE_ID not in results:
                     raise ProbeFailed("the Lean server returned no result for the line-numbering probe")
@@ -505,7 +509,7 @@ class LeanVerifier:
         return None, False, is_standin
 
     async def _request(
-        self, payload: dict, *, watch_reconnects: bool = False
+        self, payload: dict, *, watch_reconnects: bool = False, lean_timeout_s: float | None = None
     ) -> tuple[dict[str, ReplResponse], str | None, bool, bool]:
         """One POST /api/check. Returns (results by id, failure, is_retryable, is_standin).
 
@@ -522,14 +526,19 @@ class LeanVerifier:
                 self._numbering = None  # set before any answer over this connection is read
 
         extensions = {"trace": trace} if watch_reconnects else {}
+        lean_timeout_s = self.config.timeout_s if lean_timeout_s is None else lean_timeout_s
+        read_timeout_s = lean_timeout_s + self.config.http_timeout_margin_s
         try:
-            response = await self._client().post("/api/check", json=payload, extensions=extensions)
+            response = await self._client().post(
+                "/api/check", json=payload, extensions=extensions,
+                timeout=httpx.Timeout(10.0, read=read_timeout_s, pool=None),
+            )
         except httpx.ReadTimeout:
             self._numbering = None  # whoever answers next may be another server build: ask again
             return (
                 {},
-                f"the Lean server at {url} did not answer within {self.config.timeout_s + self.config.http_timeout_margin_s:.0f} s "
-                "(verifier.timeout_s + verifier.http_timeout_margin_s)",
+                f"the Lean server at {url} did not answer within {read_timeout_s:.0f} s "
+                "(the Lean timeout + verifier.http_timeout_margin_s)",
                 False,
                 False,
             )

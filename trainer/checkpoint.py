@@ -59,6 +59,30 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return max(steps)[1] if steps else None
 
 
+def checkpoint_steps(output_dir: str | os.PathLike) -> list[int]:
+    """Steps of the complete checkpoints under ``output_dir``, in order."""
+    folder = Path(output_dir) / CHECKPOINTS_FOLDER
+    if not folder.is_dir():
+        return []
+    return sorted(int(match.group(1)) for child in folder.iterdir()
+                  if (match := STEP_FOLDER_PATTERN.match(child.name)) and (child / "trainer_state.pt").is_file())
+
+
+def checkpoints_to_remove(steps: list[int], *, keep_last: int, keep: set[int]) -> list[int]:
+    """Of the checkpoints at ``steps``, those outside the latest ``keep_last`` and outside ``keep``."""
+    latest = set(sorted(steps)[-keep_last:])
+    return [step for step in sorted(steps) if step not in latest and step not in keep]
+
+
+def remove_checkpoint(output_dir: str | os.PathLike, step: int) -> None:
+    """Delete one checkpoint: renamed out of the step pattern first, so that a crash halfway through never
+    leaves a half-deleted folder that ``latest_checkpoint`` would take for a checkpoint."""
+    folder = checkpoint_folder(output_dir, step)
+    doomed = folder.with_name(f".removing-{folder.name}")
+    folder.rename(doomed)
+    shutil.rmtree(doomed)
+
+
 def capture_global_rng_states() -> dict:
     import numpy
     import torch
@@ -94,7 +118,7 @@ def _full_state_dict_options(strict: bool = True):
     return StateDictOptions(full_state_dict=True, cpu_offload=True, strict=strict)
 
 
-def _is_writer() -> bool:
+def is_checkpoint_writer() -> bool:
     import torch
 
     return not (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.distributed.get_rank() == 0
@@ -116,7 +140,7 @@ def save_checkpoint(
     # Collective calls when sharded: every rank gathers, only rank 0 writes.
     model_state = get_model_state_dict(model, options=_full_state_dict_options())
     optimizer_state = get_optimizer_state_dict(model, optimizer, options=_full_state_dict_options())
-    if not _is_writer():
+    if not is_checkpoint_writer():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))

@@ -168,6 +168,12 @@ class ScheduleConfig(Section):
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )
     seed: int = 0
+    keep_last_checkpoints: int | None = Field(
+        None, ge=1, description="Checkpoints kept: the latest this many (and the best, below); older ones are deleted "
+        "once a newer one is complete. None keeps every checkpoint, as the release does.")
+    keep_best_checkpoint_by: str | None = Field(
+        "pass@1", min_length=1, description="With keep_last_checkpoints: an evaluation value (higher is better) whose "
+        "best checkpoint is kept too; None keeps only the latest.")
 
     @model_validator(mode="after")
     def _ends(self) -> "ScheduleConfig":
@@ -215,6 +221,25 @@ class SftConfig(Section):
     checkpoint_every: int = Field(0, ge=0, description="Optimizer steps between checkpoints; 0 saves only at the end.")
 
 
+class TrackingBackend(StrEnum):
+    WANDB = "wandb"
+    MLFLOW = "mlflow"
+    TENSORBOARD = "tensorboard"
+
+
+class TrackingConfig(Section):
+    """Experiment tracking (trainer/tracking.py), off unless a run asks for it. Where each tracker
+    writes (W&B's key and mode, MLflow's tracking URI) is the deployment's, from its environment."""
+
+    backends: tuple[TrackingBackend, ...] = Field(
+        (), description="Trackers the run's metrics, evaluations and rollout samples are mirrored to.")
+    project: str = Field("lean-rl", min_length=1, max_length=100,
+                         description="W&B project / MLflow experiment the run is logged under.")
+    run_name: str | None = Field(None, max_length=200, description="Name in the tracker; default run-<id>.")
+    rollout_table_every: int = Field(10, ge=0, description="Steps between sample tables of rollouts; 0: none.")
+    rollout_table_rows: int = Field(16, ge=1, le=256, description="Rollouts per sample table.")
+
+
 class RunConfig(Section):
     preset: str = "h100x8"
     model: ModelConfig = ModelConfig()
@@ -227,6 +252,7 @@ class RunConfig(Section):
     schedule: ScheduleConfig = ScheduleConfig()
     cluster: ClusterConfig = ClusterConfig()
     sft: SftConfig = SftConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":
@@ -288,8 +314,10 @@ def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, An
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100.
-    "h100x8": {},
+    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. Checkpoints of 1.7B parameters
+    # with their optimizer state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect
+    # on training; set schedule.keep_last_checkpoints=null to keep all, as the release does).
+    "h100x8": {"schedule": {"keep_last_checkpoints": 3}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, rewards_matrix
+from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, record_evaluation, rewards_matrix
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.rollout.base import rollout_dtype
 from trainer.rollout.replica import ReplicaRolloutEngine
@@ -504,6 +504,8 @@ class DataParallelRun(TrainingRun):
         values = evaluation_report(first_rewards, retry_rewards)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        if self.group.rank == 0:
+            record_evaluation(self.output_dir, step, values)
         return values
 
     def save_checkpoint(self):

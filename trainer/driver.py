@@ -595,6 +595,7 @@ class TrainingRun:
         values = evaluation_report(first_outcomes, retry_outcomes)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        record_evaluation(self.output_dir, step, values)
         return values
 
     def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None) -> tuple[dict, dict]:
@@ -682,7 +683,29 @@ class TrainingRun:
             self.output_dir, self.model, self.learner.optimizer, self.tokenizer, self.config.to_json_dict(), state
         )
         self.publisher.publish(EventType.CHECKPOINT_SAVED, {"step": self.step, "path": str(folder)})
+        self.prune_checkpoints()
         return folder
+
+    def prune_checkpoints(self) -> None:
+        """Keep the latest ``schedule.keep_last_checkpoints`` and the best by evaluation; delete the rest."""
+        from trainer.checkpoint import (
+            checkpoint_steps,
+            checkpoints_to_remove,
+            is_checkpoint_writer,
+            remove_checkpoint,
+        )
+
+        schedule = self.config.schedule
+        if schedule.keep_last_checkpoints is None or not is_checkpoint_writer():
+            return
+        best = best_evaluated_step(self.output_dir, schedule.keep_best_checkpoint_by, checkpoint_steps(self.output_dir))
+        for step in checkpoints_to_remove(checkpoint_steps(self.output_dir), keep_last=schedule.keep_last_checkpoints,
+                                          keep={best} if best is not None else set()):
+            remove_checkpoint(self.output_dir, step)
+            self.publisher.publish(EventType.CHECKPOINT_REMOVED, {
+                "step": step, "reason": f"retention: the latest {schedule.keep_last_checkpoints}"
+                + (f" and the best by {schedule.keep_best_checkpoint_by} (step {best})" if best is not None else "")
+                + " are kept"})
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
@@ -722,3 +745,26 @@ def first_event_seq_for_resume(output_dir: str | Path) -> int:
     if checkpoint is None:
         return 0
     return int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))
+
+
+EVALUATIONS_FILE = "evaluations.jsonl"
+
+
+def record_evaluation(output_dir: Path, step: int, values: dict) -> None:
+    """Evaluations kept beside the checkpoints (a resumed run still knows which one was best)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with (output_dir / EVALUATIONS_FILE).open("a") as file:
+        file.write(json.dumps({"step": step, "values": values}) + "\n")
+
+
+def best_evaluated_step(output_dir: Path, metric: str | None, steps: list[int]) -> int | None:
+    """Among ``steps``, the one whose evaluation scored highest on ``metric`` (the latest of ties)."""
+    if metric is None or not (output_dir / EVALUATIONS_FILE).is_file():
+        return None
+    scores = {}
+    for line in (output_dir / EVALUATIONS_FILE).read_text().splitlines():
+        row = json.loads(line)
+        value = row.get("values", {}).get(metric)
+        if row.get("step") in steps and isinstance(value, (int, float)):
+            scores[row["step"]] = value
+    return max(scores, key=lambda step: (scores[step], step)) if scores else None

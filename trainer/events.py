@@ -26,9 +26,11 @@ class EventType(StrEnum):
     METRICS = "metrics"
     EVALUATION = "evaluation"
     CHECKPOINT_SAVED = "checkpoint_saved"
+    CHECKPOINT_REMOVED = "checkpoint_removed"  # deleted by the run's retention (schedule.keep_last_checkpoints)
     LOG = "log"
     ERROR = "error"
     RUN_FINISHED = "run_finished"
+    TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
 
 
 class LeanMessagePayload(BaseModel):

@@ -19,11 +19,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --create-home --uid 10001 leanrl
 WORKDIR /app
 
-# The CPU build of torch first, from its own index, so the requirements below do not pull
-# the multi-gigabyte CUDA build onto machines that never see a GPU.
-COPY requirements.txt ./
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
- && pip install -r requirements.txt
+# What runs, from the hashed lock (deploy/lock.sh), no test tools: the CPU build of torch
+# (2.13.0+cpu, from PyTorch's own index) so that no multi-gigabyte CUDA build lands on machines
+# that never see a GPU.
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps --find-links https://download.pytorch.org/whl/cpu/torch/ \
+      -r requirements.lock
 
 COPY manage.py ./
 COPY platform/ platform/

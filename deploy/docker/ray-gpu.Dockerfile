@@ -14,11 +14,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 
-# vLLM pins its own torch and a narrower transformers range than requirements.txt (see
-# requirements-gpu.txt); that one line is left out here so the two lists resolve together.
-COPY requirements.txt requirements-gpu.txt ./
-RUN grep -v -E '^(transformers|torch)==' requirements.txt > /tmp/requirements-common.txt \
- && pip install -r /tmp/requirements-common.txt -r requirements-gpu.txt
+# What runs plus vLLM and the CUDA build of torch, from the hashed lock (deploy/lock.sh); the same
+# transformers as the CPU nodes, and no test tools.
+COPY requirements-gpu.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-gpu.lock
 
 COPY trainer/ trainer/
 COPY platform/runs/cluster.py platform/runs/cluster.py

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from config.logs import logging_config
+
 PLATFORM_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = PLATFORM_DIR.parent
 FRONTEND_DIR = REPO_DIR / "frontend"
@@ -44,6 +46,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.logs.RunLogMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -98,6 +101,15 @@ WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
 # Trainer-side Redis URL: the address Ray workers use to reach Redis (may differ from the web's).
 TRAINER_REDIS_URL = os.environ.get("TRAINER_REDIS_URL", REDIS_URL)
+# Ray's dashboard as browsers reach it (the run page links each run's job there); empty: no link.
+RAY_DASHBOARD_URL = os.environ.get("RAY_DASHBOARD_URL", RAY_ADDRESS)
+# Experiment trackers' settings, passed to every trainer job in its environment (never its command
+# line or config): W&B's key, mode and server, MLflow's tracking server and credentials.
+TRACKING_ENVIRONMENT_NAMES = ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "WANDB_ENTITY", "MLFLOW_TRACKING_URI",
+                              "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+TRACKING_ENVIRONMENT = {name: os.environ[name] for name in TRACKING_ENVIRONMENT_NAMES if os.environ.get(name)}
+# Prometheus scrapes /metrics with this bearer token; without one, only a staff login can read it.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
@@ -119,13 +131,11 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", REPO_DIR / "var" / "static"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# One JSON object per line with the run it concerns (config/logs.py); plain text for a terminal.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if ENVIRONMENT == "production" else "text")
+if LOG_FORMAT not in ("json", "text"):
+    sys.exit(f"LOG_FORMAT must be 'json' or 'text', got {LOG_FORMAT!r}")
+LOGGING = logging_config(LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
 
 if ENVIRONMENT == "production":
     from config.production_checks import assert_production_ready

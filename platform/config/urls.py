@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from config.api import api
+from runs import observability
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:list", permanent=False)),
@@ -15,5 +16,8 @@ urlpatterns = [
     path("proofs/", include("proofs.urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
-    path("healthz", include("runs.health_urls")),
+    path("healthz", observability.health, name="health"),
+    path("readyz", observability.readiness, name="readiness"),
+    path("readyz/<str:dependency>", observability.readiness, name="readiness-of"),
+    path("metrics", observability.metrics, name="metrics"),
 ]

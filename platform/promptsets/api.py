@@ -194,6 +194,18 @@ def list_version_problems(request, promptset_id: int, number: int, q: str = "", 
     ]
 
 
+@router.get("/{promptset_id}/versions/{number}/export.{file_format}", response={200: None, 404: DetailOut})
+def export_version(request, promptset_id: int, number: int, file_format: str):
+    """The version's problems as JSON Lines or Parquet, one row per problem (with its curation weight)."""
+    from promptsets.export import UnknownExportFormat, export_response
+
+    version = get_object_or_404(PromptsetVersion, promptset=_visible(request, promptset_id), number=number)
+    try:
+        return export_response(version, file_format)
+    except UnknownExportFormat as error:
+        return 404, {"detail": str(error)}
+
+
 @router.post("/{promptset_id}/versions/{number}/curate", response={201: list[VersionOut], 403: DetailOut, 422: DetailOut})
 def curate_version(request, promptset_id: int, number: int, rule: Body[dict]):
     """A new version (two for a split) from this one by a rule, e.g. {"kind": "sample", "count": 100}."""

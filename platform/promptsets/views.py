@@ -133,6 +133,17 @@ def version_detail(request, pk, number):
 
 
 @login_required
+def export_version(request, pk, number, file_format):
+    from promptsets.export import UnknownExportFormat, export_response
+
+    version = get_object_or_404(PromptsetVersion, promptset=_visible_promptset(request, pk), number=number)
+    try:
+        return export_response(version, file_format)
+    except UnknownExportFormat as error:
+        raise Http404(str(error)) from None
+
+
+@login_required
 @require_POST
 def curate_version(request, pk, number):
     promptset = _owned_promptset(request, pk)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -21,6 +22,7 @@ class RunOut(Schema):
     preset: str
     promptset_version_id: int
     current_step: int
+    planned_steps: int | None  # where the run ends: its epochs or total_steps, whichever comes first
     failure_reason: str
     ray_job_id: str
     starting_checkpoint_id: int | None
@@ -137,3 +139,43 @@ def resume_run(request, run_id: int):
     if not actions.resume_run(run):
         raise HttpError(409, f"only failed or cancelled runs can be resumed; this one is {run.state}")
     return run
+
+
+class CheckpointOut(Schema):
+    id: int
+    step: int
+    created_at: datetime
+    removed_at: datetime | None
+    removal_reason: str
+    model_url: str | None
+    checkpoint_url: str | None
+
+
+@router.get("/{run_id}/checkpoints", response=list[CheckpointOut])
+def list_checkpoints(request, run_id: int):
+    run = _visible(request, run_id)
+    def url(checkpoint, part):
+        return f"/api/runs/{run.pk}/checkpoints/{checkpoint.step}/{part}.zip" if checkpoint.is_on_disk else None
+
+    return [{"id": checkpoint.pk, "step": checkpoint.step, "created_at": checkpoint.created_at,
+             "removed_at": checkpoint.removed_at, "removal_reason": checkpoint.removal_reason,
+             "model_url": url(checkpoint, "model"), "checkpoint_url": url(checkpoint, "checkpoint")}
+            for checkpoint in queries.checkpoints(run)]
+
+
+@router.get("/{run_id}/checkpoints/{step}/{part}.zip", response={200: None})
+def download_checkpoint(request, run_id: int, step: int, part: str):
+    """The model (a Hugging Face folder) or the whole checkpoint, streamed as a zip."""
+    from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
+
+    if part not in ("model", "checkpoint"):
+        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
+    run = _visible(request, run_id)
+    checkpoint = get_object_or_404(run.checkpoints, step=step)
+    try:
+        folder = checkpoint_folder(checkpoint, model_only=part == "model")
+    except CheckpointUnavailable as error:
+        raise HttpError(404, str(error)) from None
+    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{part}.zip"'
+    return response

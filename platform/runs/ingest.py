@@ -19,6 +19,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from proofs.models import ProofAttempt, RetryFeedback
 from promptsets.models import Problem
@@ -174,7 +175,12 @@ class EventIngester:
                                                     defaults={"values": payload.get("values", {})})
             elif event.type == EventType.CHECKPOINT_SAVED:
                 Checkpoint.objects.update_or_create(run_id=run.pk, step=payload["step"],
-                                                    defaults={"path": payload.get("path", "")})
+                                                    defaults={"path": payload.get("path", ""), "removed_at": None,
+                                                              "removal_reason": ""})
+            elif event.type == EventType.CHECKPOINT_REMOVED:
+                # Kept as a row (a run may have started from it: its lineage stays), marked as gone from disk.
+                Checkpoint.objects.filter(run_id=run.pk, step=payload["step"]).update(
+                    removed_at=timezone.now(), removal_reason=payload.get("reason", ""))
             elif event.type == EventType.RETRY_CREATED:
                 parent = ProofAttempt.objects.filter(run_id=run.pk, rollout_key=payload.get("parent_rollout_key")).first()
                 RetryFeedback.objects.get_or_create(

@@ -221,6 +221,8 @@ class Checkpoint(models.Model):
     step = models.PositiveIntegerField()
     path = models.CharField(max_length=1000)
     created_at = models.DateTimeField(auto_now_add=True)
+    removed_at = models.DateTimeField(null=True, blank=True, help_text="When the run's retention deleted its files.")
+    removal_reason = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["step"]
@@ -228,6 +230,10 @@ class Checkpoint(models.Model):
 
     def __str__(self):
         return f"{self.run.name} · step {self.step}"
+
+    @property
+    def is_on_disk(self) -> bool:
+        return self.removed_at is None
 
     @property
     def model_folder(self) -> str:

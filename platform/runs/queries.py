@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+from django.conf import settings
+
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -103,6 +107,42 @@ def log_lines(run: Run, limit: int = LOG_LINES_SHOWN) -> list[dict]:
     )
     return [{"id": e.pk, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
             for e in reversed(events)]
+
+
+TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}
+
+
+def tracking_links(run: Run) -> list[dict]:
+    """Where each of the run's trackers logs it (the latest word of each), from the trainer's tracking events."""
+    latest = {}
+    for event in RunEvent.objects.filter(run=run, type=EventType.TRACKING).order_by("pk"):
+        latest[event.payload.get("backend", "")] = event.payload
+    return [{"name": TRACKER_NAMES.get(backend, backend), "location": payload.get("location", ""),
+             "is_url": str(payload.get("location", "")).startswith(("http://", "https://")),
+             "error": payload.get("error", "")}
+            for backend, payload in sorted(latest.items())]
+
+
+def ray_dashboard_url(run: Run) -> str | None:
+    """The run's job in Ray's dashboard, where the deployment says browsers can reach it."""
+    if not run.ray_job_id or not settings.RAY_DASHBOARD_URL:
+        return None
+    return f"{settings.RAY_DASHBOARD_URL.rstrip('/')}/#/jobs/{run.ray_job_id}"
+
+
+def disk_used_bytes(run: Run) -> int | None:
+    """Bytes under the run's artifacts folder (checkpoints, exports, tracker files); None where it is not here."""
+    folder = run.artifacts_dir
+    if not folder.is_dir():
+        return None
+    total = 0
+    for root, _folders, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while we walked (retention deleting a checkpoint)
+                continue
+    return total
 
 
 def last_event_id(run: Run) -> int:

@@ -63,6 +63,7 @@ def submit(run, *, resume: bool) -> str:
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
+    env_vars.update(settings.TRACKING_ENVIRONMENT)
     return client().submit_job(
         entrypoint=trainer_entrypoint(run, resume=resume),
         submission_id=f"run-{run.pk}-attempt-{run.attempt}",

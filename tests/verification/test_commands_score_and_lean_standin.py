@@ -10,16 +10,15 @@ from pathlib import Path
 
 import httpx
 
-from trainer.commands import lean_standin, score
+from trainer.__main__ import main as trainer_main
+from trainer.commands import lean_standin
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 STATEMENT = "theorem two_plus_two : (2 : ℕ) + 2 = 4 := by"
 
 
 def run_score(argv, capsys):
-    parser = argparse.ArgumentParser()
-    score.add_arguments(parser)
-    exit_code = score.main(parser.parse_args(argv))
+    exit_code = trainer_main(["score", *argv])
     captured = capsys.readouterr()
     return exit_code, [json.loads(line) for line in captured.out.splitlines()], captured.err
 
@@ -50,11 +49,11 @@ def test_score_prints_one_line_per_answer_in_input_order(standin, helpers, tmp_p
     assert json.loads(err.strip().splitlines()[-1])["verifier"]["censored"] == 1
 
 
-def test_score_reports_a_bad_input_line_and_exits_2(tmp_path, capsys):
+def test_score_reports_a_bad_input_line_and_exits_4(tmp_path, capsys):
     source = tmp_path / "answers.jsonl"
     source.write_text('{"problem_id": "nowhere", "response": "x"}\n')
     exit_code, rows, err = run_score(["--input", str(source)], capsys)
-    assert exit_code == 2
+    assert exit_code == 4  # malformed input (trainer/commands/__init__.py lists the codes)
     assert "line 1" in err and "--problems" in err
 
 

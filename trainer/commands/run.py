@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-EXIT_FAILED = 1
-EXIT_BAD_ARGUMENTS = 2
-EXIT_CANCELLED = 143  # 128 + SIGTERM, as a shell reports a process stopped by it
+from trainer.commands import (
+    EXIT_BAD_ARGUMENTS,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_MALFORMED_INPUT,
+    CommandError,
+    check_events_destination,
+    config_error,
+    existing_file,
+)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +60,22 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 def resolve_config(args: argparse.Namespace):
-    """The run's RunConfig from --config or --preset, then --set and --lean-url, validated once."""
+    """The run's RunConfig from --config or --preset, then --set and --lean-url, validated once.
+
+    Every mistake is a CommandError naming the option (and, for an unknown field, the valid ones)."""
+    from pydantic import ValidationError
+
+    try:
+        return _resolve_config(args)
+    except CommandError:
+        raise
+    except ValidationError as error:
+        raise config_error(error) from None
+    except ValueError as error:
+        raise CommandError(str(error), EXIT_BAD_ARGUMENTS) from None
+
+
+def _resolve_config(args: argparse.Namespace):
     from trainer.config import RunConfig, _deep_merge
 
     overrides = parse_overrides(args.overrides)
@@ -67,25 +88,57 @@ def resolve_config(args: argparse.Namespace):
     if args.config:
         if args.preset:
             raise ValueError("give --preset or --config, not both; --config is already a resolved preset")
-        base = json.loads(Path(args.config).read_text())
+        try:
+            base = json.loads(existing_file(args.config, "--config").read_text())
+        except json.JSONDecodeError as error:
+            raise CommandError(f"--config {args.config}: not JSON ({error.msg}, line {error.lineno}); give the "
+                               "run_config.json a run wrote", EXIT_MALFORMED_INPUT) from None
         return RunConfig.from_saved(_deep_merge(base, overrides))
     return RunConfig.from_preset(args.preset or "h100x8", overrides)
 
 
-def main(args: argparse.Namespace) -> int:
-    from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
-    from trainer.events import EventPublisher, EventType, sink_from_url
+def read_problems(path: str, option: str):
+    """The problems of a JSON Lines file given to ``option``; a missing file or a bad line is a CommandError."""
+    from trainer.problems import load_problems_jsonl
+
+    existing_file(path, option)
+    try:
+        return load_problems_jsonl(path)
+    except ValueError as error:
+        raise CommandError(f"{option} {error}", EXIT_MALFORMED_INPUT) from None
+
+
+def events_sink(args: argparse.Namespace):
+    from trainer.events import sink_from_url
 
     try:
         sink = sink_from_url(args.events, args.run_id)
     except ValueError as error:
-        print(f"--events: {error}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        raise CommandError(f"--events: {error}", EXIT_BAD_ARGUMENTS) from None
+    check_events_destination(args.events)
+    return sink
+
+
+def publish_cannot_start(publisher, error: Exception, **finished) -> CommandError:
+    """Tell the platform why the run never started (its events are its only voice), as a CommandError."""
+    from trainer.events import EventType
+
+    failure = error if isinstance(error, CommandError) else CommandError(str(error), EXIT_BAD_ARGUMENTS)
+    reason = f"cannot start: {failure}"
+    publisher.publish(EventType.ERROR, {"step": 0, "message": reason})
+    publisher.publish(EventType.RUN_FINISHED, {"status": "failed", "reason": reason, "step": 0, **finished})
+    return failure
+
+
+def main(args: argparse.Namespace) -> int:
+    from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
+    from trainer.events import EventPublisher
+
+    sink = events_sink(args)
     try:
         position = torchrun_position()  # None unless torchrun started this process as one of several ranks
     except ValueError as error:
-        print(str(error), file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+        raise CommandError(str(error), EXIT_BAD_ARGUMENTS) from None
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -99,20 +152,23 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = resolve_config(args)
         check_launch_fits_config(config, position)
-        from trainer.problems import load_problems_jsonl
-
-        problems = load_problems_jsonl(args.promptset)
-        eval_problems = load_problems_jsonl(args.eval_promptset) if args.eval_promptset else None
+        problems = read_problems(args.promptset, "--promptset")
+        eval_problems = read_problems(args.eval_promptset, "--eval-promptset") if args.eval_promptset else None
     except Exception as error:  # a run that cannot start must still tell the platform why
-        reason = f"cannot start: {error}"
-        print(reason, file=sys.stderr)
-        publisher.publish(EventType.ERROR, {"step": 0, "message": reason})
-        publisher.publish(EventType.RUN_FINISHED, {"status": "failed", "reason": reason, "step": 0})
-        return EXIT_BAD_ARGUMENTS
+        raise publish_cannot_start(publisher, error) from None
 
     output.mkdir(parents=True, exist_ok=True)
     if position is None or position.rank == 0:
         (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+        from trainer.tracking import attach_trackers
+
+        attach_trackers(publisher, config, output)
+        from trainer.progress import show_progress
+
+        show_progress(publisher, f"run {args.run_id}")
+        from trainer.ray_metrics import export_to_ray
+
+        export_to_ray(publisher)
     from trainer.driver import RunStatus, TrainingRun
 
     if position is None:

@@ -29,23 +29,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.config import RunConfig
-    from trainer.problems import Problem, load_problems_jsonl
+    from pydantic import ValidationError
 
+    from trainer.commands import EXIT_MALFORMED_INPUT, CommandError, config_error, existing_file
+    from trainer.commands.run import read_problems
+    from trainer.config import PRESETS, RunConfig
+    from trainer.problems import Problem
+
+    if args.preset not in PRESETS:
+        raise CommandError(f"--preset {args.preset}: no such preset; choose one of {', '.join(sorted(PRESETS))}")
     overrides: dict = {"verifier": {}}
     for option, field in (("url", "url"), ("api_key", "api_key"), ("timeout_s", "timeout_s"), ("max_in_flight", "max_in_flight")):
         if getattr(args, option) is not None:
             overrides["verifier"][field] = getattr(args, option)
-    config = RunConfig.from_preset(args.preset, overrides)
-    problems = {problem.problem_id: problem for problem in load_problems_jsonl(args.problems)} if args.problems else {}
+    try:
+        config = RunConfig.from_preset(args.preset, overrides)
+    except ValidationError as error:
+        raise config_error(error) from None
+    problems = {problem.problem_id: problem for problem in read_problems(args.problems, "--problems")} if args.problems else {}
 
-    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    stream = sys.stdin if args.input == "-" else existing_file(args.input, "--input").open(encoding="utf-8")
+    where = "standard input" if args.input == "-" else f"--input {args.input}"
     rows = []
     for line_number, line in enumerate(stream, 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError(f"expected a JSON object, got {type(row).__name__}")
             if "problem" in row:
                 problem = Problem.from_dict(row["problem"])
             elif row.get("problem_id") in problems:
@@ -56,9 +68,11 @@ def main(args: argparse.Namespace) -> int:
                 )
             if not isinstance(row.get("response"), str):
                 raise ValueError("'response' must be a string")
+        except json.JSONDecodeError as error:
+            raise CommandError(f"{where}, line {line_number}: not JSON ({error.msg} at column {error.colno})",
+                               EXIT_MALFORMED_INPUT) from None
         except (ValueError, TypeError, KeyError) as error:
-            print(f"input line {line_number}: {error}", file=sys.stderr)
-            return 2
+            raise CommandError(f"{where}, line {line_number}: {error}", EXIT_MALFORMED_INPUT) from None
         rows.append((problem, row))
     return asyncio.run(_score_all(config, rows, args.environment))
 
@@ -69,14 +83,19 @@ async def _score_all(config, rows, environment: str) -> int:
 
     verifier = LeanVerifier(config.verifier, environment=environment, allow_native_decide=config.reward.allow_native_decide)
     scorer = RewardScorer(config, verifier)
+    from trainer.progress import progress_bar
+
+    bar = progress_bar(total=len(rows), desc="score", unit="answer")
+
+    async def score_one(index, problem, row):
+        result = await scorer.score(problem, row["response"], row.get("num_tokens"), key=f"{problem.problem_id}-{index}")
+        bar.update(1)
+        return result
+
     try:
-        scored = await asyncio.gather(
-            *(
-                scorer.score(problem, row["response"], row.get("num_tokens"), key=f"{problem.problem_id}-{index}")
-                for index, (problem, row) in enumerate(rows)
-            )
-        )
+        scored = await asyncio.gather(*(score_one(index, problem, row) for index, (problem, row) in enumerate(rows)))
     finally:
+        bar.close()
         await verifier.aclose()
     for (problem, _), result in zip(rows, scored):
         verification = result.verification
@@ -97,4 +116,11 @@ async def _score_all(config, rows, environment: str) -> int:
             )
         )
     print(json.dumps({"verifier": verifier.stats()}), file=sys.stderr)
+    if rows and all(result.is_censored for result in scored):
+        from trainer.commands import EXIT_NOTHING_DECIDED, CommandError
+
+        # Every answer censored is an outage, not a verdict: scripts must not read the nulls as scores.
+        raise CommandError(f"no answer was decided: all {len(rows)} were censored (the Lean server at "
+                           f"{config.verifier.url} failed or could not decide); check it and score again",
+                           EXIT_NOTHING_DECIDED)
     return 0

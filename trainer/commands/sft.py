@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from trainer.commands.run import EXIT_BAD_ARGUMENTS, EXIT_CANCELLED, EXIT_FAILED, add_config_arguments, resolve_config
+from trainer.commands import EXIT_CANCELLED, EXIT_FAILED, EXIT_MALFORMED_INPUT, CommandError, existing_file
+from trainer.commands.run import add_config_arguments, events_sink, publish_cannot_start, read_problems, resolve_config
 
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
@@ -40,11 +40,14 @@ def load_conversations(args: argparse.Namespace, config, output: Path) -> list[l
     from trainer.sft import load_demonstrations
 
     if args.demonstrations:
-        return load_demonstrations(args.demonstrations)
+        existing_file(args.demonstrations, "--demonstrations")
+        try:
+            return load_demonstrations(args.demonstrations)
+        except ValueError as error:
+            raise CommandError(f"--demonstrations {error}", EXIT_MALFORMED_INPUT) from None
     from trainer.demonstrations import demonstrations_for, write_demonstrations
-    from trainer.problems import load_problems_jsonl
 
-    problems = load_problems_jsonl(args.promptset)
+    problems = read_problems(args.promptset, "--promptset")
     demonstrations = demonstrations_for(
         problems, per_problem=args.per_problem, flawed_share=args.flawed_share, seed=config.schedule.seed
     )
@@ -59,13 +62,9 @@ def load_conversations(args: argparse.Namespace, config, output: Path) -> list[l
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.events import EventPublisher, EventType, sink_from_url
+    from trainer.events import EventPublisher
 
-    try:
-        sink = sink_from_url(args.events, args.run_id)
-    except ValueError as error:
-        print(f"--events: {error}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENTS
+    sink = events_sink(args)
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -77,14 +76,19 @@ def main(args: argparse.Namespace) -> int:
         config = resolve_config(args)
         conversations = load_conversations(args, config, output)
     except Exception as error:  # a run that cannot start must still tell the platform why
-        reason = f"cannot start: {error}"
-        print(reason, file=sys.stderr)
-        publisher.publish(EventType.ERROR, {"step": 0, "message": reason})
-        publisher.publish(EventType.RUN_FINISHED, {"status": "failed", "reason": reason, "step": 0, "kind": "sft"})
-        return EXIT_BAD_ARGUMENTS
+        raise publish_cannot_start(publisher, error, kind="sft") from None
 
     output.mkdir(parents=True, exist_ok=True)
     (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    from trainer.tracking import attach_trackers
+
+    attach_trackers(publisher, config, output)
+    from trainer.progress import show_progress
+
+    show_progress(publisher, f"sft {args.run_id}")
+    from trainer.ray_metrics import export_to_ray
+
+    export_to_ray(publisher)
     from trainer.driver import RunStatus
     from trainer.sft import SupervisedFineTuning
 

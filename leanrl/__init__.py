@@ -1,0 +1,1 @@
+"""The platform's command-line client (``leanrl``), built on the API's published OpenAPI schema."""

@@ -1,0 +1,5 @@
+import sys
+
+from leanrl.cli import main
+
+sys.exit(main())

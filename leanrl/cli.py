@@ -1,0 +1,354 @@
+"""``leanrl``: the platform from a terminal.
+
+    leanrl login --server https://leanrl.lab.example          # asks for an API token, checks it, saves it
+    leanrl promptsets upload problems.jsonl --name minif2f
+    leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo
+    leanrl runs follow 12                                      # a progress bar per step, the last rollouts
+    leanrl rollouts 12 --verdict lean_error > failed.jsonl     # JSON Lines
+    leanrl checkpoints download 12 20 -o model.zip
+
+The server and token come from ``leanrl login`` (saved in ``$LEANRL_CONFIG``, by default
+``~/.config/leanrl/credentials.json``, readable by its owner only), or from the environment
+(``LEANRL_SERVER``, ``LEANRL_TOKEN``), which wins. Every refusal is one line on standard error
+with the server's own explanation; exit codes: 0 done, 1 the run failed or was cancelled
+(``follow``), 2 a usage mistake, 3 the server refused or could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from leanrl.client import ApiError, PlatformClient
+
+EXIT_RUN_DID_NOT_SUCCEED = 1
+EXIT_USAGE = 2
+EXIT_SERVER = 3
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+class UsageError(Exception):
+    pass
+
+
+# --- credentials -------------------------------------------------------------------------------
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("LEANRL_CONFIG") or Path.home() / ".config" / "leanrl" / "credentials.json")
+
+
+def saved_credentials() -> dict:
+    path = config_path()
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    server = os.environ.get("LEANRL_SERVER") or saved.get("server")
+    token = os.environ.get("LEANRL_TOKEN") or saved.get("token")
+    if not server or not token:
+        raise UsageError("not logged in: run `leanrl login --server URL` (or set LEANRL_SERVER and LEANRL_TOKEN)")
+    return {"server": server, "token": token}
+
+
+def login(args) -> int:
+    token = args.token or os.environ.get("LEANRL_TOKEN") or getpass.getpass("API token (from the 'API tokens' page): ")
+    client = PlatformClient(args.server, token.strip())
+    try:
+        client.call("runs_api_list_runs")  # a request that needs the token: refuses a wrong one now
+    finally:
+        client.close()
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(json.dumps({"server": args.server.rstrip("/"), "token": token.strip()}))
+    print(f"logged in to {args.server}; credentials saved in {path}")
+    return 0
+
+
+# --- promptsets -------------------------------------------------------------------------------
+
+
+def promptsets_list(client: PlatformClient, args) -> int:
+    for promptset in client.call("promptsets_api_list_promptsets"):
+        versions = ", ".join(f"v{v['number']} ({v['problem_count']} problems, version id {v['id']})"
+                             for v in promptset["versions"])
+        print(f"{promptset['id']}\t{promptset['name']}\t{promptset['owner']}\t{versions}")
+    return 0
+
+
+def promptsets_upload(client: PlatformClient, args) -> int:
+    file = Path(args.file)
+    if not file.is_file():
+        raise UsageError(f"{args.file}: no such file")
+    form = {"name": args.name, "is_public": str(args.public).lower(), "skip_invalid_rows": str(args.skip_invalid).lower()}
+    if args.description:
+        form["description"] = args.description
+    with file.open("rb") as handle:
+        result = client.call("promptsets_api_upload_promptset", data=form, files={"file": (file.name, handle)})
+    report = result.get("report", {})
+    promptset = result["promptset"]
+    version = promptset["versions"][-1]
+    print(f"promptset {promptset['id']} {promptset['name']!r}: version {version['number']} (version id {version['id']}) "
+          f"with {version['problem_count']} problems; {report.get('rejected_count', 0)} rows rejected")
+    return 0
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def parse_fields(pairs: list[str]) -> dict[str, Any]:
+    """``["name=x", "overrides.optimizer.learning_rate=1e-5"]`` → nested dict; values read as JSON when they parse."""
+    body: dict[str, Any] = {}
+    for pair in pairs:
+        key, separator, raw = pair.partition("=")
+        if not separator or not key:
+            raise UsageError(f"expected FIELD=VALUE, got {pair!r}; e.g. name=my-run (see `leanrl runs launch --fields`)")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        *parents, leaf = key.split(".")
+        target = body
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return body
+
+
+def runs_launch(client: PlatformClient, args) -> int:
+    fields = client.body_fields("runs_api_launch_run")
+    if args.fields:
+        for name, spec in fields.items():
+            kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []))
+            flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
+            print(f"{name}\t{kind}\t{flag}\t{spec.get('description', '')}")
+        return 0
+    body = parse_fields(args.field)
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise UsageError(f"unknown launch field(s) {', '.join(unknown)}; the server takes: {', '.join(fields)}")
+    run = client.call("runs_api_launch_run", json_body=body)
+    print(f"run {run['id']} {run['name']!r} queued; follow it with `leanrl runs follow {run['id']}`")
+    return 0
+
+
+def runs_list(client: PlatformClient, args) -> int:
+    for run in client.call("runs_api_list_runs"):
+        print(f"{run['id']}\t{run['state']}\tstep {run['current_step']}\t{run['preset']}\t{run['name']}")
+    return 0
+
+
+def runs_show(client: PlatformClient, args) -> int:
+    print(json.dumps(client.call("runs_api_get_run", path={"run_id": args.run}), indent=2))
+    return 0
+
+
+def runs_cancel(client: PlatformClient, args) -> int:
+    run = client.call("runs_api_cancel_run", path={"run_id": args.run})
+    print(f"run {run['id']}: {run['state']}")
+    return 0
+
+
+def runs_resume(client: PlatformClient, args) -> int:
+    run = client.call("runs_api_resume_run", path={"run_id": args.run})
+    print(f"run {run['id']}: {run['state']}")
+    return 0
+
+
+def total_steps(run: dict) -> int | None:
+    """Where the run ends, as the server works it out (epochs or steps, whichever comes first)."""
+    return run.get("planned_steps") or None
+
+
+def runs_follow(client: PlatformClient, args) -> int:
+    """A progress bar over the run's steps, its latest rollouts as they arrive, and its final state."""
+    from tqdm import tqdm
+
+    run = client.call("runs_api_get_run", path={"run_id": args.run})
+    bar = tqdm(total=total_steps(run), desc=f"run {run['id']} {run['name']}", unit="step", file=sys.stderr,
+               dynamic_ncols=True)
+    last_attempt = 0
+    try:
+        while True:
+            run = client.call("runs_api_get_run", path={"run_id": args.run})
+            series = client.call("runs_api_run_series", path={"run_id": args.run})
+            bar.total = total_steps(run) or bar.total
+            bar.n = run["current_step"]
+            latest = series["metrics"][-1]["values"] if series.get("metrics") else {}
+            reward = latest.get("reward/mean")
+            bar.set_postfix_str(f"{run['state']}" + ("" if reward is None else f" · reward {reward:.2f}"))
+            attempts = client.call("proofs_api_list_attempts", path={"run_id": args.run},
+                                   params={"after_id": last_attempt, "limit": 200})
+            if attempts:
+                last_attempt = attempts[-1]["id"]
+                for attempt in attempts[-args.rollouts:]:
+                    bar.write(_rollout_line(attempt))
+            if run["state"] in FINAL_STATES:
+                break
+            time.sleep(args.interval)
+    finally:
+        bar.close()
+    reason = f": {run['failure_reason']}" if run.get("failure_reason") else ""
+    print(f"run {run['id']} {run['state']} at step {run['current_step']}{reason}")
+    return 0 if run["state"] == "succeeded" else EXIT_RUN_DID_NOT_SUCCEED
+
+
+def _rollout_line(attempt: dict) -> str:
+    if attempt.get("is_censored"):
+        outcome = "censored"
+    elif attempt.get("format_error"):
+        outcome = f"format: {attempt['format_error']}"
+    else:
+        outcome = attempt.get("verdict") or "not checked"
+    reward = "–" if attempt.get("reward") is None else f"{attempt['reward']:g}"
+    return f"  step {attempt['step']} {attempt['turn']:<5} {attempt['problem_key']}: {outcome} (reward {reward})"
+
+
+# --- rollouts and checkpoints ------------------------------------------------------------------
+
+
+def rollouts(client: PlatformClient, args) -> int:
+    """Every rollout of the run as JSON Lines, oldest first, fetched in pages."""
+    after, written = 0, 0
+    while True:
+        page = client.call("proofs_api_list_attempts", path={"run_id": args.run},
+                           params={"after_id": after, "limit": 200})
+        if not page:
+            break
+        for attempt in page:
+            after = attempt["id"]
+            if args.step is not None and attempt["step"] != args.step:
+                continue
+            if args.verdict and attempt["verdict"] != args.verdict:
+                continue
+            if args.turn and attempt["turn"] != args.turn:
+                continue
+            sys.stdout.write(json.dumps(attempt, ensure_ascii=False) + "\n")
+            written += 1
+    print(f"{written} rollouts", file=sys.stderr)
+    return 0
+
+
+def checkpoints_list(client: PlatformClient, args) -> int:
+    for checkpoint in client.call("runs_api_list_checkpoints", path={"run_id": args.run}):
+        where = (f"{client.server}{checkpoint['model_url']}" if checkpoint["model_url"]
+                 else f"deleted: {checkpoint['removal_reason']}")
+        print(f"step {checkpoint['step']}\t{checkpoint['created_at']}\t{where}")
+    return 0
+
+
+def checkpoints_download(client: PlatformClient, args) -> int:
+    from tqdm import tqdm
+
+    part = "checkpoint" if args.whole else "model"
+    output = Path(args.output or f"run{args.run}-step{args.step:06d}-{part}.zip")
+    partial = output.with_name(output.name + ".part")
+    with partial.open("wb") as destination, tqdm(unit="B", unit_scale=True, desc=output.name, file=sys.stderr) as bar:
+        for written in client.download("runs_api_download_checkpoint", destination,
+                                       path={"run_id": args.run, "step": args.step, "part": part}):
+            bar.update(written - bar.n)
+    partial.replace(output)  # never leave a half-downloaded file under the final name
+    print(f"saved {output} ({output.stat().st_size} bytes)")
+    return 0
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="leanrl", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub = commands.add_parser("login", help="Save the server's address and an API token, after checking them.")
+    sub.add_argument("--server", required=True, help="The platform's address, e.g. https://leanrl.lab.example")
+    sub.add_argument("--token", help="An API token (default: asked for, not echoed).")
+    sub.set_defaults(handler=login, needs_client=False)
+
+    promptsets = commands.add_parser("promptsets", help="List or upload promptsets.").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    sub = promptsets.add_parser("list", help="Your promptsets and the public ones, with their versions.")
+    sub.set_defaults(handler=promptsets_list)
+    sub = promptsets.add_parser("upload", help="Upload a JSON Lines, JSON, Parquet or CSV file as a new promptset.")
+    sub.add_argument("file")
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--description", default="")
+    sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
+    sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
+    sub.set_defaults(handler=promptsets_upload)
+
+    runs = commands.add_parser("runs", help="Launch, list, follow, cancel or resume runs.").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    sub = runs.add_parser("launch", help="Launch a run: FIELD=VALUE pairs, the same fields as the launch form.")
+    sub.add_argument("field", nargs="*", metavar="FIELD=VALUE")
+    sub.add_argument("--fields", action="store_true", help="List the fields the server takes, and stop.")
+    sub.set_defaults(handler=runs_launch)
+    sub = runs.add_parser("list", help="Runs you can see.")
+    sub.set_defaults(handler=runs_list)
+    for name, handler, text in (("show", runs_show, "One run as JSON."), ("cancel", runs_cancel, "Stop a run."),
+                                ("resume", runs_resume, "Queue a failed or cancelled run again.")):
+        sub = runs.add_parser(name, help=text)
+        sub.add_argument("run", type=int)
+        sub.set_defaults(handler=handler)
+    sub = runs.add_parser("follow", help="Watch a run live until it ends: progress per step, the last rollouts.")
+    sub.add_argument("run", type=int)
+    sub.add_argument("--rollouts", type=int, default=3, help="Rollouts printed per refresh (default: 3).")
+    sub.add_argument("--interval", type=float, default=2.0, help="Seconds between refreshes (default: 2).")
+    sub.set_defaults(handler=runs_follow)
+
+    sub = commands.add_parser("rollouts", help="A run's rollouts as JSON Lines on standard output.")
+    sub.add_argument("run", type=int)
+    sub.add_argument("--step", type=int)
+    sub.add_argument("--verdict", help="valid, lean_error, sorry, timeout, infra_error, …")
+    sub.add_argument("--turn", choices=("first", "retry"))
+    sub.set_defaults(handler=rollouts)
+
+    checkpoints = commands.add_parser("checkpoints", help="List or download a run's checkpoints.").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    sub = checkpoints.add_parser("list")
+    sub.add_argument("run", type=int)
+    sub.set_defaults(handler=checkpoints_list)
+    sub = checkpoints.add_parser("download", help="The model (a Hugging Face folder, zipped) or the whole checkpoint.")
+    sub.add_argument("run", type=int)
+    sub.add_argument("step", type=int)
+    sub.add_argument("--whole", action="store_true", help="The whole checkpoint (optimizer state included).")
+    sub.add_argument("-o", "--output", help="File to write (default: run<id>-step<step>-model.zip).")
+    sub.set_defaults(handler=checkpoints_download)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if not getattr(args, "needs_client", True):
+            return args.handler(args)
+        credentials = saved_credentials()
+        client = PlatformClient(credentials["server"], credentials["token"])
+        try:
+            return args.handler(client, args)
+        finally:
+            client.close()
+    except UsageError as error:
+        print(f"leanrl: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ApiError as error:
+        print(f"leanrl: {error}", file=sys.stderr)
+        return EXIT_SERVER
+    except httpx.HTTPError as error:
+        print(f"leanrl: cannot reach the server ({type(error).__name__}: {error}); check --server and the network",
+              file=sys.stderr)
+        return EXIT_SERVER
+    except KeyboardInterrupt:
+        print("leanrl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

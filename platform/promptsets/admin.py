@@ -1,0 +1,37 @@
+"""The Django admin for promptsets.
+
+Versions and their problems are immutable (a run points at a version, and curation makes new
+ones), so only a promptset's name, description and visibility can be edited here.
+"""
+
+from django.contrib import admin
+
+from promptsets.models import Problem, Promptset, PromptsetVersion
+from runs.admin import ReadOnlyAdmin
+
+
+@admin.register(Promptset)
+class PromptsetAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "is_public", "created_at")
+    list_filter = ("is_public", "created_at")
+    search_fields = ("name", "description", "owner__username")
+    readonly_fields = ("owner", "created_at")
+
+    def has_add_permission(self, request):
+        return False  # promptsets come from an upload or an import, which validate every row
+
+
+@admin.register(PromptsetVersion)
+class PromptsetVersionAdmin(ReadOnlyAdmin):
+    list_display = ("promptset", "number", "problem_count", "parent", "created_at")
+    search_fields = ("promptset__name",)
+    list_select_related = ("promptset", "parent")
+
+
+@admin.register(Problem)
+class ProblemAdmin(ReadOnlyAdmin):
+    list_display = ("problem_key", "name", "promptset", "source", "source_win_rate")
+    list_filter = ("source",)
+    search_fields = ("problem_key", "name", "formal_statement", "informal_statement")
+    list_select_related = ("promptset",)
+    show_full_result_count = False

@@ -1,0 +1,23 @@
+"""The Django admin for proof attempts: read-only, since every row is what a rollout produced."""
+
+from django.contrib import admin
+
+from proofs.models import ProofAttempt, RetryFeedback
+from runs.admin import ReadOnlyAdmin
+
+
+@admin.register(ProofAttempt)
+class ProofAttemptAdmin(ReadOnlyAdmin):
+    list_display = ("id", "run", "step", "problem_key", "turn", "verdict", "reward", "format_error",
+                    "is_censored", "is_standin_verdict")
+    list_filter = ("verdict", "turn", "is_censored", "is_standin_verdict", "format_error")
+    search_fields = ("rollout_key", "problem_key", "problem_name", "run__name")
+    list_select_related = ("run",)
+    show_full_result_count = False
+
+
+@admin.register(RetryFeedback)
+class RetryFeedbackAdmin(ReadOnlyAdmin):
+    list_display = ("run", "parent_rollout_key", "created_step")
+    search_fields = ("parent_rollout_key", "run__name")
+    list_select_related = ("run",)

@@ -1,0 +1,59 @@
+"""Long trainer commands show their progress on standard error: a bar on a terminal, one line per
+step in a log file, read from the run's own events (which stay untouched on standard output)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from trainer.events import EventPublisher, EventType, ListSink
+from trainer.progress import ProgressSink
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def publish_a_short_run(publisher):
+    publisher.publish(EventType.RUN_STARTED, {"step": 0, "total_steps": 2, "config": {}})
+    for step, reward in ((1, 0.25), (2, 0.5)):
+        publisher.publish(EventType.STEP_STARTED, {"step": step})
+        publisher.publish(EventType.METRICS, {"step": step, "values": {"reward/mean": reward, "format_errors": {}}})
+    publisher.publish(EventType.EVALUATION, {"step": 2, "values": {"pass@1": 0.75, "seconds": 3.0}})
+    publisher.publish(EventType.RUN_FINISHED, {"status": "succeeded", "reason": "", "step": 2})
+
+
+def test_a_run_logged_to_a_file_prints_one_line_per_step_and_its_end(monkeypatch):
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    events = ListSink()
+    publish_a_short_run(EventPublisher("9", ProgressSink(events, "run 9")))
+    lines = stderr.getvalue().splitlines()
+    assert lines == ["run 9: step 1/2 reward/mean 0.25", "run 9: step 2/2 reward/mean 0.5",
+                     "run 9: evaluation at step 2: pass@1 0.75", "run 9: succeeded at step 2"]
+    assert [event.type for event in events.events][0] == EventType.RUN_STARTED and len(events.events) == 7
+
+
+def test_a_run_on_a_terminal_draws_a_bar_that_reaches_the_last_step(monkeypatch):
+    stderr = Terminal()
+    monkeypatch.setattr("sys.stderr", stderr)
+    publish_a_short_run(EventPublisher("9", ProgressSink(ListSink(), "run 9")))
+    drawn = stderr.getvalue()
+    assert "2/2" in drawn and "reward/mean 0.5" in drawn and drawn.rstrip().endswith("succeeded at step 2")
+
+
+def test_the_run_command_shows_progress_beside_its_json_events(tmp_path, capsys):
+    from trainer.__main__ import main as trainer_main
+    from trainer.verification.standin_server import StandinServerThread
+
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text(json.dumps({"problem_id": "add", "formal_statement": "theorem add : (2 : ℕ) + 3 = 5 := by"}) + "\n")
+    with StandinServerThread() as server:
+        code = trainer_main(["run", "--preset", "cpu-smoke", "--promptset", str(promptset), "--run-id", "3",
+                             "--output", str(tmp_path / "run"), "--lean-url", server.url])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert all(json.loads(line) for line in captured.out.splitlines())  # standard output stays JSON Lines
+    assert "run 3: step 1/2" in captured.err and "run 3: step 2/2" in captured.err
+    assert "run 3: succeeded at step 2" in captured.err

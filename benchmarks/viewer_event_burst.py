@@ -34,8 +34,8 @@ async def receive_burst(url: str, cookie: str, origin: str, expected: int, publi
                 message = json.loads(await asyncio.wait_for(socket.recv(), timeout=deadline - time.perf_counter()))
             except asyncio.TimeoutError:
                 break
-            if message["type"] == "rollout_finished":
-                keys.append(message["payload"]["rollout_key"])
+            keys.extend(event["payload"]["rollout_key"] for event in message.get("events", [])
+                        if event["type"] == "rollout_finished")
         return keys, time.perf_counter() - started, publish_seconds
 
 

@@ -103,6 +103,6 @@ def seed_history(run, steps: int) -> None:
     Evaluation.objects.bulk_create([Evaluation(run=run, step=s, values={"pass@1": 0.3, "pass@8": 0.6, "retry/pass@8": 0.7})
                                     for s in range(0, steps, 5)])
     now = timezone.now()
-    RunEvent.objects.bulk_create([RunEvent(run=run, event_id=f"{run.pk}-log-{i}", seq=i, type="log",
+    RunEvent.objects.bulk_create([RunEvent(run=run, event_id=f"{run.pk}-log-{i}", seq=i, run_seq=i + 1, type="log",
                                            payload={"level": "info", "message": f"line {i}"}, published_at=now)
                                   for i in range(2000)])

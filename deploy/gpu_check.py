@@ -1,31 +1,35 @@
-"""Check a GPU machine end to end in one go: vLLM rollouts, a learner step, the weight push.
+"""The proof for the day a GPU is lent: the recipe's learner step at its real size, against the memory plan.
 
-Run it on one H100/H200 with vLLM installed:
+Run it on one GPU (written for an H200, 141 GB, no internet, vLLM usually absent; it ends
+within 8 minutes):
 
-    python deploy/gpu_check.py                      # a tiny random Llama built here, no download
-    python deploy/gpu_check.py --model /models/Kimina-Prover-Distill-1.7B   # any Hugging Face folder
+    python deploy/gpu_check.py --output gpu_check.json
 
-What it does, in order, printing as it goes:
+What it does, in order, printing as it goes and writing every figure to ``--output``:
 
-1. vLLM loads the policy (colocated with the learner, sleep mode on) and samples n answers
-   per prompt; generated tokens per second are printed.
-2. A learner step on the GPU with the project's Dr.GRPO ``Learner``. There is no Lean here,
-   so the rewards are synthetic and labelled so: even-numbered samples score 1, odd ones 0,
-   which gives every group non-zero advantages. The learning rate is raised for this check
-   (``--learning-rate``) so that one step visibly moves a random model.
-3. The new weights are pushed into vLLM. The next greedy answer must differ from the one
-   before the step, and vLLM's log-probabilities of a fixed text must have moved to the
-   learner's (closer after the push than before it).
-4. ``--steps`` steps shaped like the ``h100x8`` preset scaled to one GPU (256/8 = 32 prompts
-   of 8 samples, mini-batches of 4 prompts: the recipe's 8 optimizer steps per batch), with
-   the time split into generation, learning and weight sync.
+1. Builds Qwen3-1.7B's architecture (the recipe's Kimina-Prover-Distill-1.7B: hidden 2048,
+   28 layers, 16 heads, 8 KV heads, MLP 6144, vocabulary 151,936, tied embeddings) at random
+   weights, directly on the GPU, with a tokenizer of the same vocabulary built in memory.
+   Nothing is downloaded.
+2. The memory plan (trainer/memory_plan.py) predicts the peak of one learner micro-step of
+   one full-length sequence (8,192 prompt + 24,576 response tokens) on this one GPU, on fake
+   tensors, before anything real runs.
+3. The same step for real, through ``Learner.step`` (chunked log-probabilities, token-budget
+   micro-batches, the whole Dr.GRPO update), after a short warm-up step that creates AdamW's
+   states as they stand in a running job: the measured peak
+   (``torch.cuda.max_memory_allocated``) against the prediction, and the learner's tokens/s.
+4. The transformers engine generates (the rollout engine of a GPU without vLLM): tokens/s.
+5. With vLLM installed: vLLM loads the same random model, samples, takes the learner's weights
+   (``push_weights``) and its log-probabilities must move to the learner's. Without vLLM these
+   checks are skipped with a line that says so.
 
-It exits 2 with the reason when there is no CUDA GPU or no vLLM, and 1 when a check fails.
+Exits 2 with the reason when no CUDA GPU is visible, 1 when a check fails, 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -35,15 +39,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-GPUS_IN_PRESET = 8
-PROBE_PROMPT = "theorem two_plus_two : 2 + 2 = 4 := by"
-FIXED_CONTINUATION = " norm_num\n\ntheorem add_comm' (a b : ℕ) : a + b = b + a := by\n  omega"
-STATEMENTS = [
-    "theorem mathd_algebra_10 : abs ((120 : ℝ) / 100 * 30 - 130 / 100 * 20) = 10",
-    "theorem amc12a_2002_p6 (n : ℕ) (h₀ : 0 < n) : ∃ m, m > n ∧ ∃ p, m * p ≤ m + p",
-    "theorem mathd_numbertheory_5 (n : ℕ) (h₀ : 10 ≤ n) (h₁ : ∃ x, x ^ 3 = n) (h₂ : ∃ t, t ^ 4 = n) : 4096 ≤ n",
-    "theorem imo_1964_p1_2 (n : ℕ) : ¬7 ∣ 2 ^ n + 1",
-]
+MODEL = "Qwen/Qwen3-1.7B"  # the architecture of AI-MO/Kimina-Prover-Distill-1.7B
+DEADLINE_S = 8 * 60
+PLAN_TOLERANCE = 0.25  # measured peak within 25% of the plan's
+STATEMENT = "theorem mathd_algebra_10 : abs ((120 : ℝ) / 100 * 30 - 130 / 100 * 20) = 10 := by"
 
 
 class CheckFailed(Exception):
@@ -51,15 +50,14 @@ class CheckFailed(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="a Hugging Face model folder; default: a tiny random Llama built here")
-    parser.add_argument("--samples", type=int, default=8, help="rollouts per prompt (default: 8, the recipe's)")
-    parser.add_argument("--response-tokens", type=int, default=1024, help="answer budget in tokens (default: 1024)")
-    parser.add_argument("--steps", type=int, default=2, help="h100x8-shaped steps to time (default: 2)")
-    parser.add_argument("--learning-rate", type=float, default=1e-3,
-                        help="for this check only, so one step visibly changes the model (default: 1e-3)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.5, help="vLLM's share (default: 0.5)")
-    parser.add_argument("--logprob-tolerance", type=float, default=0.25,
-                        help="largest mean |vLLM − learner| log-prob gap, in nats, after the push (default: 0.25)")
+    parser.add_argument("--output", default="gpu_check.json", help="where to write the figures as JSON (default: %(default)s)")
+    parser.add_argument("--response-tokens", type=int, default=24576,
+                        help="answer length of the learner's micro-step (default: 24,576, the recipe's)")
+    parser.add_argument("--prompt-tokens", type=int, default=8192, help="prompt length of it (default: 8,192, the recipe's)")
+    parser.add_argument("--generate-tokens", type=int, default=512,
+                        help="tokens per sample for the generation check (default: %(default)s)")
+    parser.add_argument("--samples", type=int, default=8, help="samples per prompt when generating (default: 8, the recipe's)")
+    parser.add_argument("--prompts", type=int, default=4, help="prompts when generating (default: %(default)s)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,185 +65,256 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         print(f"gpu_check: {problem}", file=sys.stderr)
         return 2
+    figures: dict = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    started = time.perf_counter()
+    status = 0
     try:
-        _run_checks(args)
+        _run_checks(args, figures, started)
     except CheckFailed as failure:
+        figures["failed"] = str(failure)
         print(f"\nFAILED: {failure}", file=sys.stderr)
-        return 1
-    print("\nall GPU checks passed")
-    return 0
+        status = 1
+    finally:
+        figures["seconds"] = round(time.perf_counter() - started, 1)
+        Path(args.output).write_text(json.dumps(figures, indent=2))
+        print(f"\nfigures written to {args.output} ({figures['seconds']:.0f} s in all)")
+    if status == 0:
+        print("all GPU checks passed")
+    return status
 
 
 def _missing_requirement() -> str | None:
-    import importlib.util
-
     import torch
 
     if not torch.cuda.is_available():
         return ("no CUDA GPU is visible (torch.cuda.is_available() is False); run this on a GPU node with a "
                 "CUDA build of torch, and check CUDA_VISIBLE_DEVICES")
-    if importlib.util.find_spec("vllm") is None:
-        return "vLLM is not installed in this environment; `pip install vllm` on the GPU node, then rerun"
     return None
 
 
-def _run_checks(args: argparse.Namespace) -> None:
+def _run_checks(args: argparse.Namespace, figures: dict, started: float) -> None:
+    import importlib.util
+
     import torch
 
-    from trainer.learner import Learner
-    from trainer.models import load_policy
-    from trainer.rollout.base import SamplingSettings
-    from trainer.rollout.vllm_engine import VllmEngine
+    figures["gpu"] = torch.cuda.get_device_name(0)
+    figures["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 1024**3, 1)
+    figures["torch"] = torch.__version__
+    print(f"GPU: {figures['gpu']} ({figures['gpu_memory_gib']} GiB), torch {torch.__version__}")
+    config = _one_gpu_config(args, figures["gpu_memory_gib"])
+    tokenizer = _tokenizer_of_the_vocabulary()
 
-    print(f"GPU: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, vllm {_vllm_version()}")
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-        model_folder = args.model or _build_tiny_random_llama(Path(scratch) / "tiny-llama")
-        config = _one_gpu_config(model_folder, args)
-        model, tokenizer = load_policy(config.model)
-        learner = Learner(config, model, tokenizer)
-
-        started = time.perf_counter()
-        engine = VllmEngine.from_config(config, learner.model, tokenizer)
-        print(f"vLLM ready in {time.perf_counter() - started:.1f} s (includes the first weight push)")
-        try:
-            prompts = _prompts(tokenizer, config.rollout.prompts_per_step)
-            _check_sampling(engine, prompts[:4], SamplingSettings.from_config(config.rollout, seed=0))
-            _check_weight_push(engine, learner, tokenizer, config, prompts[:4], args.logprob_tolerance)
-            _time_steps(engine, learner, tokenizer, config, prompts, args.steps)
-        finally:
-            engine.close()
+    figures["plan"] = _plan(config)
+    _deadline(started, "the memory plan")
+    learner = _learner(config, tokenizer, figures)
+    figures["learner"] = _learner_step(learner, config, figures["plan"])
+    _deadline(started, "the learner step")
+    figures["transformers_engine"] = _transformers_generation(config, learner, tokenizer, args)
+    _deadline(started, "the transformers engine")
+    if importlib.util.find_spec("vllm") is None:
+        line = "vLLM is not installed here: skipping the vLLM checks (sampling, weight push, log-prob agreement)"
+        print(f"\n[5] {line}")
+        figures["vllm"] = {"skipped": line}
+    else:
+        figures["vllm"] = _vllm_checks(config, learner, tokenizer, args)
+    _deadline(started, "the vLLM checks")
 
 
-def _one_gpu_config(model_folder: str, args: argparse.Namespace):
+def _deadline(started: float, after: str) -> None:
+    elapsed = time.perf_counter() - started
+    if elapsed > DEADLINE_S:
+        raise CheckFailed(f"{elapsed:.0f} s after {after}: over the {DEADLINE_S} s this check may take")
+
+
+def _one_gpu_config(args: argparse.Namespace, gpu_memory_gib: float):
+    """h100x8's recipe on one GPU: its lengths, its token budget (one whole sequence per forward pass)."""
     from trainer.config import RunConfig
 
-    preset = RunConfig.from_preset("h100x8")
-    prompts_per_gpu = preset.rollout.prompts_per_step // GPUS_IN_PRESET  # 32
-    mini_batch_per_gpu = preset.optimizer.mini_batch_prompts // GPUS_IN_PRESET  # 4: still 8 optimizer steps
     return RunConfig.from_preset("h100x8", {
-        "model": {"source": "huggingface", "name_or_path": str(model_folder)},
-        "rollout": {
-            "prompts_per_step": prompts_per_gpu, "samples_per_prompt": args.samples,
-            "max_prompt_tokens": 512, "max_response_tokens": args.response_tokens,
-            "vllm_gpu_memory_utilization": args.gpu_memory_utilization,
-        },
-        "retry": {"max_prompt_tokens": 1024},
-        "optimizer": {"learning_rate": args.learning_rate, "mini_batch_prompts": mini_batch_per_gpu},
-        "cluster": {"num_gpus": 1},
+        "model": {"source": "huggingface", "name_or_path": MODEL},
+        "rollout": {"engine": "transformers", "max_prompt_tokens": args.prompt_tokens,
+                    "max_response_tokens": args.response_tokens},
+        "retry": {"max_prompt_tokens": args.prompt_tokens},
+        "optimizer": {"micro_batch_tokens": args.prompt_tokens + args.response_tokens},
+        "cluster": {"num_gpus": 1, "gpu_memory_gib": gpu_memory_gib},
     })
 
 
-def _build_tiny_random_llama(folder: Path) -> str:
-    """Random weights with SmolLM2's tokenizer; head size 64, which every vLLM attention backend supports."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _tokenizer_of_the_vocabulary():
+    """A word-level tokenizer with exactly the model's 151,936 ids (no download): random weights need no real one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
-    from trainer.models import smollm2_tokenizer
+    from trainer.memory_plan import KNOWN_ARCHITECTURES
 
-    tokenizer = smollm2_tokenizer()
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    print(f"built a tiny random Llama in {folder} (vocabulary {len(tokenizer)}, hidden 256, 4 layers)")
-    return str(folder)
+    vocabulary_size = KNOWN_ARCHITECTURES[MODEL][1]["vocab_size"]
+    special = ["<|endoftext|>", "<|im_end|>", "<unk>"]
+    vocabulary = {token: index for index, token in enumerate(special)}
+    vocabulary.update({f"w{index}": index for index in range(len(special), vocabulary_size)})
+    backend = Tokenizer(models.WordLevel(vocab=vocabulary, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                   unk_token="<unk>")
 
 
-def _prompts(tokenizer, count: int) -> list[str]:
-    prompts = []
-    for index in range(count):
-        request = ("Complete the following Lean 4 proof. Think first, then give one ```lean4 block.\n\n"
-                   f"{STATEMENTS[index % len(STATEMENTS)]} := by")
-        if getattr(tokenizer, "chat_template", None):
-            prompts.append(tokenizer.apply_chat_template([{"role": "user", "content": request}],
-                                                         tokenize=False, add_generation_prompt=True))
-        else:
-            prompts.append(request)
-    return prompts
+def _plan(config) -> dict:
+    from trainer import memory_plan
 
-
-def _check_sampling(engine, prompts, sampling) -> None:
-    print(f"\n[1] vLLM samples {sampling.n} answers for each of {len(prompts)} prompts")
+    print(f"\n[1] memory plan of one learner micro-step on this GPU ({config.rollout.max_prompt_tokens:,} prompt + "
+          f"{config.rollout.max_response_tokens:,} response tokens), on fake tensors")
     started = time.perf_counter()
-    generations = list(engine.generate(prompts, sampling))
+    learner = memory_plan.plan_learner(config)
+    print(f"    predicted peak {learner.peak_bytes / 1024**3:.2f} GiB (resident between steps "
+          f"{learner.resident_bytes / 1024**3:.2f} GiB), planned in {time.perf_counter() - started:.0f} s")
+    return {"predicted_peak_gib": round(learner.peak_bytes / 1024**3, 3),
+            "predicted_resident_gib": round(learner.resident_bytes / 1024**3, 3),
+            "micro_batch_tokens": learner.micro_batch_tokens}
+
+
+def _learner(config, tokenizer, figures: dict):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import Learner
+    from trainer.memory_plan import architecture_of
+
+    print(f"\n[2] {MODEL}'s architecture at random weights, float32 master weights on the GPU")
+    started = time.perf_counter()
+    architecture = architecture_of(config)
+    architecture._attn_implementation = "sdpa"  # what from_pretrained gives the learner
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    learner = Learner(config, model, tokenizer)
+    parameters = sum(p.numel() for p in model.parameters())
+    figures["parameters"] = parameters
+    print(f"    {parameters / 1e9:.2f} B parameters, built in {time.perf_counter() - started:.0f} s")
+    return learner
+
+
+def _sequences(config, prompt_tokens: int, response_tokens: int, count: int = 2):
+    """Full-length sequences with advantages of both signs (no Lean here: the rewards are made up, and labelled so)."""
+    import random
+
+    from trainer.learner import TrainingSequence
+
+    rng = random.Random(0)
+    vocabulary = 151_000
+    return [TrainingSequence(prompt_ids=[rng.randrange(3, vocabulary) for _ in range(prompt_tokens)],
+                             response_ids=[rng.randrange(3, vocabulary) for _ in range(response_tokens)],
+                             advantage=0.5 if index % 2 == 0 else -0.5, group_key="g0", rollout_key=f"r{index}")
+            for index in range(count)]
+
+
+def _learner_step(learner, config, plan: dict) -> dict:
+    import torch
+
+    print("\n[3] the learner step for real (Learner.step), against the plan")
+    # A short step first: AdamW's states exist from then on, as in a running job (and in the plan).
+    learner.step(_sequences(config, 16, 16))
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    # One micro-batch each (the token budget holds one full sequence): two passes, one per sign of advantage.
+    sequences = _sequences(config, config.rollout.max_prompt_tokens, config.rollout.max_response_tokens)
+    metrics = learner.step(sequences)
+    torch.cuda.synchronize()
+    measured = torch.cuda.max_memory_allocated() / 1024**3
+    predicted = plan["predicted_peak_gib"]
+    ratio = predicted / measured
+    print(f"    {metrics['tokens']:,} response tokens in {metrics['seconds']:.1f} s: "
+          f"{metrics['tokens_per_second']:,.0f} tokens/s (π_old pass, forward, backward, AdamW step)")
+    print(f"    peak memory: measured {measured:.2f} GiB, planned {predicted:.2f} GiB ({ratio - 1:+.0%})")
+    figures = {"measured_peak_gib": round(measured, 3), "predicted_peak_gib": predicted,
+               "prediction_over_measurement": round(ratio, 3), "tokens": metrics["tokens"],
+               "seconds": round(metrics["seconds"], 2), "tokens_per_second": round(metrics["tokens_per_second"], 1),
+               "loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}
+    if not 1 - PLAN_TOLERANCE <= ratio <= 1 + PLAN_TOLERANCE:
+        raise CheckFailed(f"the memory plan predicted {predicted:.2f} GiB for the learner step and it took "
+                          f"{measured:.2f} GiB: off by more than {PLAN_TOLERANCE:.0%}; trainer/memory_plan.py misses something")
+    return figures
+
+
+def _transformers_generation(config, learner, tokenizer, args) -> dict:
+    import torch
+
+    from trainer.rollout.base import SamplingSettings, build_engine
+
+    print(f"\n[4] the transformers engine generates {args.samples} samples × {args.prompts} prompts, "
+          f"{args.generate_tokens} tokens each")
+    torch.cuda.empty_cache()
+    engine = build_engine(config, learner.model, tokenizer)  # a bfloat16 copy of the float32 learner
+    prompt_ids = tokenizer(" ".join(f"w{index + 100}" for index in range(256)), add_special_tokens=False)["input_ids"]
+    sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1,
+                                max_tokens=args.generate_tokens, seed=0)
+    started = time.perf_counter()
+    generations = list(engine.generate([prompt_ids] * args.prompts, sampling))
     seconds = time.perf_counter() - started
     tokens = sum(g.num_tokens for g in generations)
-    keys = sorted((g.prompt_index, g.sample_index) for g in generations)
-    if keys != [(p, s) for p in range(len(prompts)) for s in range(sampling.n)]:
-        raise CheckFailed(f"expected every (prompt, sample) once, got {keys}")
-    truncated = sum(g.is_truncated for g in generations)
-    print(f"    {len(generations)} answers, {tokens} tokens in {seconds:.2f} s: {tokens / seconds:,.0f} tokens/s; "
-          f"{truncated} truncated at {sampling.max_tokens} tokens")
-    first, last = min(g.seconds for g in generations), max(g.seconds for g in generations)
-    print(f"    first answer handed over at {first:.2f} s, last at {last:.2f} s (streaming)")
+    engine.close()
+    print(f"    {len(generations)} samples, {tokens:,} tokens in {seconds:.1f} s: {tokens / seconds:,.0f} tokens/s")
+    if len(generations) != args.samples * args.prompts:
+        raise CheckFailed(f"expected {args.samples * args.prompts} samples, got {len(generations)}")
+    return {"samples": len(generations), "tokens": tokens, "seconds": round(seconds, 2),
+            "tokens_per_second": round(tokens / seconds, 1)}
 
 
-def _check_weight_push(engine, learner, tokenizer, config, prompts, tolerance: float) -> None:
+def _vllm_checks(config, learner, tokenizer, args) -> dict:
+    """vLLM serves the random model, samples, takes the learner's weights, and then scores text as the learner does."""
+    import torch
+    import vllm
+
+    from trainer.config import RunConfig
     from trainer.rollout.base import SamplingSettings
+    from trainer.rollout.vllm_engine import VllmEngine
 
-    print("\n[2] a learner step, then the weight push into vLLM")
-    greedy = SamplingSettings.greedy(max_tokens=32)
-    before = next(engine.generate([PROBE_PROMPT], greedy))
-    fixed_ids = tokenizer(PROBE_PROMPT + FIXED_CONTINUATION, add_special_tokens=False)["input_ids"]
-    vllm_before = _vllm_token_logprobs(engine, fixed_ids)
+    print(f"\n[5] vLLM {vllm.__version__}: sampling, the hand-over and the weight push")
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
+        learner.model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        vllm_config = RunConfig.model_validate({**config.model_dump(mode="python"),
+                                                "model": {**config.model.model_dump(), "name_or_path": folder},
+                                                "rollout": {**config.rollout.model_dump(), "engine": "vllm",
+                                                            "vllm_gpu_memory_utilization": 0.4}})
+        torch.cuda.empty_cache()
+        engine = VllmEngine.from_config(vllm_config, learner.model, tokenizer)
+        try:
+            prompt_ids = tokenizer(" ".join(f"w{index + 100}" for index in range(256)), add_special_tokens=False)["input_ids"]
+            sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1,
+                                        max_tokens=args.generate_tokens, seed=0)
+            started = time.perf_counter()
+            generations = list(engine.generate([prompt_ids] * args.prompts, sampling))
+            seconds = time.perf_counter() - started
+            tokens = sum(g.num_tokens for g in generations)
+            print(f"    {tokens:,} tokens in {seconds:.1f} s: {tokens / seconds:,.0f} tokens/s")
 
-    sequences = _scored_sequences(engine, tokenizer, prompts, SamplingSettings.from_config(config.rollout, seed=1))
-    engine.sleep()
-    metrics = learner.step(sequences)
-    print(f"    learner: {metrics['optimizer_steps']} optimizer steps, loss {metrics['loss']:.3g}, "
-          f"grad norm {metrics['grad_norm']:.3g} (synthetic rewards: even samples 1, odd 0)")
-    started = time.perf_counter()
-    engine.push_weights(learner.model)
-    print(f"    weights pushed in {time.perf_counter() - started:.2f} s")
+            fixed = prompt_ids[:64]
+            before = _vllm_token_logprobs(engine, fixed)
+            engine.sleep()
+            learner.optimizer.param_groups[0]["lr"] = 1e-3  # for this check only: one step must visibly move the model
+            learner.step(_sequences(config, 64, 64))
+            from trainer.driver import release_cached_accelerator_memory
 
-    after = next(engine.generate([PROBE_PROMPT], greedy))
-    print(f"    greedy before: {before.text[:80]!r}")
-    print(f"    greedy after:  {after.text[:80]!r}")
-    if after.token_ids == before.token_ids:
-        raise CheckFailed("the greedy answer did not change after the learner step and the weight push; "
-                          "vLLM may still be serving the old weights")
-
-    vllm_after = _vllm_token_logprobs(engine, fixed_ids)
-    learner_now = _learner_token_logprobs(learner, fixed_ids)
-    gap_before = statistics.fmean(abs(a - b) for a, b in zip(vllm_before, learner_now))
-    gap_after = statistics.fmean(abs(a - b) for a, b in zip(vllm_after, learner_now))
-    print(f"    mean |vLLM − learner| log-prob on a fixed text: {gap_before:.4f} nats before the push, "
-          f"{gap_after:.4f} after")
+            release_cached_accelerator_memory()
+            started = time.perf_counter()
+            engine.push_weights(learner.model)
+            push_seconds = time.perf_counter() - started
+            after = _vllm_token_logprobs(engine, fixed)
+            learner_now = _learner_token_logprobs(learner, fixed)
+        finally:
+            engine.close()
+    gap_before = statistics.fmean(abs(a - b) for a, b in zip(before, learner_now))
+    gap_after = statistics.fmean(abs(a - b) for a, b in zip(after, learner_now))
+    print(f"    weights pushed in {push_seconds:.2f} s; mean |vLLM − learner| log-prob {gap_before:.4f} nats before "
+          f"the push, {gap_after:.4f} after")
     if not gap_after < gap_before:
         raise CheckFailed(f"vLLM did not move toward the learner ({gap_before:.4f} → {gap_after:.4f} nats)")
-    if gap_after > tolerance:
-        raise CheckFailed(f"vLLM and the learner disagree by {gap_after:.4f} nats per token after the push "
-                          f"(tolerance {tolerance}); some weights did not arrive")
-
-
-def _scored_sequences(engine, tokenizer, prompts, sampling):
-    """Rollouts with synthetic rewards (no Lean here): even samples 1, odd 0, then Dr.GRPO advantages."""
-    import torch
-
-    from trainer.learner import TrainingSequence, group_advantages
-
-    generations = sorted(engine.generate(prompts, sampling), key=lambda g: (g.prompt_index, g.sample_index))
-    rewards = torch.tensor([[1.0 if g.sample_index % 2 == 0 else 0.0 for g in generations
-                             if g.prompt_index == p] for p in range(len(prompts))])  # (G, N)
-    advantages = group_advantages(rewards)
-    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    return [
-        TrainingSequence(prompt_ids=prompt_ids[g.prompt_index], response_ids=g.token_ids,
-                         advantage=float(advantages[g.prompt_index, g.sample_index]),
-                         group_key=f"p{g.prompt_index}", rollout_key=f"p{g.prompt_index}-r{g.sample_index}")
-        for g in generations if g.num_tokens > 0
-    ]
+    return {"tokens_per_second": round(tokens / seconds, 1), "weight_push_seconds": round(push_seconds, 2),
+            "logprob_gap_before_push": gap_before, "logprob_gap_after_push": gap_after}
 
 
 def _vllm_token_logprobs(engine, token_ids: list[int]) -> list[float]:
-    """vLLM's log-probability of each token after the first, given those before it."""
     import vllm
 
     engine.wake()
@@ -264,46 +333,9 @@ def _learner_token_logprobs(learner, token_ids: list[int]) -> list[float]:
     return log_probs.gather(-1, input_ids[0, 1:].unsqueeze(-1)).squeeze(-1).tolist()
 
 
-def _time_steps(engine, learner, tokenizer, config, prompts, steps: int) -> None:
-    from trainer.rollout.base import SamplingSettings
-
-    rollout = config.rollout
-    print(f"\n[3] {steps} h100x8-shaped steps on one GPU: {rollout.prompts_per_step} prompts × "
-          f"{rollout.samples_per_prompt} samples, up to {rollout.max_response_tokens} tokens, "
-          f"mini-batches of {config.optimizer.mini_batch_prompts} prompts")
-    for step in range(steps):
-        sampling = SamplingSettings.from_config(rollout, seed=100 + step)
-        started = time.perf_counter()
-        sequences = _scored_sequences(engine, tokenizer, prompts, sampling)
-        generation_s = time.perf_counter() - started
-        tokens = sum(len(s.response_ids) for s in sequences)
-
-        started = time.perf_counter()
-        engine.sleep()
-        metrics = learner.step(sequences)
-        learning_s = time.perf_counter() - started
-
-        started = time.perf_counter()
-        engine.push_weights(learner.model)
-        engine.wake()
-        sync_s = time.perf_counter() - started
-
-        total = generation_s + learning_s + sync_s
-        print(f"    step {step}: {tokens:,} tokens, {tokens / generation_s:,.0f} generated tokens/s, "
-              f"{metrics['optimizer_steps']} optimizer steps; time: generation {generation_s:.2f} s "
-              f"({generation_s / total:.0%}), learning {learning_s:.2f} s ({learning_s / total:.0%}), "
-              f"weight sync {sync_s:.2f} s ({sync_s / total:.0%})")
-
-
-def _vllm_version() -> str:
-    import vllm
-
-    return getattr(vllm, "__version__", "unknown")
-
-
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_check", description=__doc__.splitlines()[0],
-                                     epilog="Exits 2 without a CUDA GPU or vLLM, 1 when a check fails.")
+                                     epilog="Exits 2 without a CUDA GPU, 1 when a check fails.")
     add_arguments(parser)
     return main(parser.parse_args(argv))
 

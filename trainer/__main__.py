@@ -17,6 +17,7 @@ COMMANDS = {
     "sft": "Warm-start supervised fine-tuning on demonstrations.",
     "demonstrations": "Write cold-start demonstrations (answers in the recipe's format) for the stand-in's fragment.",
     "export": "Write a checkpoint as a Hugging Face model folder.",
+    "memory-plan": "Plan one rank's peak GPU memory (learner step and rollout) from the model's architecture.",
     "lean-standin": "Serve the stand-in Lean server (the kimina-lean-server API, a small fragment decided).",
 }
 

@@ -136,6 +136,14 @@ class LossConfig(Section):
     token_loss_divisor: int | None = Field(
         None, ge=1, description="Constant divisor of summed token losses; None means rollout.max_response_tokens."
     )
+    release_micro_batch_sequences: int = Field(
+        2, ge=1,
+        description="The micro-batch (sequences per GPU) whose gradient scale every run reproduces. verl scales each "
+        "micro-batch's loss by micro-batch / mini-batch sequences per rank, so its gradient grows with the micro-batch; "
+        "the release ran 2. The learner applies this scale whatever optimizer.micro_batch_sequences or "
+        "micro_batch_tokens a run uses, so memory settings never change the optimisation. Change it only to "
+        "reproduce a verl run made with another micro-batch.",
+    )
 
 
 class OptimizerConfig(Section):
@@ -148,7 +156,20 @@ class OptimizerConfig(Section):
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = Field(1.0, gt=0)
     mini_batch_prompts: int = Field(32, ge=1, description="Prompts per optimizer step: 256/32 = 8 steps per batch.")
-    micro_batch_sequences: int = Field(4, ge=1, description="Sequences per forward pass (gradient accumulation).")
+    micro_batch_sequences: int = Field(
+        4, ge=1, description="Sequences per forward pass (gradient accumulation) when micro_batch_tokens is None. "
+        "Memory only: the gradient's scale is loss.release_micro_batch_sequences'.")
+    micro_batch_tokens: int | None = Field(
+        None, ge=16,
+        description="Token budget of one forward pass on one device (prompt plus response tokens of the sequences "
+        "packed into it, no padding), as verl's ppo_max_token_len_per_gpu; None groups micro_batch_sequences "
+        "sequences instead. Must hold the longest possible sequence (max prompt tokens + rollout.max_response_tokens). "
+        "Memory only: the gradient is the same for any budget.")
+    logprob_chunk_tokens: int = Field(
+        1024, ge=1,
+        description="Response tokens whose vocabulary logits exist at once when the learner computes log-probs "
+        "(forward and backward); the learner's largest tensor is this × the vocabulary, whatever the sequence length. "
+        "Lower it to save memory, raise it for fewer, larger matrix products.")
 
 
 class ScheduleConfig(Section):
@@ -201,6 +222,11 @@ class ClusterConfig(Section):
                     "0 runs on CPU in one process.",
     )
     cpus_per_worker: int = Field(8, ge=1)
+    gpu_memory_gib: float = Field(
+        80.0, gt=0,
+        description="Memory of one GPU in GiB (H100 80 GB: 80; H200: 141 GB). The memory plan "
+                    "(`python -m trainer memory-plan`) checks every rank's peak against it before launch.",
+    )
 
 
 class SftConfig(Section):
@@ -240,6 +266,20 @@ class TrackingConfig(Section):
     rollout_table_rows: int = Field(16, ge=1, le=256, description="Rollouts per sample table.")
 
 
+class EventsConfig(Section):
+    """How the trainer's events reach Redis (trainer/events.py BufferedStreamSink)."""
+
+    max_outage_s: float = Field(
+        300.0, gt=0,
+        description="Seconds Redis may refuse the run's events (a restart, a failover) before the run fails; "
+                    "meanwhile they wait in a local buffer, in order. Raise it where Redis restarts take longer.",
+    )
+    buffer_mb: int = Field(
+        256, ge=1,
+        description="Most MiB of events buffered during an outage; past it the trainer waits for Redis.",
+    )
+
+
 class RunConfig(Section):
     preset: str = "h100x8"
     model: ModelConfig = ModelConfig()
@@ -253,6 +293,7 @@ class RunConfig(Section):
     cluster: ClusterConfig = ClusterConfig()
     sft: SftConfig = SftConfig()
     tracking: TrackingConfig = TrackingConfig()
+    events: EventsConfig = EventsConfig()
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":
@@ -262,6 +303,13 @@ class RunConfig(Section):
             raise ValueError(
                 f"optimizer.mini_batch_prompts ({self.optimizer.mini_batch_prompts}) exceeds "
                 f"rollout.prompts_per_step ({self.rollout.prompts_per_step}); lower it or raise prompts_per_step"
+            )
+        longest_sequence = max(self.rollout.max_prompt_tokens, self.retry.max_prompt_tokens) + self.rollout.max_response_tokens
+        if self.optimizer.micro_batch_tokens is not None and self.optimizer.micro_batch_tokens < longest_sequence:
+            raise ValueError(
+                f"optimizer.micro_batch_tokens ({self.optimizer.micro_batch_tokens}) cannot hold the longest sequence a "
+                f"step may train on: {longest_sequence} tokens (the longer of rollout.max_prompt_tokens and "
+                f"retry.max_prompt_tokens, plus rollout.max_response_tokens); set it to at least {longest_sequence}"
             )
         if self.rollout.prompts_per_step % self.optimizer.mini_batch_prompts:
             raise ValueError(
@@ -314,10 +362,12 @@ def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, An
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. Checkpoints of 1.7B parameters
-    # with their optimizer state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect
-    # on training; set schedule.keep_last_checkpoints=null to keep all, as the release does).
-    "h100x8": {"schedule": {"keep_last_checkpoints": 3}},
+    # The recipe's own numbers, for Kimina-Prover-Distill-1.7B on 8×H100. One forward pass holds
+    # one whole sequence at the recipe's longest (8,192 prompt + 24,576 response tokens), or
+    # several shorter ones packed together. Checkpoints of 1.7B parameters with their optimizer
+    # state are ~20 GB every 5 steps: the last 3 and the best are kept (no effect on training; set
+    # schedule.keep_last_checkpoints=null to keep all, as the release does).
+    "h100x8": {"optimizer": {"micro_batch_tokens": 32768}, "schedule": {"keep_last_checkpoints": 3}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, record_evaluation, rewards_matrix
+from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, rewards_matrix
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.rollout.base import rollout_dtype
 from trainer.rollout.replica import ReplicaRolloutEngine
@@ -454,20 +454,15 @@ class DataParallelRun(TrainingRun):
         rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
         sequences = self.training_sequences(slots, rollouts, rewards)  # the whole batch, on every rank
 
-        started = time.perf_counter()
-        self.engine.sleep()
-        learner_metrics = combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))
-        timings["learning_s"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        self.engine.wake()
-        self.engine.push_weights(self.model)
-        timings["weight_sync_s"] = time.perf_counter() - started
+        learner_metrics = self.update_policy(sequences, timings)  # the driver's hand-over order
 
         retry_counts = self.add_retries(rollouts, step)  # same rollouts in the same order: same buffers
         metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def learner_step(self, sequences) -> dict:
+        return combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))
 
     def _roll_out_share(self, slots, mine: list[int], step: int) -> RolloutShare:
         rollouts, generation_s, tail_s = self.roll_out_and_verify(slots, step, mine)
@@ -504,8 +499,6 @@ class DataParallelRun(TrainingRun):
         values = evaluation_report(first_rewards, retry_rewards)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        if self.group.rank == 0:
-            record_evaluation(self.output_dir, step, values)
         return values
 
     def save_checkpoint(self):

@@ -188,7 +188,7 @@ class TrainingRun:
                 self.step += 1
                 self.train_step(self.step)
                 if self._is_due(self.config.schedule.eval_every):
-                    self.evaluate(self.step)
+                    self.record_evaluation(self.step, self.evaluate(self.step))
                 if self._is_due(self.config.schedule.checkpoint_every):
                     self.save_checkpoint()
             if not self._is_due(self.config.schedule.checkpoint_every):
@@ -342,20 +342,35 @@ class TrainingRun:
         rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
         sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
 
-        started = time.perf_counter()
-        self.engine.sleep()
-        learner_metrics = self.learner.step(sequences)
-        timings["learning_s"] = time.perf_counter() - started
-
-        started = time.perf_counter()
-        self.engine.wake()
-        self.engine.push_weights(self.model)
-        timings["weight_sync_s"] = time.perf_counter() - started
+        learner_metrics = self.update_policy(sequences, timings)
 
         retry_counts = self.add_retries(rollouts, step)
         metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def update_policy(self, sequences, timings: dict) -> dict:
+        """The learner step and the hand-over to the rollout engine, in the order one GPU can hold.
+
+        generate (done) → engine.sleep() → learner step → the learner's cached blocks back to the
+        device → push_weights (wakes vLLM's weights alone and writes into them) → the next
+        generate wakes the key/value cache. So vLLM never wakes into memory PyTorch still holds,
+        and its cache never shares the GPU with the learner's step or the weight transfer.
+        Records ``learning_s`` and ``weight_sync_s`` in ``timings``; returns the learner's metrics.
+        """
+        started = time.perf_counter()
+        self.engine.sleep()
+        learner_metrics = self.learner_step(sequences)
+        timings["learning_s"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        release_cached_accelerator_memory()
+        self.engine.push_weights(self.model)
+        timings["weight_sync_s"] = time.perf_counter() - started
+        return learner_metrics
+
+    def learner_step(self, sequences) -> dict:
+        return self.learner.step(sequences)
 
     def sample_prompts(self, step: int) -> list[PromptSlot]:
         """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""
@@ -435,7 +450,8 @@ class TrainingRun:
         sampling_payload = asdict(sampling)
         pending: list[Future] = []
         started = time.perf_counter()
-        for generation in self.engine.generate([slots[index].prompt_text for index in indices], sampling):
+        # Token ids, not text: the engine samples from exactly the prompt the learner will score.
+        for generation in self.engine.generate([slots[index].prompt_ids for index in indices], sampling):
             slot_index = indices[generation.prompt_index]
             slot = slots[slot_index]
             key = rollout_key(step, slot_index, generation.sample_index, slot.turn)
@@ -595,8 +611,14 @@ class TrainingRun:
         values = evaluation_report(first_outcomes, retry_outcomes)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        record_evaluation(self.output_dir, step, values)
         return values
+
+    def record_evaluation(self, step: int, values: dict) -> None:
+        """A training run's evaluations, kept beside its checkpoints for the retention's "best" (rank 0)."""
+        from trainer.checkpoint import is_checkpoint_writer
+
+        if is_checkpoint_writer():
+            record_evaluation(self.output_dir, step, values)
 
     def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None) -> tuple[dict, dict]:
         """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
@@ -649,7 +671,7 @@ class TrainingRun:
     def _score_all(self, slots, sampling, key_prefix) -> dict:
         """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``."""
         futures = {}
-        for generation in self.engine.generate([s.prompt_text for s in slots], sampling):
+        for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
             slot = slots[generation.prompt_index]
             key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
             futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
@@ -723,6 +745,21 @@ def _evaluation_record(step: int, seed: int, slot: PromptSlot, generation, score
         "num_tokens": generation.num_tokens, "is_truncated": generation.is_truncated,
         "response": generation.text, "checked_code": scored.checked_code,
     }
+
+
+def release_cached_accelerator_memory() -> None:
+    """Give PyTorch's cached GPU blocks back to the device, once the learner's tensors are unreferenced.
+
+    The caching allocator keeps every block the learner step used; a rollout engine with its
+    own allocator (vLLM) cannot use them and would wake into a GPU PyTorch still holds.
+    """
+    import gc
+
+    import torch
+
+    gc.collect()  # the step's activations may sit in reference cycles (autograd graphs, exceptions)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _quiet_transformers() -> None:

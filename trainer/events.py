@@ -7,6 +7,7 @@ The trainer only ever needs Redis, never the database.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import sys
 import threading
@@ -132,17 +133,167 @@ class EventPublisher:
 
 
 class RedisStreamSink:
-    """Appends events to the run's Redis Stream. The ingester acknowledges them."""
+    """Appends events to the run's Redis Stream, at once; raises if Redis cannot take them.
 
-    def __init__(self, redis_url: str, run_id: str, maxlen: int = 1_000_000):
+    No MAXLEN: the ingester trims the stream up to what it has stored, and a length cap here
+    would drop events nobody had read. The trainer publishes through ``BufferedStreamSink``,
+    which rides out a Redis restart; this one is its transport, and what tests use to publish
+    synchronously.
+    """
+
+    def __init__(self, redis_url: str, run_id: str, *, socket_timeout_s: float = 10.0):
         import redis
 
-        self.client = redis.Redis.from_url(redis_url)
+        # Timeouts, so an unreachable host (packets dropped, not refused) fails a send in seconds.
+        self.client = redis.Redis.from_url(redis_url, socket_connect_timeout=socket_timeout_s,
+                                           socket_timeout=socket_timeout_s)
         self.key = stream_key(run_id)
-        self.maxlen = maxlen
 
     def write(self, event: TrainerEvent) -> None:
-        self.client.xadd(self.key, event.to_stream_fields(), maxlen=self.maxlen, approximate=True)
+        self.client.xadd(self.key, event.to_stream_fields())
+
+    def write_many(self, events: list[TrainerEvent]) -> None:
+        """One round trip for many events, in order. Some may have been added when it raises; sending
+        them again is harmless, as the ingester stores an event_id once."""
+        pipeline = self.client.pipeline(transaction=False)
+        for event in events:
+            pipeline.xadd(self.key, event.to_stream_fields())
+        pipeline.execute()
+
+
+class EventsUnavailable(RuntimeError):
+    """Redis could not take the run's events for longer than ``events.max_outage_s``."""
+
+
+class BufferedStreamSink:
+    """The trainer's events to Redis through a bounded local buffer, so a Redis restart costs no event.
+
+    ``write`` only queues the event; one background thread sends the queue in order, oldest first,
+    and on a failure keeps the events and retries with backoff (0.2 s doubling to 5 s). An event
+    whose send failed half-way may reach the stream twice; the ingester stores each event_id
+    once, so none is doubled in the database, and none is lost while the buffer holds. When the
+    buffer is full (``max_buffer_bytes`` of JSON), ``write`` waits for room. Once sends have failed
+    for ``max_outage_s`` without a success, every ``write``, ``flush`` and ``close`` raises
+    ``EventsUnavailable`` with what happened and how to resume: the run fails only then.
+    """
+
+    def __init__(self, transport: RedisStreamSink, *, max_outage_s: float = 300.0,
+                 max_buffer_bytes: int = 256 * 1024 * 1024, batch_size: int = 500, clock=time.monotonic):
+        self.transport = transport
+        self.max_outage_s = max_outage_s
+        self.max_buffer_bytes = max_buffer_bytes
+        self.batch_size = batch_size
+        self.clock = clock
+        self._queue: collections.deque[tuple[TrainerEvent, int]] = collections.deque()
+        self._queued_bytes = 0
+        self._sending = 0  # events taken by the sender, not yet confirmed
+        self._condition = threading.Condition()
+        self._failing_since: float | None = None
+        self._last_error: BaseException | None = None
+        self.failure: EventsUnavailable | None = None
+        self._closed = False
+        self.sent = 0
+        self.retries = 0
+        self._sender = threading.Thread(target=self._send_forever, name="event-sender", daemon=True)
+        self._sender.start()
+
+    def configure(self, *, max_outage_s: float, max_buffer_bytes: int) -> None:
+        """The run's own limits (``events`` section of its config), known only once the config is read."""
+        with self._condition:
+            self.max_outage_s = max_outage_s
+            self.max_buffer_bytes = max_buffer_bytes
+            self._condition.notify_all()
+
+    def write(self, event: TrainerEvent) -> None:
+        size = len(event.model_dump_json())
+        with self._condition:
+            # A single event larger than the whole buffer still goes, alone.
+            while (self.failure is None and self._queue
+                   and self._queued_bytes + size > self.max_buffer_bytes):
+                self._condition.wait(0.5)
+            if self.failure is not None:
+                raise self.failure
+            self._queue.append((event, size))
+            self._queued_bytes += size
+            self._condition.notify_all()
+
+    @property
+    def buffered(self) -> int:
+        """Events not yet confirmed by Redis."""
+        with self._condition:
+            return len(self._queue) + self._sending
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every queued event is in Redis (or the outage limit ends the wait)."""
+        deadline = None if timeout is None else self.clock() + timeout
+        with self._condition:
+            while self.failure is None and (self._queue or self._sending):
+                if deadline is not None and self.clock() >= deadline:
+                    raise TimeoutError(f"{len(self._queue) + self._sending} events still unsent after {timeout} s")
+                self._condition.wait(0.2)
+            if self.failure is not None:
+                raise self.failure
+
+    def close(self) -> None:
+        """Send what is buffered, then stop the sender; raises ``EventsUnavailable`` if Redis stayed away."""
+        try:
+            self.flush()
+        finally:
+            with self._condition:
+                self._closed = True
+                self._condition.notify_all()
+            self._sender.join(5)
+
+    def _send_forever(self) -> None:
+        delay = 0.2
+        while True:
+            with self._condition:
+                while not self._queue and not self._closed:
+                    self._condition.wait()
+                if self._closed and not self._queue:
+                    return
+                if self.failure is not None:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+                self._sending = len(batch)
+            try:
+                self.transport.write_many([event for event, _ in batch])
+            except Exception as error:  # noqa: BLE001 - any transport failure: keep the events, retry
+                with self._condition:
+                    self._queue.extendleft(reversed(batch))  # back at the front, in their order
+                    self._sending = 0
+                    self._last_error = error
+                    now = self.clock()
+                    if self._failing_since is None:
+                        self._failing_since = now
+                        print(f"events: Redis refused a send ({type(error).__name__}: {error}); "
+                              f"buffering {len(self._queue)} events and retrying for up to "
+                              f"{self.max_outage_s:.0f} s (events.max_outage_s)", file=sys.stderr, flush=True)
+                    if now - self._failing_since >= self.max_outage_s:
+                        self.failure = EventsUnavailable(
+                            f"the run's events could not be sent to Redis for {now - self._failing_since:.0f} s "
+                            f"(events.max_outage_s = {self.max_outage_s:.0f}); last error: "
+                            f"{type(error).__name__}: {error}. {len(self._queue)} events were not delivered. "
+                            "Bring Redis back (REDIS_URL) and resume the run: it continues from its last checkpoint."
+                        )
+                        self._condition.notify_all()
+                        return
+                    self.retries += 1
+                    retry_at = now + delay
+                    while self.clock() < retry_at:  # a write's notify must not cut the backoff short
+                        self._condition.wait(retry_at - self.clock())
+                delay = min(delay * 2, 5.0)
+                continue
+            with self._condition:
+                self._queued_bytes -= sum(size for _, size in batch)
+                self._sending = 0
+                self.sent += len(batch)
+                if self._failing_since is not None:
+                    print(f"events: Redis is back after {self.clock() - self._failing_since:.1f} s; "
+                          f"{len(self._queue)} buffered events follow", file=sys.stderr, flush=True)
+                self._failing_since = None
+                self._condition.notify_all()
+            delay = 0.2
 
 
 class StdoutSink:
@@ -183,10 +334,29 @@ class SequenceRecorder:
 
 
 def sink_from_url(url: str, run_id: str) -> EventSink:
-    """``redis://…`` publishes to the run's stream; ``-`` or ``stdout`` prints JSON lines."""
+    """``redis://…`` publishes to the run's stream through a buffer that rides out a Redis restart;
+    ``-`` or ``stdout`` prints JSON lines."""
     if url in ("-", "stdout", ""):
         return StdoutSink()
     if url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisStreamSink(url, run_id)
+        return BufferedStreamSink(RedisStreamSink(url, run_id))
     raise ValueError(f"events destination {url!r} is neither 'stdout' nor a redis:// URL")
 
+
+
+def configure_sink(sink: EventSink, events_config) -> None:
+    """Apply the run's ``events`` settings to a buffered sink (other sinks have nothing to set)."""
+    if isinstance(sink, BufferedStreamSink):
+        sink.configure(max_outage_s=events_config.max_outage_s,
+                       max_buffer_bytes=events_config.buffer_mb * 1024 * 1024)
+
+
+def finish_delivery(sink: EventSink) -> str | None:
+    """Send what the sink still buffers before the process ends; why it could not, or None."""
+    if not isinstance(sink, BufferedStreamSink):
+        return None
+    try:
+        sink.close()
+    except EventsUnavailable as error:
+        return str(error)
+    return None

@@ -10,9 +10,14 @@ comes from; ``Learner.step`` only batches sequences and runs the optimizer.
   clip for negative advantages (Ye et al. 2020, arXiv:1912.09729); verl's
   ``compute_policy_loss_vanilla``.
 - Aggregation: token losses summed and divided by a constant (Dr.GRPO), verl's
-  ``agg_loss(..., "seq-mean-token-sum-norm")`` per micro-batch, scaled by the
-  micro-batch's share of the mini-batch (verl's ``loss_scale_factor``, i.e.
-  1 / gradient-accumulation steps when micro-batches are equal).
+  ``agg_loss(..., "seq-mean-token-sum-norm")``, scaled as the release's verl run scaled it
+  at its micro-batch of 2 (``Learner.gradient_scale``), whatever micro-batch this run uses.
+
+Memory: no tensor of (tokens × vocabulary) is ever built for a whole micro-batch. The
+log-probs come from the final hidden states chunk by chunk (``ChunkedTokenLogprobs``), and
+micro-batches are sequences packed end to end without padding under a token budget per
+device (``token_budget_micro_batches``, ``pack_batch``), as verl's dynamic batch size and
+remove-padding do. Neither changes the loss.
 """
 
 from __future__ import annotations
@@ -147,18 +152,41 @@ def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
 
 
 @dataclass
-class PaddedBatch:
-    """Prompts left-padded, responses right-padded, so every response starts at the same column."""
+class TokenBatch:
+    """One forward pass's tokens and where its response tokens sit, in one of two layouts.
 
-    input_ids: torch.Tensor  # (B, P + R)
-    attention_mask: torch.Tensor  # (B, P + R)
-    position_ids: torch.Tensor  # (B, P + R)
-    response_ids: torch.Tensor  # (B, R)
-    response_mask: torch.Tensor  # (B, R) float
-    advantages: torch.Tensor  # (B, 1)
+    Padded (``pad_batch``): one row per sequence, prompts left-padded and responses
+    right-padded, so every response starts at the same column. Packed (``pack_batch``): one
+    row, the sequences end to end without padding, position ids restarting at 0 for each, so
+    the model's attention keeps them apart. Either way ``response_ids[b, k]`` is predicted by
+    the hidden state at column ``predictor_positions[k]`` of row b.
+    """
+
+    input_ids: torch.Tensor  # (B, L)
+    attention_mask: torch.Tensor | None  # (B, L); None when packed (sequence boundaries come from position_ids)
+    position_ids: torch.Tensor  # (B, L)
+    predictor_positions: torch.Tensor  # (K,): the columns whose next token is a response token
+    response_ids: torch.Tensor  # (B, K)
+    response_mask: torch.Tensor  # (B, K) float, 1.0 at a real response token
+    advantages: torch.Tensor  # (B, 1) padded, (1, K) packed: broadcasts against (B, K)
+    response_lengths: list[int]  # per sequence, in the order the sequences were given
+
+    def per_sequence(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """(B, K) values split into one (R_i,) tensor per sequence, in the sequences' order."""
+        return list(torch.split(values[self.response_mask.bool()], self.response_lengths))
+
+    def scatter(self, per_sequence: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The inverse of ``per_sequence``: one (R_i,) tensor per sequence back into a (B, K) tensor, 0 elsewhere."""
+        flat = torch.cat(list(per_sequence)).to(self.response_mask.device)
+        values = torch.zeros(self.response_mask.shape, dtype=flat.dtype, device=flat.device)
+        values[self.response_mask.bool()] = flat
+        return values
 
 
-def pad_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: torch.device) -> PaddedBatch:
+PaddedBatch = TokenBatch  # the name earlier callers know
+
+
+def pad_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: torch.device) -> TokenBatch:
     prompt_width = max(len(s.prompt_ids) for s in sequences)
     response_width = max(len(s.response_ids) for s in sequences)
     batch_size = len(sequences)
@@ -173,36 +201,284 @@ def pad_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: 
     # Left padding shifts token positions; positions follow the real tokens, as in generation.
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     advantages = torch.tensor([[s.advantage] for s in sequences], dtype=torch.float32)
-    return PaddedBatch(
+    return TokenBatch(
         input_ids=input_ids.to(device),
         attention_mask=attention_mask.to(device),
         position_ids=position_ids.to(device),
+        predictor_positions=torch.arange(prompt_width - 1, prompt_width + response_width - 1, device=device),
         response_ids=input_ids[:, prompt_width:].to(device),
         response_mask=attention_mask[:, prompt_width:].float().to(device),
         advantages=advantages.to(device),
+        response_lengths=[len(s.response_ids) for s in sequences],
     )
 
 
-def response_logprobs(model, batch: PaddedBatch, temperature: float = 1.0) -> torch.Tensor:
-    """log π(response token | everything before it), (B, R), in float32.
+def pack_batch(sequences: Sequence[TrainingSequence], device: torch.device) -> TokenBatch:
+    """The sequences end to end in one row, no padding; position ids restart at 0 for each sequence.
 
-    Logits are divided by the sampling temperature before the softmax, as verl does, so
-    the learner scores tokens under the distribution they were sampled from.
+    A model whose attention reads sequence boundaries from the position ids (transformers'
+    packed-sequence masks on CPU, flash-attention's varlen kernels on GPU) then computes
+    exactly what it computes for each sequence alone, and a forward pass costs what its
+    tokens cost.
     """
-    response_width = batch.response_ids.shape[1]
+    input_ids, position_ids, predictor_positions, response_ids, advantages = [], [], [], [], []
+    for sequence in sequences:
+        offset, prompt_length = len(input_ids), len(sequence.prompt_ids)
+        if prompt_length == 0:
+            raise ValueError("a training sequence needs at least one prompt token to predict its first response token from")
+        tokens = [*sequence.prompt_ids, *sequence.response_ids]
+        input_ids.extend(tokens)
+        position_ids.extend(range(len(tokens)))
+        predictor_positions.extend(range(offset + prompt_length - 1, offset + len(tokens) - 1))
+        response_ids.extend(sequence.response_ids)
+        advantages.extend([sequence.advantage] * len(sequence.response_ids))
+    as_row = lambda values, dtype=torch.long: torch.tensor([values], dtype=dtype, device=device)  # noqa: E731
+    return TokenBatch(
+        input_ids=as_row(input_ids),
+        attention_mask=None,
+        position_ids=as_row(position_ids),
+        predictor_positions=torch.tensor(predictor_positions, dtype=torch.long, device=device),
+        response_ids=as_row(response_ids),
+        response_mask=torch.ones((1, len(response_ids)), dtype=torch.float32, device=device),
+        advantages=as_row(advantages, torch.float32),
+        response_lengths=[len(s.response_ids) for s in sequences],
+    )
+
+
+def supports_packing(model) -> bool:
+    """Whether ``model`` keeps packed sequences apart by their position ids.
+
+    Models built on transformers' attention interface (``_supports_attention_backend``: Llama,
+    Qwen2/3, Mistral, ...) detect restarting position ids when no attention mask is given:
+    a block-diagonal causal mask for eager and SDPA attention, variable-length kernels for
+    flash-attention. Others get the padded layout.
+    """
+    return bool(getattr(model, "_supports_attention_backend", False))
+
+
+def token_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: torch.device, *, packed: bool) -> TokenBatch:
+    return pack_batch(sequences, device) if packed else pad_batch(sequences, pad_token_id, device)
+
+
+# --- log-probabilities, never the whole (tokens × vocabulary) tensor ----------------------------------
+
+# Models that transform the logits after the output projection (soft-capping, scaling): the
+# log-probs below take the projection's output as the logits, so these would be scored wrongly.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+def check_model_supports_chunked_logprobs(model) -> None:
+    """Fail at start-up for a model whose logits are not just its output projection's."""
+    config = getattr(model, "config", None)
+    transforms = [name for name in _LOGIT_TRANSFORMS if getattr(config, name, None) not in (None, 1, 1.0)]
+    if transforms:
+        raise ValueError(
+            f"{type(model).__name__} transforms its logits after the output projection ({', '.join(transforms)}), "
+            "which the learner's chunked log-probabilities do not reproduce; use a model without it (Llama, Qwen2/3)"
+        )
+    if model.get_output_embeddings() is None:
+        raise ValueError(f"{type(model).__name__} has no output projection (get_output_embeddings() is None); use a causal LM")
+
+
+def _logits_dtype(matmul_dtype: torch.dtype) -> torch.dtype:
+    # Softmax arithmetic in float32 at least: bfloat16 logits would round log-probs to 3 digits.
+    return torch.promote_types(matmul_dtype, torch.float32)
+
+
+def _matmul_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    # What F.linear would compute in at this point: the autocast dtype inside autocast, else the inputs' own.
+    if torch.is_autocast_enabled(hidden.device.type):
+        return torch.get_autocast_dtype(hidden.device.type)
+    return torch.promote_types(hidden.dtype, weight.dtype)
+
+
+class ChunkedTokenLogprobs(torch.autograd.Function):
+    """log softmax(h·Wᵀ + b) at the label, chunk by chunk: (N, H) hidden states in, (N,) float32 log-probs out.
+
+    The forward keeps only each token's log-sum-exp; the backward recomputes one chunk's
+    logits at a time, so no tensor larger than chunk_tokens × vocabulary ever exists, in
+    either pass. Logits are float32 (the matrix product itself runs in ``matmul_dtype``,
+    bfloat16 under autocast, as the full-vocabulary function's did) and divided by the
+    temperature before the softmax. The weight's gradient is summed over chunks in float32
+    (or wider, for a float64 model).
+
+    A fused linear-cross-entropy kernel (liger-kernel's, Triton on CUDA) would do the same in
+    one kernel, faster; it is not installed in this project (it needs Triton and a GPU, so it
+    could not be tested where the suite runs), and the memory bound is already the chunk's.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, labels, temperature: float, chunk_tokens: int, matmul_dtype: torch.dtype):
+        with torch.autocast(hidden.device.type, enabled=False):
+            cast_weight = weight.to(matmul_dtype)
+            cast_bias = None if bias is None else bias.to(matmul_dtype)
+            token_logprobs = torch.empty(hidden.shape[0], dtype=_logits_dtype(matmul_dtype), device=hidden.device)
+            log_normalizers = torch.empty_like(token_logprobs)
+            for start in range(0, hidden.shape[0], chunk_tokens):
+                stop = start + chunk_tokens
+                logits = ChunkedTokenLogprobs._logits(hidden[start:stop], cast_weight, cast_bias, matmul_dtype, temperature)
+                log_normalizers[start:stop] = torch.logsumexp(logits, dim=-1)
+                token_logprobs[start:stop] = logits.gather(-1, labels[start:stop, None]).squeeze(-1) - log_normalizers[start:stop]
+                del logits
+        ctx.save_for_backward(hidden, weight, bias, labels, log_normalizers)
+        ctx.temperature, ctx.chunk_tokens, ctx.matmul_dtype = temperature, chunk_tokens, matmul_dtype
+        return token_logprobs
+
+    @staticmethod
+    def _logits(hidden_chunk, cast_weight, cast_bias, matmul_dtype, temperature):
+        logits = torch.nn.functional.linear(hidden_chunk.to(matmul_dtype), cast_weight, cast_bias)
+        logits = logits.to(_logits_dtype(matmul_dtype))  # (c, V)
+        if temperature != 1.0:
+            logits = logits / temperature
+        return logits
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        hidden, weight, bias, labels, log_normalizers = ctx.saved_tensors
+        temperature, chunk_tokens, matmul_dtype = ctx.temperature, ctx.chunk_tokens, ctx.matmul_dtype
+        needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]
+        grad_hidden = torch.empty_like(hidden) if needs_hidden else None
+        accumulation_dtype = _logits_dtype(matmul_dtype)
+        grad_weight = torch.zeros(weight.shape, dtype=accumulation_dtype, device=weight.device) if needs_weight else None
+        grad_bias = torch.zeros(bias.shape, dtype=accumulation_dtype, device=bias.device) if needs_bias else None
+        with torch.autocast(hidden.device.type, enabled=False):
+            cast_weight = weight.to(matmul_dtype)
+            cast_bias = None if bias is None else bias.to(matmul_dtype)
+            for start in range(0, hidden.shape[0], chunk_tokens):
+                stop = start + chunk_tokens
+                hidden_chunk = hidden[start:stop].to(matmul_dtype)
+                grad_chunk = grad_output[start:stop, None].to(accumulation_dtype)  # (c, 1)
+                logits = ChunkedTokenLogprobs._logits(hidden_chunk, cast_weight, cast_bias, matmul_dtype, temperature)
+                # d log p(label) / d logits = onehot(label) - softmax(logits); in place, one (c, V) buffer.
+                grad_logits = logits.sub_(log_normalizers[start:stop, None]).exp_().mul_(-grad_chunk)
+                grad_logits.scatter_add_(-1, labels[start:stop, None], grad_chunk)
+                if temperature != 1.0:
+                    grad_logits.div_(temperature)
+                grad_logits = grad_logits.to(matmul_dtype)
+                if needs_hidden:
+                    grad_hidden[start:stop] = (grad_logits @ cast_weight).to(hidden.dtype)
+                if needs_weight:
+                    grad_weight += grad_logits.t() @ hidden_chunk
+                if needs_bias:
+                    grad_bias += grad_logits.sum(dim=0)
+                del logits, grad_logits
+        return (
+            grad_hidden,
+            None if grad_weight is None else grad_weight.to(weight.dtype),
+            None if grad_bias is None else grad_bias.to(bias.dtype),
+            None, None, None, None,
+        )
+
+
+def chunked_token_logprobs(hidden, weight, bias, labels, temperature: float, chunk_tokens: int) -> torch.Tensor:
+    """(..., H) hidden states and (...) labels to (...) float32 log-probs; see ChunkedTokenLogprobs."""
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}")
+    flat = ChunkedTokenLogprobs.apply(
+        hidden.reshape(-1, hidden.shape[-1]), weight, bias, labels.reshape(-1),
+        float(temperature), int(chunk_tokens), _matmul_dtype(hidden, weight),
+    )
+    return flat.view(labels.shape)
+
+
+DEFAULT_LOGPROB_CHUNK_TOKENS = 1024
+
+
+def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
+                      chunk_tokens: int = DEFAULT_LOGPROB_CHUNK_TOKENS) -> torch.Tensor:
+    """log π(response token | everything before it), (B, K), in float32 (or the model's wider dtype), in either layout.
+
+    The model runs its own forward (so FSDP gathers and reduces as usual), but its output
+    projection is replaced, for this call only, by ``chunked_token_logprobs``: the model
+    hands it the hidden states of the predicting columns only (``logits_to_keep``), and
+    what comes back as ``logits`` are the tokens' log-probs. Logits are divided by the
+    sampling temperature before the softmax, as verl does, so the learner scores tokens
+    under the distribution they were sampled from. Equal, values and gradients, to
+    ``full_vocabulary_response_logprobs`` (tests/learner/test_chunked_logprobs_*).
+    """
+    head = model.get_output_embeddings()
+    scale = temperature if temperature > 0 else 1.0
+    labels = batch.response_ids
+
+    def token_logprobs_head(hidden_states):  # (B, K, H) -> (B, K)
+        return chunked_token_logprobs(hidden_states, head.weight, head.bias, labels, scale, chunk_tokens)
+
+    previous_forward = head.__dict__.get("forward")
+    head.forward = token_logprobs_head
+    try:
+        output = model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=batch.predictor_positions,
+            use_cache=False,
+        )
+    finally:
+        if previous_forward is None:
+            del head.forward
+        else:
+            head.forward = previous_forward
+    return output.logits  # (B, K)
+
+
+def full_vocabulary_response_logprobs(model, batch: TokenBatch, temperature: float = 1.0) -> torch.Tensor:
+    """The learner's log-probs as they were computed before the chunked path: the reference, never on the path.
+
+    Builds the (B, K, V) logits, a float32 copy and a float32 log-softmax: about 30 + 60 + 60 GB
+    at the recipe's 24k tokens and Qwen3's vocabulary. Kept for the tests that pin the chunked
+    function to it and for benchmarks/learner_memory.py's baseline.
+    """
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
-        # Only the logits that predict response tokens: saves the vocabulary projection of the prompt.
-        logits_to_keep=response_width + 1,
+        logits_to_keep=batch.predictor_positions,
         use_cache=False,
     )
-    logits = output.logits[:, :-1, :].float()  # (B, R, V)
+    logits = output.logits.to(_logits_dtype(output.logits.dtype))  # (B, K, V), float32 at least
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_probs = torch.log_softmax(logits, dim=-1)
-    return log_probs.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, R)
+    return log_probs.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)  # (B, K)
+
+
+# --- micro-batches -------------------------------------------------------------------------------
+
+
+def sequence_tokens(sequence: TrainingSequence) -> int:
+    return len(sequence.prompt_ids) + len(sequence.response_ids)
+
+
+def token_budget_micro_batches(sequences: Sequence[TrainingSequence], budget: int) -> list[list[TrainingSequence]]:
+    """The fewest micro-batches of at most ``budget`` tokens each, balanced, as verl's dynamic batch size.
+
+    verl (``rearrange_micro_batches``) takes ceil(tokens / budget) micro-batches and balances
+    their token sums (Karmarkar-Karp). Here: that many bins, filled longest sequence first
+    into the lightest bin, one more bin whenever a bin would exceed the budget, so every
+    micro-batch fits. Each keeps its sequences in their given order.
+    """
+    if not sequences:
+        return []
+    lengths = [sequence_tokens(s) for s in sequences]
+    longest = max(lengths)
+    if longest > budget:
+        raise ValueError(
+            f"a sequence of {longest} tokens exceeds optimizer.micro_batch_tokens ({budget}); raise the budget to at "
+            "least the longest prompt plus rollout.max_response_tokens"
+        )
+    order = sorted(range(len(sequences)), key=lambda index: -lengths[index])
+    bins = -(-sum(lengths) // budget)
+    while True:
+        members: list[list[int]] = [[] for _ in range(bins)]
+        totals = [0] * bins
+        for index in order:
+            lightest = min(range(bins), key=lambda b: (totals[b], b))
+            members[lightest].append(index)
+            totals[lightest] += lengths[index]
+        if max(totals) <= budget:
+            break
+        bins += 1
+    return [[sequences[index] for index in sorted(member)] for member in members if member]
 
 
 # --- distribution --------------------------------------------------------------------------------
@@ -268,6 +544,8 @@ class Learner:
         self.device = torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
         self.compute_dtype = torch.bfloat16 if config.model.dtype == "bfloat16" else torch.float32
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        check_model_supports_chunked_logprobs(model)
+        self.is_packing = supports_packing(model)
         model.to(self.device)
         if config.model.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
             model.gradient_checkpointing_enable()
@@ -296,24 +574,36 @@ class Learner:
         is_enabled = self.compute_dtype != torch.float32 and not self.is_sharded
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype, enabled=is_enabled)
 
-    def _logprobs(self, batch: PaddedBatch) -> torch.Tensor:
+    def _batch(self, sequences: Sequence[TrainingSequence]) -> TokenBatch:
+        return token_batch(sequences, self.pad_token_id, self.device, packed=self.is_packing)
+
+    def _logprobs(self, batch: TokenBatch) -> torch.Tensor:
         with self._autocast():
-            return response_logprobs(self.model, batch, self.config.rollout.temperature)
+            return response_logprobs(
+                self.model, batch, self.config.rollout.temperature, self.config.optimizer.logprob_chunk_tokens
+            )
+
+    def micro_batches(self, sequences: Sequence[TrainingSequence]) -> list[list[TrainingSequence]]:
+        """One rank's sequences grouped into forward passes: by token budget, else by count."""
+        budget = self.config.optimizer.micro_batch_tokens
+        if budget is not None:
+            return token_budget_micro_batches(sequences, budget)
+        return [list(micro) for micro in chunks(sequences, self.config.optimizer.micro_batch_sequences)]
 
     def _micro_batch_plan(self, trained: list[TrainingSequence]) -> list[tuple[list[TrainingSequence], bool]]:
         """This rank's micro-batches of one mini-batch, as (sequences, is_placeholder).
 
         Sharded ranks must run the same number of forward and backward passes (each one
-        gathers and reduces parameters), so a rank short of work runs placeholders
-        weighted 0.
+        gathers and reduces parameters). Every rank holds the whole mini-batch, so each
+        works out every rank's plan and, where short of the busiest, runs two-token
+        placeholders weighted 0.
         """
         rank, world_size = self.rank_and_world
-        size = self.config.optimizer.micro_batch_sequences
-        mine = trained[rank::world_size]
-        plan = [(list(micro), False) for micro in chunks(mine, size)]
-        busiest_rank_sequences = math.ceil(len(trained) / world_size)
-        while len(plan) < math.ceil(busiest_rank_sequences / size):
-            plan.append(([trained[0]], True))
+        plans = [self.micro_batches(trained[other::world_size]) for other in range(world_size)]
+        plan = [(micro, False) for micro in plans[rank]]
+        placeholder = TrainingSequence([self.pad_token_id], [self.pad_token_id], 0.0)
+        while len(plan) < max(len(other) for other in plans):
+            plan.append(([placeholder], True))
         return plan
 
     def _trained(self, mini_batch: Sequence[TrainingSequence]) -> list[TrainingSequence]:
@@ -328,38 +618,56 @@ class Learner:
         """
         result = {}
         for mini_batch in batches:
-            for micro, _ in self._micro_batch_plan(self._trained(mini_batch)):
-                batch = pad_batch(micro, self.pad_token_id, self.device)
-                logprobs = self._logprobs(batch)  # (B, R)
-                for row, sequence in enumerate(micro):
-                    result[id(sequence)] = logprobs[row, : len(sequence.response_ids)].detach()
+            for micro, is_placeholder in self._micro_batch_plan(self._trained(mini_batch)):
+                batch = self._batch(micro)
+                logprobs = self._logprobs(batch)  # (B, K)
+                if is_placeholder:
+                    continue
+                for sequence, values in zip(micro, batch.per_sequence(logprobs)):
+                    result[id(sequence)] = values.detach()
         return result
+
+    def gradient_scale(self, mini_batch_sequences: int) -> float:
+        """The factor on each micro-batch's Σ token losses / divisor; the same for every micro-batch.
+
+        verl (dp_actor.update_policy) multiplies a micro-batch's ``agg_loss`` by
+        micro / mini-batch sequences per rank (``1 / gradient_accumulation``), and FSDP
+        averages the ranks' gradients, so the release's gradient is
+
+            release_micro / mini_batch_sequences × ∇ Σ_(sequences, tokens) token loss / divisor
+
+        with release_micro = 2 (its ppo_micro_batch_size_per_gpu) and mini_batch_sequences
+        counting every sequence of the mini-batch, zero advantages included. Each rank here
+        scales by release_micro / (mini_batch_sequences / world_size), whatever micro-batch
+        or token budget it runs, so the sum over micro-batches and the ranks' average give
+        exactly that gradient: memory settings never change the optimisation.
+        """
+        _, world_size = self.rank_and_world
+        return self.config.loss.release_micro_batch_sequences / (mini_batch_sequences / world_size)
 
     def accumulate_gradients(self, mini_batch: Sequence[TrainingSequence], old_logprobs: dict[int, torch.Tensor]) -> dict:
         """Backward passes over one mini-batch's micro-batches; gradients add up in ``.grad``.
 
         Each micro-batch's loss is its token-loss sum over the constant divisor, times
-        micro_batch_sequences / mini-batch size (verl: 1 / gradient-accumulation steps).
-        Sequences with advantage 0 are not run: their token losses and gradients are
-        exactly 0, so the sum is verl's with them in, at less cost.
+        ``gradient_scale``. Sequences with advantage 0 are not run: their token losses and
+        gradients are exactly 0, so the sum is verl's with them in, at less cost.
         """
         loss_config = self.config.loss
-        _, world_size = self.rank_and_world
-        micro_size = self.config.optimizer.micro_batch_sequences
-        micro_scale = micro_size / (len(mini_batch) / world_size)
+        scale = self.gradient_scale(len(mini_batch))
         totals = {"loss": 0.0, "tokens": 0, "trained_sequences": 0, "clip_low": 0, "clip_high": 0, "dual_clip": 0}
         for micro, is_placeholder in self._micro_batch_plan(self._trained(mini_batch)):
-            batch = pad_batch(micro, self.pad_token_id, self.device)
-            old = torch.zeros_like(batch.response_mask)  # (B, R)
-            for row, sequence in enumerate(micro):
-                old[row, : len(sequence.response_ids)] = old_logprobs[id(sequence)]
-            logprobs = self._logprobs(batch)  # (B, R)
+            batch = self._batch(micro)
+            if is_placeholder:
+                old = torch.zeros_like(batch.response_mask)
+            else:
+                old = batch.scatter([old_logprobs[id(sequence)] for sequence in micro])  # (B, K)
+            logprobs = self._logprobs(batch)  # (B, K)
             token_loss = clipped_token_loss(
                 logprobs, old, batch.advantages,
                 loss_config.clip_ratio_low, loss_config.clip_ratio_high, loss_config.dual_clip,
-            )  # (B, R)
+            )  # (B, K)
             micro_loss = constant_divisor_loss(token_loss, batch.response_mask, self.token_loss_divisor)
-            scaled = micro_loss * (0.0 if is_placeholder else micro_scale)
+            scaled = micro_loss * (0.0 if is_placeholder else scale)
             scaled.backward()
             if is_placeholder:
                 continue

@@ -2,7 +2,7 @@
 
 The model learns the answer format from demonstrations (``trainer.demonstrations``, or any
 file of the same shape) with the RL run's own machinery: ``trainer.models.load_policy``
-loads it, the learner's ``pad_batch`` and ``response_logprobs`` lay out and score the
+loads it, the learner's ``token_batch`` and ``response_logprobs`` lay out (packed) and score the
 tokens, ``trainer.checkpoint`` saves it, and typed events report it (a METRICS event per
 optimizer step with ``sft_loss``), so the platform shows it like any run.
 
@@ -233,6 +233,9 @@ class SupervisedFineTuning:
         sft = self.config.sft
         if self.model is None:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
+        from trainer.learner import check_model_supports_chunked_logprobs
+
+        check_model_supports_chunked_logprobs(self.model)
         self.examples, dropped = build_examples(self.tokenizer, self.conversations, sft.max_sequence_tokens)
         if not self.examples:
             raise ValueError(
@@ -296,7 +299,14 @@ class SupervisedFineTuning:
         """One optimizer step on ``batch``, gradients accumulated over micro-batches."""
         import torch
 
-        from trainer.learner import TrainingSequence, chunks, learning_rate_at, pad_batch, response_logprobs
+        from trainer.learner import (
+            TrainingSequence,
+            chunks,
+            learning_rate_at,
+            response_logprobs,
+            supports_packing,
+            token_batch,
+        )
 
         started = time.perf_counter()
         learning_rate = learning_rate_at(self.step, self.config.sft.learning_rate, self.config.sft.warmup_steps)
@@ -307,12 +317,12 @@ class SupervisedFineTuning:
         self.optimizer.zero_grad(set_to_none=True)
         total_loss = 0.0
         for micro in chunks(list(batch), self.config.sft.micro_batch_sequences):
-            # The RL learner's layout (prompts left-padded, answers right-padded); the advantage is unused here.
+            # The RL learner's layouts (packed where the model keeps sequences apart); the advantage is unused here.
             sequences = [TrainingSequence(example.prompt_ids, example.completion_ids, 0.0) for example in micro]
-            padded = pad_batch(sequences, pad_token_id, self.device)
+            tokens = token_batch(sequences, pad_token_id, self.device, packed=supports_packing(self.model))
             with self._autocast():
-                logprobs = response_logprobs(self.model, padded)  # (B, R)
-            loss = assistant_token_nll(logprobs, padded.response_mask, token_count)
+                logprobs = response_logprobs(self.model, tokens, 1.0, self.config.optimizer.logprob_chunk_tokens)  # (B, K)
+            loss = assistant_token_nll(logprobs, tokens.response_mask, token_count)
             loss.backward()
             total_loss += loss.item()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optimizer.grad_clip))

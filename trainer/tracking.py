@@ -120,7 +120,11 @@ class MlflowTracker:
         uri = os.environ.get("MLFLOW_TRACKING_URI") or local_mlflow_uri(self.output)
         self.client = MlflowClient(tracking_uri=uri)
         experiment = self.client.get_experiment_by_name(self.project)
-        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(self.project)
+        # A local store keeps its artifacts in the run's folder too (MLflow's default is ./mlruns of
+        # whatever folder the process started in); a tracking server decides for itself.
+        artifacts = None if os.environ.get("MLFLOW_TRACKING_URI") else (self.output / "mlflow-artifacts").resolve().as_uri()
+        experiment_id = (experiment.experiment_id if experiment
+                         else self.client.create_experiment(self.project, artifact_location=artifacts))
         run = self.client.create_run(experiment_id, run_name=self.run_name)
         self.run_id = run.info.run_id
         # MLflow params are short strings; the whole config also goes in as one artifact.

@@ -1,6 +1,10 @@
 // The run page, live: charts, the trainer's log, the proof viewer's rollout list.
-// One WebSocket; on reconnect it asks for everything after the last event id it handled, so
-// nothing is missed and nothing is shown twice. Model output is untrusted: text nodes only.
+// Every event has its run's next number (1, 2, 3…). Events are handled in that order, each once:
+// one that arrives early (a number skipped: the channel layer drops messages for a slow client)
+// waits while the page fetches the missing ones from /api/runs/<id>/events, page by page. The
+// WebSocket resumes after the last number handled; while the run is active a quiet page asks the
+// API now and then, so even a dropped final event still ends the run on the page.
+// Model output is untrusted: text nodes only.
 import { el, formatDuration, formatNumber, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
 
@@ -12,9 +16,12 @@ const ACTIVE = ["queued", "starting", "running"];
 const context = readJson("run-context");
 const series = readJson("run-series", { metrics: [], evaluations: [] });
 let filters = readJson("rollout-filters-active", {});
-let lastEventId = context.lastEventId;
+let lastNumber = context.lastEventNumber; // every event up to this one is handled
 let retryDelayMs = 500;
 let received = 0;
+const QUIET_CHECK_MS = 10000; // an active run's page that heard nothing this long asks the API
+const early = new Map(); // number → event that arrived before the ones it follows
+const MAX_EARLY_EVENTS = 2000;
 
 // --- charts ------------------------------------------------------------------------------
 
@@ -161,13 +168,10 @@ function rolloutCard(r) {
   return card;
 }
 
-function hasCard(rolloutKey) {
-  return [...rolloutList.children].some((node) => node.dataset.rolloutKey === rolloutKey);
-}
-
 function insertRollouts(rollouts) {
   // Only the newest MAX_ROLLOUT_NODES can stay on the page, so a burst builds no more than that.
-  const fresh = rollouts.filter((r) => !hasCard(r.rollout_key)).slice(-MAX_ROLLOUT_NODES);
+  const shown = new Set([...rolloutList.children].map((node) => node.dataset.rolloutKey));
+  const fresh = rollouts.filter((r) => !shown.has(r.rollout_key)).slice(-MAX_ROLLOUT_NODES);
   if (!fresh.length) return;
   rolloutList.querySelector("li.empty")?.remove();
   const fragment = document.createDocumentFragment();
@@ -279,26 +283,108 @@ function handle(event) {
       setState(p.status, p.reason);
       addTimeline(p.status, p.reason, event.time);
       elapsed.dataset.finished = new Date(event.time * 1000).toISOString();
+      catchUp(); // anything stored after it (a late log line), and the run's row as it ends
       break;
   }
 }
 
+// --- in order, each once, nothing missed ---------------------------------------------------------
+
 const liveStatus = document.getElementById("live-status");
+let lastHeardAt = Date.now();
+
+function accept(event) {
+  if (event.number <= lastNumber) return; // already handled (a resent backlog entry, a fetched one)
+  if (event.number > lastNumber + 1) {
+    if (early.size >= MAX_EARLY_EVENTS) early.clear(); // far behind: the fetch brings them again, in order
+    early.set(event.number, event);
+    catchUp();
+    return;
+  }
+  apply(event);
+  while (early.has(lastNumber + 1)) {
+    const next = early.get(lastNumber + 1);
+    early.delete(lastNumber + 1);
+    apply(next);
+  }
+  for (const number of early.keys()) if (number <= lastNumber) early.delete(number);
+}
+
+function apply(event) {
+  lastNumber = event.number;
+  received += 1;
+  lastHeardAt = Date.now();
+  document.body.dataset.eventsReceived = String(received);
+  document.body.dataset.lastEventNumber = String(lastNumber);
+  handle(event);
+}
+
+let catchingUp = null;
+/** Fetch, page by page, every event after the last one handled; then what the run's row says. */
+function catchUp() {
+  if (catchingUp) { catchingUp.again = true; return catchingUp.done; }
+  const state = { again: false };
+  state.done = (async () => {
+    try {
+      do {
+        state.again = false;
+        let page;
+        do {
+          const response = await fetch(`/api/runs/${context.runId}/events?after=${lastNumber}`, { headers: { Accept: "application/json" } });
+          if (!response.ok) throw new Error(`HTTP ${response.status}`);
+          page = await response.json();
+          for (const event of page.events) accept(event);
+        } while (page.has_more && page.events.length);
+        showRunRow(page);
+      } while (state.again);
+      if (document.body.dataset.live === "connected") liveStatus.textContent = "live";
+    } catch (error) {
+      liveStatus.textContent = `could not fetch missed events (${error.message}); trying again`;
+      setTimeout(catchUp, 2000);
+    } finally {
+      catchingUp = null;
+      lastHeardAt = Date.now();
+    }
+  })();
+  catchingUp = state;
+  return state.done;
+}
+
+/** The run's row, as the API read it: a run ended by the platform (a dead Ray job) has no event to say so. */
+function showRunRow(page) {
+  const count = document.getElementById("dead-letter-count");
+  if (count) {
+    count.textContent = String(page.dead_letters);
+    document.getElementById("dead-letters").hidden = !page.dead_letters;
+  }
+  if (page.state !== context.state && !ACTIVE.includes(page.state)) {
+    setState(page.state, page.failure_reason);
+    addTimeline(page.state, page.failure_reason, Date.now() / 1000);
+    if (!elapsed.dataset.finished) elapsed.dataset.finished = new Date().toISOString();
+  }
+}
+
+setInterval(() => {
+  if (ACTIVE.includes(context.state) && Date.now() - lastHeardAt > QUIET_CHECK_MS) {
+    lastHeardAt = Date.now();
+    catchUp();
+  }
+}, 1000);
+
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${context.runId}/events/?after=${lastEventId}`);
+  const socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${context.runId}/events/?after=${lastNumber}`);
   socket.onopen = () => {
     retryDelayMs = 500;
     document.body.dataset.live = "connected";
     liveStatus.textContent = "live";
   };
   socket.onmessage = (message) => {
-    const event = JSON.parse(message.data);
-    if (event.id <= lastEventId) return; // already handled (a resent backlog entry)
-    lastEventId = event.id;
-    received += 1;
-    document.body.dataset.eventsReceived = String(received);
-    handle(event);
+    const data = JSON.parse(message.data);
+    lastHeardAt = Date.now();
+    // The server's word on where the run is, after the capped backlog: further on means fetch the rest.
+    if (data.type === "position") { if (data.last_number > lastNumber) catchUp(); return; }
+    for (const event of data.events) accept(event); // a batch: up to 100 live events, or a backlog page
   };
   socket.onclose = (close) => {
     document.body.dataset.live = "disconnected";

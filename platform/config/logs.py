@@ -63,6 +63,12 @@ class RunLogMiddleware:
         return None
 
 
+def forget_the_request_run(**kwargs) -> None:
+    """On request_finished: the run id stays on the request's own log lines (Django logs a 4xx or 5xx
+    after the middleware has returned) and goes with the request."""
+    current_run_id.set(None)
+
+
 def logging_config(log_format: str, level: str) -> dict:
     formatter = {"()": "config.logs.RunJsonFormatter"} if log_format == "json" else {
         "format": "{asctime} {levelname} {name} [run {run_id}] {message}", "style": "{"}

@@ -110,6 +110,8 @@ TRACKING_ENVIRONMENT_NAMES = ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "
 TRACKING_ENVIRONMENT = {name: os.environ[name] for name in TRACKING_ENVIRONMENT_NAMES if os.environ.get(name)}
 # Prometheus scrapes /metrics with this bearer token; without one, only a staff login can read it.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN") or None
+# How long a final run's event stream stays in Redis (for late events) before the ingester deletes it.
+EVENT_STREAM_GRACE_S = float(os.environ.get("EVENT_STREAM_GRACE_S", "600"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from runs import cluster, ray_jobs, warm_start
 from runs.models import Run, RunKind, RunState
+from trainer import memory_plan
 from trainer.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class LaunchError(ValueError):
 def resolve_config(preset: str, overrides: dict) -> RunConfig:
     """The trainer's own schema decides what a valid run is; its errors come back per field."""
     try:
-        return RunConfig.from_preset(preset, overrides)
+        config = RunConfig.from_preset(preset, overrides)
     except ValidationError as error:
         field_errors: dict[str, list[str]] = {}
         for problem in error.errors():
@@ -38,6 +39,11 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
         raise LaunchError("the run configuration is invalid", field_errors) from error
     except ValueError as error:
         raise LaunchError(str(error), {"preset": [str(error)]}) from error
+    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_plan.py).
+    memory_errors = memory_plan.check_fits_by_field(config)
+    if memory_errors:
+        raise LaunchError("the run would not fit in its GPUs' memory", memory_errors)
+    return config
 
 
 def launch_run(*, owner, name: str, promptset_version, preset: str, overrides: dict | None = None,

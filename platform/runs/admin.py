@@ -8,7 +8,7 @@ editing it would make the run page disagree with what happened.
 from django.contrib import admin, messages
 
 from runs import actions
-from runs.models import Checkpoint, Evaluation, Run, RunEvent, RunStateChange, StepMetrics
+from runs.models import Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunStateChange, StepMetrics
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -108,4 +108,14 @@ class RunStateChangeAdmin(ReadOnlyAdmin):
     list_display = ("run", "state", "reason", "at")
     list_filter = ("state",)
     search_fields = ("run__name", "reason")
+    list_select_related = ("run",)
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReadOnlyAdmin):
+    """Entries the ingester could not store, with why: read them to fix the publisher that sent them."""
+
+    list_display = ("created_at", "run", "stream_key", "entry_id", "error")
+    list_filter = ("created_at",)
+    search_fields = ("error", "entry_id", "run__name")
     list_select_related = ("run",)

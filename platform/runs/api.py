@@ -97,6 +97,39 @@ def run_series(request, run_id: int):
     return queries.metric_series(_visible(request, run_id))
 
 
+class RunEventOut(Schema):
+    id: int
+    number: int
+    type: str
+    seq: int
+    time: float
+    payload: dict
+
+
+class EventPageOut(Schema):
+    events: list[RunEventOut]
+    last_number: int
+    has_more: bool
+    state: str
+    failure_reason: str
+    dead_letters: int
+
+
+@router.get("/{run_id}/events", response=EventPageOut)
+def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_PAGE_LIMIT):
+    """The run's events numbered after ``after`` (oldest first, at most 500 a page), with the run's state:
+    what a watching page fetches when it sees a gap in the numbers, or to check it missed nothing."""
+    run = _visible(request, run_id)
+    if after < 0 or limit < 1:
+        raise HttpError(422, f"after must be 0 or more and limit 1 or more; got after={after}, limit={limit}")
+    # The last number first: an event stored after it is in the page or beyond, never skipped.
+    last_number = queries.last_event_number(run.pk)
+    events = queries.events_after(run.pk, after, limit)
+    return {"events": events, "last_number": last_number,
+            "has_more": bool(events) and events[-1]["number"] < last_number,
+            "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
+
+
 @router.post("/", response={201: RunOut, 422: LaunchErrorOut})
 def launch_run(request, data: LaunchIn):
     version = get_object_or_404(

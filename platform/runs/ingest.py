@@ -1,41 +1,76 @@
 """The ingester: trainer events from Redis Streams into Postgres, then out to the browsers.
 
-Each run's events arrive on its own stream. They are read with a consumer group, stored in
-bulk and idempotently (an event delivered twice is stored once), acknowledged only after the
-transaction commits, and forwarded to the run's Channels group. The ingester also asks Ray
-about every active run's job, so that a job that died without a word still ends its run.
+Each run's events arrive on its own stream. They are read with a consumer group, stored
+idempotently (an event delivered twice is stored once: ``event_id`` is unique), acknowledged
+only after the transaction commits, and forwarded to the run's Channels group.
+
+Nothing in a stream can stop it:
+
+- Each entry is validated on its own (JSON, a known type, the payload its type needs, the
+  run of the stream it came on). A batch is stored in one transaction; if that fails for a
+  reason other than the database being away, its entries are stored one by one. An entry that
+  cannot be stored goes to the ``DeadLetter`` table with the error and is acknowledged; the run
+  page counts them.
+- Text Postgres cannot hold is stored safely, not refused: a NUL character (model output may
+  contain one) becomes U+2400 "␀", a lone surrogate U+FFFD. The rollout stays a rollout.
+- Redis or Postgres going away (a restart, an outage) is waited out with backoff (0.5 s doubling
+  to 30 s), logged, never fatal; what was read but not stored stays pending and is read again.
+- The consumer is named after the host, so an ingester restarted in place (after a crash or a
+  SIGKILL mid-batch) first reads again what it had read but not stored. Entries pending for
+  ``claim_idle_ms`` under any other consumer (a replaced pod's) are claimed with XAUTOCLAIM.
+
+Streams do not grow for ever: each is trimmed (XTRIM MINID) up to the oldest entry not yet
+acknowledged, and deleted once its run is final, ``stream_grace_s`` has passed and nothing in it
+is unread. Every stored event gets ``run_seq``, its run's next number (1, 2, 3…), under a lock
+on the run's row, so a browser can see a gap and fetch what it missed.
+
+Ray is never asked here: a slow Ray head must not hold up live events (the job reconciler
+runs in its own loop; see the ``ingest_events`` command).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import os
+import math
 import socket
 import time
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Any, Literal
 
 import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import Max
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from config.logs import about_run
 from proofs.models import ProofAttempt, RetryFeedback
 from promptsets.models import Problem
 from runs import ray_jobs
-from runs.models import Checkpoint, Evaluation, Run, RunEvent, RunState, StepMetrics
+from runs.models import (
+    FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics,
+)
 from trainer.events import EventType, RolloutFinished, TrainerEvent, stream_key
 
 logger = logging.getLogger(__name__)
 
 GROUP = "platform-ingester"
+STREAM_PATTERN = "trainer:run:*:events"
 FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
 FINAL_STATUS = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+RAW_PAYLOAD_LIMIT = 1_000_000
+NUL_STAND_IN = "\u2400"  # ␀, SYMBOL FOR NULL: what the viewer shows where the model wrote a NUL
+
+# The database or Redis being away: wait and read again, never dead-letter.
+INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)
 
 
 def browser_message(stored: RunEvent) -> dict:
-    """What a watching browser receives: the stored event, its database id first (for catching up)."""
+    """What a watching browser receives: the stored event with its run-local number (for gaps)."""
     payload = dict(stored.payload)
     if stored.type == EventType.ROLLOUT_FINISHED:
         payload.pop("prompt", None)  # can be 8k tokens; the rollout page shows it
@@ -43,64 +78,270 @@ def browser_message(stored: RunEvent) -> dict:
         attempt_id = getattr(stored, "attempt_id", None)
         if attempt_id:
             payload["attempt_id"] = attempt_id
-    return {"id": stored.pk, "type": stored.type, "seq": stored.seq, "time": stored.published_at.timestamp(),
-            "payload": payload}
+    return {"id": stored.pk, "number": stored.run_seq, "type": stored.type, "seq": stored.seq,
+            "time": stored.published_at.timestamp(), "payload": payload}
+
+
+# --- what an entry must be to be stored ------------------------------------------------------------
+
+
+class Unstorable(ValueError):
+    """An entry that no retry will store: it goes to the dead-letter table."""
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _StepPayload(_Payload):
+    step: int = Field(ge=0)
+
+
+class _ValuesPayload(_StepPayload):
+    values: dict[str, Any] = {}
+
+
+class _CheckpointPayload(_StepPayload):
+    path: str = ""
+
+
+class _RetryPayload(_Payload):
+    parent_rollout_key: str
+    feedback: str = ""
+    step: int = Field(0, ge=0)
+
+
+class _FinishedPayload(_Payload):
+    status: Literal["succeeded", "failed", "cancelled"]
+    reason: str = ""
+
+
+# The fields each type's effects read; a payload without them would fail half-way through a batch.
+PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
+    EventType.ROLLOUT_FINISHED: RolloutFinished,
+    EventType.STEP_STARTED: _StepPayload,
+    EventType.METRICS: _ValuesPayload,
+    EventType.EVALUATION: _ValuesPayload,
+    EventType.CHECKPOINT_SAVED: _CheckpointPayload,
+    EventType.RETRY_CREATED: _RetryPayload,
+    EventType.RUN_FINISHED: _FinishedPayload,
+}
+
+
+def storable_text(value):
+    """``value`` made storable in Postgres text and JSONB (recursively, keys too)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", NUL_STAND_IN)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, from a JSON "\ud800": becomes U+FFFD
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN or infinity; the trainer's own serialiser writes null too
+    if isinstance(value, dict):
+        return {storable_text(key): storable_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_text(item) for item in value]
+    return value
+
+
+def parse_entry(fields: dict, run_id: int) -> TrainerEvent:
+    """The event in a stream entry of run ``run_id``'s stream, made storable; ``Unstorable`` says why not."""
+    raw = fields.get(b"event", fields.get("event"))
+    if raw is None:
+        raise Unstorable(f"the entry has no 'event' field (fields: {sorted(_text(k) for k in fields)[:10]})")
+    try:
+        # Python's parser, not pydantic's: it reads a lone surrogate ("\ud800") that storable_text then replaces.
+        event = TrainerEvent.model_validate(json.loads(raw))
+    except (ValueError, UnicodeDecodeError) as error:
+        if isinstance(error, ValidationError):
+            raise Unstorable(f"not a trainer event: {_short(error)}") from None
+        raise Unstorable(f"not a trainer event: not JSON: {error}") from None
+    event = event.model_copy(update={"event_id": storable_text(event.event_id), "run_id": storable_text(event.run_id),
+                                     "payload": storable_text(event.payload)})
+    if event.run_id != str(run_id):
+        raise Unstorable(f"published on run {run_id}'s stream but names run {event.run_id!r}")
+    if not event.event_id or len(event.event_id) > 64:
+        raise Unstorable(f"event_id must be 1 to 64 characters, got {len(event.event_id)}")
+    schema = PAYLOAD_SCHEMAS.get(event.type)
+    if schema is not None:
+        try:
+            schema.model_validate(event.payload)
+        except ValidationError as error:
+            raise Unstorable(f"a {event.type} event whose payload breaks its schema: {_short(error)}") from None
+    return event
+
+
+def _short(error: ValidationError) -> str:
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'event'}: {e['msg']}" for e in error.errors()[:5]]
+    return "; ".join(problems)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+def raw_text(fields: dict | None) -> str:
+    """An entry's fields as JSON text that Postgres can hold whatever bytes they were (NUL included)."""
+    decoded = {_text(key): _text(value) for key, value in (fields or {}).items()}
+    text = json.dumps(decoded, ensure_ascii=False)  # control characters, NUL too, come out escaped
+    return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "… (cut)"
+
+
+def run_id_of(key: str) -> int | None:
+    """``trainer:run:12:events`` → 12; None for a key that is no run's stream."""
+    parts = key.split(":")
+    if len(parts) == 4 and parts[:2] == ["trainer", "run"] and parts[3] == "events" and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
+def _next_id(entry_id: str) -> str:
+    milliseconds, _, sequence = entry_id.partition("-")
+    return f"{milliseconds}-{int(sequence or 0) + 1}"
+
+
+def _id_key(entry_id: str) -> tuple[int, int]:
+    milliseconds, _, sequence = entry_id.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+class Backoff:
+    """0.5 s, 1 s, 2 s … 30 s between tries while a service is away; back to 0.5 s after a success."""
+
+    def __init__(self, first_s: float = 0.5, most_s: float = 30.0):
+        self.first_s = first_s
+        self.most_s = most_s
+        self.next_s = first_s
+
+    def delay(self) -> float:
+        delay, self.next_s = self.next_s, min(self.next_s * 2, self.most_s)
+        return delay
+
+    def reset(self) -> None:
+        self.next_s = self.first_s
 
 
 class EventIngester:
     def __init__(self, redis_url: str | None = None, *, consumer: str | None = None, block_ms: int = 500,
-                 batch_size: int = 1000, reconcile_every_s: float = 5.0):
-        self.redis = redis.Redis.from_url(redis_url or settings.REDIS_URL)
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+                 batch_size: int = 500, claim_idle_ms: int = 60_000, maintain_every_s: float = 5.0,
+                 stream_grace_s: float | None = None, reconcile_every_s: float = 5.0):
+        self.redis = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=5,
+                                          socket_timeout=max(10.0, block_ms / 1000 + 5))
+        # The host's name, not the process's: an ingester restarted on the same host (a crash, a
+        # SIGKILL mid-batch) first re-reads what it had read but not stored, in stream order. A
+        # replaced pod's entries (another host name) are claimed after claim_idle_ms.
+        self.consumer = consumer or socket.gethostname()
         self.block_ms = block_ms
         self.batch_size = batch_size
-        self.reconcile_every_s = reconcile_every_s
+        self.claim_idle_ms = claim_idle_ms
+        self.maintain_every_s = maintain_every_s
+        self.stream_grace_s = settings.EVENT_STREAM_GRACE_S if stream_grace_s is None else stream_grace_s
+        self.reconcile_every_s = reconcile_every_s  # for the reconciler's own loop (management command)
         self._known_groups: set[str] = set()
-        self._last_reconcile = 0.0
+        self._last_maintenance = 0.0
+        self._last_scan = float("-inf")
+        self._streams_found: set[str] = set()
         self.channel_layer = get_channel_layer()
 
     # -- the loop -------------------------------------------------------------------------
 
     def run_forever(self, should_stop=lambda: False) -> None:
         logger.info("ingester %s reading run event streams", self.consumer)
+        backoff = Backoff()
         while not should_stop():
-            self.poll_once()
+            try:
+                self.poll_once()
+                if time.monotonic() - self._last_maintenance >= self.maintain_every_s:
+                    self._last_maintenance = time.monotonic()
+                    self.maintain_streams()
+            except INFRASTRUCTURE_ERRORS as error:
+                delay = backoff.delay()
+                logger.warning("%s is unavailable (%s: %s); nothing acknowledged, reading again in %.1f s",
+                               "Redis" if isinstance(error, redis.RedisError) else "the database",
+                               type(error).__name__, error, delay)
+                self._recover_connections()
+                _sleep(delay, should_stop)
+            except Exception:  # a bug of ours, not an entry (those are dead-lettered): log it, keep going
+                delay = backoff.delay()
+                logger.exception("the ingester's loop failed; trying again in %.1f s", delay)
+                self._recover_connections()
+                _sleep(delay, should_stop)
+            else:
+                backoff.reset()
+
+    def _recover_connections(self) -> None:
+        # A broken database connection stays broken inside Django until it is closed.
+        try:
+            connection.close()
+        except DatabaseError:
+            pass
+        self._known_groups.clear()  # Redis may have restarted without its data: create the groups again
+        self._last_scan = float("-inf")
 
     def poll_once(self) -> int:
         streams = self._streams_to_read()
-        stored = 0
-        if streams:
-            # First what this consumer was given but never acknowledged (a crash mid-batch), then new events.
-            for start in ("0", ">"):
-                try:
-                    response = self.redis.xreadgroup(
-                        GROUP, self.consumer, {key: start for key in streams}, count=self.batch_size,
-                        block=None if start == "0" else self.block_ms,
-                    )
-                except redis.ResponseError as error:
-                    if "NOGROUP" not in str(error):
-                        raise
-                    # A stream or its group vanished (Redis restarted without its data, a key
-                    # deleted): forget what we knew and create them again on the next poll.
-                    logger.warning("consumer group missing (%s); recreating it", error)
-                    self._known_groups.clear()
-                    return stored
-                for key, entries in response or []:
-                    if entries:
-                        stored += self.ingest(key.decode() if isinstance(key, bytes) else key, entries)
-        else:
+        if not streams:
             time.sleep(self.block_ms / 1000)
-        if time.monotonic() - self._last_reconcile > self.reconcile_every_s:
-            self._last_reconcile = time.monotonic()
-            self.reconcile_jobs()
-        return stored
+            return 0
+        # What this consumer read but did not acknowledge (an outage mid-batch), then what other
+        # consumers left pending too long (a killed or replaced ingester), then new entries.
+        stored = self._read(streams, "0", block=None)[1]
+        for key in streams:
+            stored += self._claim_stale(key)
+        return stored + self._read(streams, ">", block=self.block_ms)[1]
+
+    def _read(self, streams: list[str], start: str, block: int | None) -> tuple[int, int]:
+        """(entries read, events newly stored)."""
+        try:
+            response = self.redis.xreadgroup(GROUP, self.consumer, {key: start for key in streams},
+                                             count=self.batch_size, block=block)
+        except redis.ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            # A stream or its group vanished (Redis restarted without its data, a key deleted):
+            # forget what we knew and create them again on the next poll.
+            logger.warning("consumer group missing (%s); recreating it", error)
+            self._known_groups.clear()
+            return 0, 0
+        read = stored = 0
+        for key, entries in response or []:
+            if entries:
+                read += len(entries)
+                stored += self.ingest(_text(key), entries)
+        return read, stored
+
+    def _claim_stale(self, key: str) -> int:
+        stored, start = 0, "0-0"
+        while True:
+            try:
+                reply = self.redis.xautoclaim(key, GROUP, self.consumer, min_idle_time=self.claim_idle_ms,
+                                              start_id=start, count=self.batch_size)
+            except redis.ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                self._known_groups.discard(key)
+                return stored
+            start, entries = _text(reply[0]), reply[1]
+            if entries:
+                logger.info("claimed %d entries of %s left pending over %d ms by another consumer",
+                            len(entries), key, self.claim_idle_ms)
+                stored += self.ingest(key, entries)
+            if start == "0-0":
+                return stored
 
     def _streams_to_read(self) -> list[str]:
-        # Finished runs stay on the list for a while so their last events are drained.
+        """Streams of runs that may still publish, and every run stream still in Redis (late or unread events)."""
         run_ids = Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).values_list("pk", flat=True)
-        recent = Run.objects.filter(finished_at__gte=_minutes_ago(10)).values_list("pk", flat=True)
-        keys = [stream_key(str(pk)) for pk in {*run_ids, *recent}]
-        for key in keys:
+        keys = {stream_key(str(pk)) for pk in run_ids}
+        if time.monotonic() - self._last_scan >= self.maintain_every_s:  # SCAN walks every key: not on each poll
+            self._last_scan = time.monotonic()
+            self._streams_found = {_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000,
+                                                                              _type="stream")}
+        keys.update(self._streams_found)
+        for key in sorted(keys):
             if key not in self._known_groups:
                 try:
                     self.redis.xgroup_create(key, GROUP, id="0", mkstream=True)
@@ -108,50 +349,117 @@ class EventIngester:
                     if "BUSYGROUP" not in str(error):
                         raise
                 self._known_groups.add(key)
-        return keys
+        return sorted(keys)
 
     # -- storing --------------------------------------------------------------------------
 
     def ingest(self, key: str, entries: list) -> int:
-        events = []
+        """Store what can be stored, dead-letter the rest, acknowledge all, forward what was new."""
+        with about_run(run_id_of(key)):  # every log line of this batch names its run
+            return self._ingest(key, entries)
+
+    def _ingest(self, key: str, entries: list) -> int:
+        run_id = run_id_of(key)
+        parsed, rejected = [], []
         for entry_id, fields in entries:
+            entry_id = _text(entry_id)
+            if not fields:
+                continue  # trimmed or deleted while pending: it was stored before
             try:
-                events.append(TrainerEvent.from_stream_fields(fields))
-            except Exception as error:  # a malformed entry must not block the stream behind it
-                logger.error("dropping malformed event %s on %s: %s", entry_id, key, error)
-        new_events = self.store(events)
-        self.redis.xack(key, GROUP, *[entry_id for entry_id, _ in entries])
-        self.forward(new_events)
-        return len(new_events)
+                if run_id is None:
+                    raise Unstorable(f"{key!r} is not a run's event stream (trainer:run:<id>:events)")
+                parsed.append((entry_id, fields, parse_entry(fields, run_id)))
+            except Unstorable as error:
+                rejected.append((entry_id, fields, str(error)))
+            except Exception as error:  # noqa: BLE001 - an entry that breaks the parser is still only an entry
+                rejected.append((entry_id, fields, f"could not be read: {type(error).__name__}: {error}"))
+        try:
+            stored = self.store([event for _, _, event in parsed])
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception as error:  # one entry spoils the batch: find it, store the others
+            logger.warning("storing %d events of %s at once failed (%s: %s); storing them one by one",
+                           len(parsed), key, type(error).__name__, error)
+            stored = []
+            for entry_id, fields, event in parsed:
+                try:
+                    stored += self.store([event])
+                except INFRASTRUCTURE_ERRORS:
+                    raise
+                except Exception as error:  # noqa: BLE001 - whatever it is, this entry cannot be stored
+                    rejected.append((entry_id, fields, f"the database refused it: {type(error).__name__}: {error}"))
+        if rejected:
+            self.dead_letter(key, run_id, rejected)
+        self.redis.xack(key, GROUP, *[_text(entry_id) for entry_id, _ in entries])
+        self.forward(stored)
+        return len(stored)
+
+    def dead_letter(self, key: str, run_id: int | None, rejected: list[tuple[str, dict, str]]) -> None:
+        run_pk = run_id if run_id is not None and Run.objects.filter(pk=run_id).exists() else None
+        for entry_id, _, error in rejected:
+            logger.error("dead-lettering entry %s of %s: %s", entry_id, key, error)
+        # Unique per entry: an entry read again after a crash before its acknowledgement is kept once.
+        letters = [DeadLetter(run_id=run_pk, stream_key=key, entry_id=entry_id, raw_payload=raw_text(fields),
+                              error=storable_text(error)[:10_000]) for entry_id, fields, error in rejected]
+        try:
+            with transaction.atomic():
+                DeadLetter.objects.bulk_create(letters, ignore_conflicts=True)
+        except INFRASTRUCTURE_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001 - the letter itself refused: keep it in plain ASCII, never block the stream
+            for letter in letters:
+                letter.raw_payload = ascii(letter.raw_payload)[:RAW_PAYLOAD_LIMIT]
+                letter.error = ascii(letter.error)[:10_000]
+            DeadLetter.objects.bulk_create(letters, ignore_conflicts=True)
 
     def forward(self, stored_events: list[RunEvent]) -> None:
         """One Channels message per run and chunk, not per event: a step's burst of 2,048
-        rollouts would otherwise cost 2,048 round trips to Redis."""
+        rollouts would otherwise cost 2,048 round trips to Redis. A message lost here is no event
+        lost: the page sees the gap in ``number`` and fetches what it missed."""
         by_run: dict[int, list[dict]] = {}
         for stored in stored_events:
             by_run.setdefault(stored.run_id, []).append(browser_message(stored))
         for run_id, messages in by_run.items():
             for start in range(0, len(messages), FORWARD_CHUNK):
-                async_to_sync(self.channel_layer.group_send)(
-                    f"run-{run_id}", {"type": "run.events", "events": messages[start:start + FORWARD_CHUNK]}
-                )
+                try:
+                    async_to_sync(self.channel_layer.group_send)(
+                        f"run-{run_id}", {"type": "run.events", "events": messages[start:start + FORWARD_CHUNK]}
+                    )
+                except Exception as error:  # noqa: BLE001 - stored and acknowledged already; pages catch up
+                    logger.warning("could not forward events of run %s to browsers: %s", run_id, error)
+                    return
 
     def store(self, events: list[TrainerEvent]) -> list[RunEvent]:
-        """Store events not stored before, and apply their effects, in one transaction."""
+        """Store events not stored before, numbered per run, and apply their effects, in one transaction."""
         if not events:
             return []
         with transaction.atomic():
-            seen = set(RunEvent.objects.filter(event_id__in=[e.event_id for e in events]).values_list("event_id", flat=True))
-            fresh = [e for e in events if e.event_id not in seen]
-            fresh = list({e.event_id: e for e in fresh}.values())
-            existing_runs = set(Run.objects.filter(pk__in={int(e.run_id) for e in fresh}).values_list("pk", flat=True))
-            fresh = [e for e in fresh if int(e.run_id) in existing_runs]
-            RunEvent.objects.bulk_create(
-                [RunEvent(run_id=int(e.run_id), event_id=e.event_id, seq=e.seq, type=e.type, payload=e.payload,
-                          published_at=datetime.fromtimestamp(e.time, tz=dt_timezone.utc)) for e in fresh],
-                ignore_conflicts=True,
-            )
-            stored = list(RunEvent.objects.filter(event_id__in=[e.event_id for e in fresh]).order_by("run_id", "seq"))
+            # The runs' rows first, in id order: two ingesters storing the same run take turns, so
+            # each sees the other's events (no double) and numbers follow on (no gap, no clash).
+            run_ids = sorted({int(e.run_id) for e in events})
+            existing_runs = list(Run.objects.select_for_update().filter(pk__in=run_ids).order_by("pk")
+                                 .values_list("pk", flat=True))
+            seen = set(RunEvent.objects.filter(event_id__in=[e.event_id for e in events])
+                       .values_list("event_id", flat=True))
+            fresh: dict[str, TrainerEvent] = {}
+            for event in events:
+                if event.event_id in seen or event.event_id in fresh:
+                    continue
+                if int(event.run_id) not in existing_runs:
+                    logger.warning("event %s names run %s, which does not exist; skipped", event.event_id,
+                                   event.run_id)
+                    continue
+                fresh[event.event_id] = event
+            last_numbers = dict(RunEvent.objects.filter(run_id__in=existing_runs).values("run_id")
+                                .annotate(last=Max("run_seq")).values_list("run_id", "last"))
+            rows = []
+            for event in fresh.values():
+                run_id = int(event.run_id)
+                last_numbers[run_id] = (last_numbers.get(run_id) or 0) + 1
+                rows.append(RunEvent(run_id=run_id, event_id=event.event_id, seq=event.seq,
+                                     run_seq=last_numbers[run_id], type=event.type, payload=event.payload,
+                                     published_at=datetime.fromtimestamp(event.time, tz=dt_timezone.utc)))
+            stored = RunEvent.objects.bulk_create(rows)
             self._apply_effects(stored)
         return stored
 
@@ -194,14 +502,34 @@ class EventIngester:
                 Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}")
 
     def _store_attempts(self, events: list[RunEvent]) -> None:
+        """One ProofAttempt per rollout, linked to its problem and (for a retry) its first attempt.
+
+        Links are resolved before the insert, so a burst of 2,048 rollouts is one INSERT, not an
+        INSERT and a 2,048-row UPDATE; only a retry whose first attempt is in the same batch is
+        linked after it."""
+        rollouts = [(event, RolloutFinished.model_validate(event.payload)) for event in events]
+        promptset_of = dict(Run.objects.filter(pk__in={e.run_id for e in events})
+                            .values_list("pk", "promptset_version__promptset_id"))
+        problems: dict[tuple[int, str], int] = {}
+        for promptset_id in set(promptset_of.values()):
+            keys = {r.problem_id for e, r in rollouts if promptset_of[e.run_id] == promptset_id}
+            problems.update(((promptset_id, key), pk) for key, pk in Problem.objects.filter(
+                promptset_id=promptset_id, problem_key__in=keys).values_list("problem_key", "pk"))
+        parents: dict[tuple[int, str], int] = {}
+        for run_id in promptset_of:
+            keys = {r.parent_rollout_key for e, r in rollouts if e.run_id == run_id and r.parent_rollout_key}
+            if keys:
+                parents.update(((run_id, key), pk) for key, pk in ProofAttempt.objects.filter(
+                    run_id=run_id, rollout_key__in=keys).values_list("rollout_key", "pk"))
         rows = []
-        for event in events:
-            rollout = RolloutFinished.model_validate(event.payload)
+        for event, rollout in rollouts:
             rows.append(ProofAttempt(
                 run_id=event.run_id, rollout_key=rollout.rollout_key, step=rollout.step,
                 problem_key=rollout.problem_id, problem_name=rollout.problem_name,
+                problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
                 formal_statement=rollout.formal_statement, turn=rollout.turn,
                 parent_rollout_key=rollout.parent_rollout_key or "", sample_index=rollout.sample_index,
+                parent_id=parents.get((event.run_id, rollout.parent_rollout_key or "")),
                 prompt=rollout.prompt, response=rollout.response, reasoning=rollout.reasoning,
                 lean_code=rollout.lean_code, checked_code=rollout.checked_code,
                 format_error=rollout.format_error or "", verdict=rollout.verdict or "",
@@ -212,31 +540,65 @@ class EventIngester:
                 verification_seconds=rollout.verification_seconds, sampling=rollout.sampling, event_id=event.pk,
             ))
         ProofAttempt.objects.bulk_create(rows, ignore_conflicts=True)
-        by_run: dict[int, list[str]] = {}
-        for row in rows:
-            by_run.setdefault(row.run_id, []).append(row.rollout_key)
-        for run_id, keys in by_run.items():
-            run = Run.objects.select_related("promptset_version").get(pk=run_id)
-            attempts = ProofAttempt.objects.filter(run_id=run_id, rollout_key__in=keys)
-            problems = dict(
-                Problem.objects.filter(promptset_id=run.promptset_version.promptset_id,
-                                       problem_key__in={a.problem_key for a in attempts}).values_list("problem_key", "pk")
-            )
-            parents = dict(
-                ProofAttempt.objects.filter(run_id=run_id, rollout_key__in={a.parent_rollout_key for a in attempts if a.parent_rollout_key})
-                .values_list("rollout_key", "pk")
-            )
-            for attempt in attempts:
-                attempt.problem_id = problems.get(attempt.problem_key)
-                attempt.parent_id = parents.get(attempt.parent_rollout_key)
-            ProofAttempt.objects.bulk_update(attempts, ["problem", "parent"])
+        unlinked = [row for row in rows if row.parent_rollout_key and row.parent_id is None]
+        for row in unlinked:  # retries whose first attempt came in this same batch
+            parent = ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.parent_rollout_key).values_list(
+                "pk", flat=True).first()
+            if parent:
+                ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.rollout_key).update(parent_id=parent)
         attempt_ids = dict(
             ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).values_list("event_id", "pk")
         )
         for event in events:
             event.attempt_id = attempt_ids.get(event.pk)
 
-    # -- jobs that died without a word ----------------------------------------------------
+    # -- keeping Redis small ----------------------------------------------------------------
+
+    def maintain_streams(self) -> None:
+        """Trim every run stream up to what is stored; delete those of runs final for ``stream_grace_s``."""
+        keys = [_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000, _type="stream")]
+        runs = {run.pk: run for run in Run.objects.filter(pk__in=[i for i in map(run_id_of, keys) if i is not None])
+                .only("pk", "state", "finished_at")}
+        cutoff = timezone.now() - timedelta(seconds=self.stream_grace_s)
+        for key in keys:
+            position = self.stream_position(key)
+            if position is None:
+                continue  # no group yet: nothing was read, nothing may go
+            trim_to, is_drained = position
+            if trim_to is not None:
+                self.redis.xtrim(key, minid=trim_to, approximate=False)
+            run = runs.get(run_id_of(key))
+            is_over = run is None or (run.state in FINAL_STATES and run.finished_at and run.finished_at <= cutoff)
+            if is_over and is_drained:
+                # The run may have been resumed since the query above: ask again just before deleting.
+                if run is None or Run.objects.filter(pk=run.pk, state__in=FINAL_STATES).exists():
+                    self.redis.delete(key)
+                    self._known_groups.discard(key)
+                    self._streams_found.discard(key)
+                    logger.info("deleted the stream %s: %s", key, "its run is final and stored"
+                                if run else "no run has this id")
+
+    def stream_position(self, key: str) -> tuple[str | None, bool] | None:
+        """(the id everything before which is acknowledged, whether nothing is left unread or pending);
+        None if the stream has no ingester group."""
+        try:
+            groups = {_text(g["name"]): g for g in self.redis.xinfo_groups(key)}
+        except redis.ResponseError:
+            return None
+        group = groups.get(GROUP)
+        if group is None:
+            return None
+        last_delivered = _text(group["last-delivered-id"])
+        pending = self.redis.xpending(key, GROUP)
+        if pending["pending"]:
+            oldest_pending = _text(pending["min"])
+            return oldest_pending, False
+        info = self.redis.xinfo_stream(key)
+        last_entry = _text(info.get("last-generated-id") or "0-0")
+        is_drained = _id_key(last_delivered) >= _id_key(last_entry)
+        return (_next_id(last_delivered) if last_delivered != "0-0" else None), is_drained
+
+    # -- jobs that died without a word (run by the command in its own loop, never in poll_once) ---
 
     def reconcile_jobs(self) -> None:
         for run in Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).exclude(ray_job_id=""):
@@ -265,18 +627,15 @@ class EventIngester:
                                 f"Last lines of the job's log:\n{ray_jobs.log_tail(run.ray_job_id)}")
 
     def poll_stream(self, key: str) -> None:
+        """Read one stream to its end now (what the reconciler does before judging a run)."""
         if key not in self._known_groups:
             self._streams_to_read()
-        for start in ("0", ">"):
-            response = self.redis.xreadgroup(GROUP, self.consumer, {key: start}, count=self.batch_size)
-            for stream, entries in response or []:
-                if entries:
-                    self.ingest(key, entries)
+        self._read([key], "0", block=None)
+        while self._read([key], ">", block=None)[0]:
+            pass
 
 
-def _minutes_ago(minutes: int):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    return timezone.now() - timedelta(minutes=minutes)
+def _sleep(seconds: float, should_stop) -> None:
+    deadline = time.monotonic() + seconds
+    while not should_stop() and time.monotonic() < deadline:
+        time.sleep(min(0.2, deadline - time.monotonic()))

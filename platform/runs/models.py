@@ -181,7 +181,11 @@ class RunEvent(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     event_id = models.CharField(max_length=64, unique=True)
-    seq = models.BigIntegerField()
+    seq = models.BigIntegerField(help_text="The trainer's number: unique per publisher, not contiguous (ranks interleave).")
+    run_seq = models.PositiveBigIntegerField(
+        help_text="Position among the run's stored events: 1, 2, 3… with no gap, given by the ingester as it "
+                  "stores them, so a browser that sees 7 after 5 knows it missed 6 and fetches it.",
+    )
     type = models.CharField(max_length=32, db_index=True)
     payload = models.JSONField()
     published_at = models.DateTimeField()
@@ -194,6 +198,29 @@ class RunEvent(models.Model):
             # The run page's "last event id" and the WebSocket's backlog read a run's events by id.
             models.Index(fields=["run", "id"], name="runevent_run_id_order"),
         ]
+        constraints = [models.UniqueConstraint(fields=["run", "run_seq"], name="one_event_per_run_seq")]
+
+
+class DeadLetter(models.Model):
+    """A stream entry the ingester could not store (not JSON, an unknown type, a payload that breaks its
+    schema, a database refusal), kept with the error so nothing is dropped unseen. It was
+    acknowledged, so it no longer blocks the run's stream; the run page counts them."""
+
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="dead_letters",
+                            help_text="The run whose stream held the entry; empty if that run no longer exists.")
+    stream_key = models.CharField(max_length=200)
+    entry_id = models.CharField(max_length=64, help_text="The Redis Stream entry id, e.g. 1717171717171-0.")
+    raw_payload = models.TextField(help_text="The entry's fields as JSON text (control characters escaped), "
+                                             "cut at 1,000,000 characters.")
+    error = models.TextField(help_text="Why it could not be stored, in the ingester's words.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [models.UniqueConstraint(fields=["stream_key", "entry_id"], name="one_dead_letter_per_entry")]
+
+    def __str__(self):
+        return f"{self.stream_key} {self.entry_id}: {self.error[:80]}"
 
 
 class StepMetrics(models.Model):

@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import Count
 from django.http import HttpResponse, JsonResponse
 
-from runs.models import Run, RunState, StepMetrics
+from runs.models import DeadLetter, Run, RunState, StepMetrics
 
 CHECK_TIMEOUT_S = 3.0
 
@@ -115,6 +115,8 @@ class PlatformCollector:
         yield GaugeMetricFamily("leanrl_run_queue_length", "Runs waiting to be dispatched (state queued).",
                                 value=counts.get(RunState.QUEUED.value, 0))
 
+        yield GaugeMetricFamily("leanrl_dead_letters", "Event stream entries the ingester could not store "
+                                "(runs.DeadLetter; read them in the admin).", value=DeadLetter.objects.count())
         yield from self._ingester_metrics()
         yield from self._verifier_metrics()
 

@@ -105,7 +105,7 @@ def log_lines(run: Run, limit: int = LOG_LINES_SHOWN) -> list[dict]:
     events = list(
         RunEvent.objects.filter(run=run, type__in=(EventType.LOG, EventType.ERROR)).order_by("-pk")[:limit]
     )
-    return [{"id": e.pk, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
+    return [{"id": e.pk, "number": e.run_seq, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
             for e in reversed(events)]
 
 
@@ -145,8 +145,30 @@ def disk_used_bytes(run: Run) -> int | None:
     return total
 
 
-def last_event_id(run: Run) -> int:
-    return RunEvent.objects.filter(run=run).order_by("-pk").values_list("pk", flat=True).first() or 0
+def last_event_number(run_id: int) -> int:
+    """The run's highest ``run_seq`` stored (0 before any): the page asks for what comes after it."""
+    return RunEvent.objects.filter(run_id=run_id).order_by("-run_seq").values_list("run_seq", flat=True).first() or 0
+
+
+EVENT_PAGE_LIMIT = 500  # events per page of a replay: a browser far behind asks again, page by page
+
+
+def events_after(run_id: int, after: int, limit: int = EVENT_PAGE_LIMIT) -> list[dict]:
+    """The run's events numbered after ``after``, oldest first, at most ``limit`` (capped at
+    EVENT_PAGE_LIMIT), as a watching browser receives them."""
+    from proofs.models import ProofAttempt
+    from runs.ingest import browser_message
+
+    limit = max(1, min(limit, EVENT_PAGE_LIMIT))
+    events = list(RunEvent.objects.filter(run_id=run_id, run_seq__gt=after).order_by("run_seq")[:limit])
+    attempt_ids = dict(ProofAttempt.objects.filter(event__in=[e.pk for e in events]).values_list("event_id", "pk"))
+    for event in events:
+        event.attempt_id = attempt_ids.get(event.pk)
+    return [browser_message(event) for event in events]
+
+
+def dead_letter_count(run: Run) -> int:
+    return run.dead_letters.count()
 
 
 def checkpoints(run: Run) -> list[Checkpoint]:

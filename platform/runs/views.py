@@ -75,12 +75,12 @@ def detail(request, pk):
     other = None
     if request.GET.get("diff", "").isdigit():
         other = Run.objects.visible_to(request.user).filter(pk=int(request.GET["diff"])).first()
-    # Read the last event id before anything else: the WebSocket resends what came after it,
+    # Read the last event number before anything else: the WebSocket resends what came after it,
     # so an event stored while this page renders is delivered, not lost.
-    last_event_id = queries.last_event_id(run)
+    last_event_number = queries.last_event_number(run.pk)
     return render(request, "runs/detail.html", {
         "run": run,
-        "run_context": {"runId": run.pk, "lastEventId": last_event_id, "state": run.state,
+        "run_context": {"runId": run.pk, "lastEventNumber": last_event_number, "state": run.state,
                         "filtersAreActive": bool(filters.is_valid() and filters.active_filters())},
         "filters": filters,
         "attempts": attempts,
@@ -98,6 +98,7 @@ def detail(request, pk):
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": queries.elapsed_seconds(run),
         "can_edit": run.is_editable_by(request.user),
+        "dead_letters": queries.dead_letter_count(run),
     })
 
 

@@ -43,7 +43,7 @@ def test_the_trainers_record_cannot_be_edited(client, operator, make_run):
     run = make_run(state="running")
     attempt = ProofAttempt.objects.create(run=run, rollout_key="s1-r1", step=1, problem_key="add_small",
                                           verdict="lean_error", reward=0.0)
-    event = run.events.create(event_id="e-1", seq=1, type="log", payload={"message": "hi"},
+    event = run.events.create(event_id="e-1", seq=1, run_seq=1, type="log", payload={"message": "hi"},
                               published_at="2026-11-30T10:00:00Z")
     client.force_login(operator)
     for obj in (attempt, event):

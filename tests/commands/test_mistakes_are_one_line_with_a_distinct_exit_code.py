@@ -77,12 +77,14 @@ def test_score_fails_when_every_answer_was_censored(problems):
     assert_one_line(err, "no answer was decided", "censored", unreachable)
 
 
-def test_run_with_an_unreachable_redis_fails_at_start(problems, tmp_path):
+def test_run_with_an_unreachable_redis_says_so_at_once_and_fails_after_the_outage_limit(problems, tmp_path):
     url = f"redis://127.0.0.1:{free_port()}/0"
     code, _, err = trainer("run", "--preset", "cpu-smoke", "--promptset", str(problems), "--output", str(tmp_path / "o"),
-                           "--events", url)
+                           "--events", url, "--set", "events.max_outage_s=2", "--lean-url", "http://127.0.0.1:9")
     assert code == EXIT_UNREACHABLE
-    assert_one_line(err, f"--events {url}", "does not answer", "--events stdout")
+    assert "Traceback" not in err
+    assert err.splitlines()[0].startswith(f"trainer: --events {url}: Redis does not answer")
+    assert_one_line(err, "trainer run: the run failed:", "Redis")
 
 
 def test_run_with_a_missing_promptset_names_the_option(tmp_path):

@@ -46,9 +46,10 @@ class WebSocketListener:
             self.connected.set()
             while not self.stop.is_set():
                 try:
-                    self.messages.append(json.loads(await asyncio.wait_for(socket.recv(), 0.5)))
+                    frame = json.loads(await asyncio.wait_for(socket.recv(), 0.5))
                 except asyncio.TimeoutError:
                     continue
+                self.messages.extend(frame.get("events", []))  # a batch of events, or the backlog's end
 
 
 def test_a_launched_run_trains_two_steps_and_its_rollouts_are_stored_and_pushed_live(
@@ -78,3 +79,4 @@ def test_a_launched_run_trains_two_steps_and_its_rollouts_are_stored_and_pushed_
     pushed = {m["payload"]["rollout_key"] for m in listener.messages if m["type"] == "rollout_finished"}
     assert pushed == set(attempts.values_list("rollout_key", flat=True))
     assert [m["id"] for m in listener.messages] == sorted({m["id"] for m in listener.messages})  # in order, once each
+    assert [m["number"] for m in listener.messages] == list(range(1, len(listener.messages) + 1))  # and no gap

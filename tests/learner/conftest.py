@@ -84,8 +84,10 @@ class CannedAnswersEngine:
         from trainer.rollout.base import Generation
 
         for prompt_index, prompt in enumerate(prompts):
+            # The driver sends token ids (what the learner scores); the canned answers read text.
+            prompt_text = prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
             for sample_index in range(sampling.n):
-                text = self.answer_for(prompt, sample_index)
+                text = self.answer_for(prompt_text, sample_index)
                 ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
                 yield Generation(prompt_index, sample_index, text, ids, len(ids), False, 0.0)
 

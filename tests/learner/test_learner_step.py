@@ -1,4 +1,7 @@
-"""Learner.step: mini-batches of prompts, gradient accumulation scaled as verl does, one AdamW step each."""
+"""Learner.step: mini-batches of prompts, micro-batches laid out for the model, one AdamW step each.
+
+The gradient's scale is pinned in test_gradients_equal_the_releases_at_micro_batch_two.py.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,8 @@ from tests.learner.conftest import tiny_run_config
 from trainer.learner import (
     Learner,
     TrainingSequence,
-    clipped_token_loss,
-    constant_divisor_loss,
     mini_batches,
+    pack_batch,
     pad_batch,
     response_logprobs,
 )
@@ -28,35 +30,6 @@ def four_sequences() -> list[TrainingSequence]:
     ]
 
 
-def gradients(model) -> list[torch.Tensor]:
-    return [p.grad.detach().clone() for p in model.parameters()]
-
-
-@pytest.mark.parametrize("micro_batch_sequences", [1, 2, 4])
-def test_accumulated_micro_batch_gradients_equal_verls_scaled_sum_over_the_mini_batch(tiny_policy, micro_batch_sequences):
-    config = tiny_run_config(optimizer={"micro_batch_sequences": micro_batch_sequences})
-    model, tokenizer = tiny_policy(seed=3)
-    learner = Learner(config, model, tokenizer)
-    mini_batch = four_sequences()
-    learner.optimizer.zero_grad(set_to_none=False)
-    learner.accumulate_gradients(mini_batch, learner.old_logprobs([mini_batch]))
-    accumulated = gradients(model)
-
-    # The same objective in one pass over all four sequences, zero advantage included:
-    # (micro size / mini-batch size) × Σ token losses / max response length.
-    model.zero_grad(set_to_none=False)
-    batch = pad_batch(mini_batch, tokenizer.pad_token_id, torch.device("cpu"))
-    logprobs = response_logprobs(model, batch)
-    token_loss = clipped_token_loss(logprobs, logprobs.detach(), batch.advantages, 0.2, 0.3, 3.0)
-    divisor = config.rollout.max_response_tokens
-    (constant_divisor_loss(token_loss, batch.response_mask, divisor) * micro_batch_sequences / 4).backward()
-    reference = gradients(model)
-
-    assert any(g.abs().sum() > 0 for g in reference)
-    for got, expected in zip(accumulated, reference):
-        assert torch.allclose(got, expected, atol=1e-7, rtol=1e-4)
-
-
 def test_the_first_mini_batch_loss_is_minus_the_advantage_weighted_token_count_over_the_divisor(tiny_policy):
     # π_old is the current policy, so every ratio is 1 and each token's loss is -A.
     config = tiny_run_config(
@@ -64,7 +37,8 @@ def test_the_first_mini_batch_loss_is_minus_the_advantage_weighted_token_count_o
     )
     model, tokenizer = tiny_policy()
     metrics = Learner(config, model, tokenizer).step(four_sequences())
-    expected = -(0.5 * 3 - 0.5 * 5 + 0.25 * 2 + 0.0 * 4) / 192 * (4 / 4)
+    # Scaled as the release's micro-batch of 2 scales it: 2 / 4 sequences in the mini-batch.
+    expected = -(0.5 * 3 - 0.5 * 5 + 0.25 * 2 + 0.0 * 4) / 192 * (2 / 4)
     assert math.isclose(metrics["loss"], expected, rel_tol=1e-5)
     assert metrics["optimizer_steps"] == 1
     assert metrics["tokens"] == 3 + 5 + 2  # the zero-advantage answer is not run
@@ -104,6 +78,19 @@ def test_left_padded_prompts_put_every_response_at_the_same_column():
     assert batch.input_ids.tolist() == [[11, 12, 13, 24, 25, 26, 27, 28], [0, 31, 32, 41, 42, 0, 0, 0]]
     assert batch.response_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
     assert batch.position_ids[1].tolist()[:5] == [0, 0, 1, 2, 3]
+    assert batch.predictor_positions.tolist() == [2, 3, 4, 5, 6]
+
+
+def test_packed_sequences_lie_end_to_end_with_positions_restarting_at_zero():
+    batch = pack_batch(four_sequences()[1:3], device=torch.device("cpu"))
+    assert batch.input_ids.tolist() == [[11, 12, 13, 24, 25, 26, 27, 28, 31, 32, 41, 42]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3]]
+    assert batch.attention_mask is None
+    assert batch.predictor_positions.tolist() == [2, 3, 4, 5, 6, 9, 10]
+    assert batch.response_ids.tolist() == [[24, 25, 26, 27, 28, 41, 42]]
+    assert batch.advantages.tolist() == [[-0.5] * 5 + [0.25] * 2]
+    values = torch.arange(7.0).unsqueeze(0)
+    assert [v.tolist() for v in batch.per_sequence(values)] == [[0, 1, 2, 3, 4], [5, 6]]
 
 
 def test_response_logprobs_score_each_response_token_given_everything_before_it(tiny_policy):

@@ -45,6 +45,7 @@ def test_runs_are_counted_by_state_and_the_queue_length_is_the_queued_runs(scrap
     assert samples[("leanrl_runs", (("state", "running"),))] == 1
     assert samples[("leanrl_runs", (("state", "succeeded"),))] == 0
     assert samples[("leanrl_run_queue_length", ())] == 2
+    assert samples[("leanrl_dead_letters", ())] == 0
 
 
 def test_pending_entries_count_what_the_ingester_has_not_stored(scraper, make_run, settings):

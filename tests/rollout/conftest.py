@@ -69,6 +69,7 @@ def stop_or_go_llama(tokenizer) -> LlamaForCausalLM:
 # --- a stand-in for the vllm package: records what the engine asks of it --------------------
 
 import enum
+import importlib
 import sys
 import types
 from dataclasses import dataclass, field
@@ -208,11 +209,16 @@ class FakeVllmLLM:
         self.log.append(("reset_prefix_cache",))
 
     def collective_rpc(self, method, args=(), kwargs=None):
-        assert callable(method), "weights go to workers through a function run on each worker"
+        # As vLLM does it without insecure serialization: a method name, looked up on a worker
+        # class built with the extension the engine named by its qualified name.
+        assert isinstance(method, str), "a Python callable would need VLLM_ALLOW_INSECURE_SERIALIZATION"
+        module_name, _, class_name = self.kwargs["worker_extension_cls"].rpartition(".")
+        extension = getattr(importlib.import_module(module_name), class_name)
+        worker = type("FakeVllmWorker", (extension,), {})()
+        worker.model_runner = types.SimpleNamespace(model=self.model)
         (bucket,) = args
         self.rpc_buckets.append(bucket)
-        worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=self.model))
-        return [method(worker, *args, **(kwargs or {}))]
+        return [getattr(worker, method)(*args, **(kwargs or {}))]
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 
 import pytest
 import torch
+from tokenizers import processors
 
 from trainer.config import RunConfig
 from trainer.rollout.base import SamplingSettings, build_engine
@@ -41,6 +43,7 @@ def test_it_builds_the_llm_with_the_configs_memory_parallelism_sleep_mode_dtype_
     assert llm.kwargs == {
         "model": "/models/prover", "dtype": "bfloat16", "seed": 17, "max_model_len": 128 + 64,
         "gpu_memory_utilization": 0.45, "tensor_parallel_size": 2, "enable_sleep_mode": True,
+        "worker_extension_cls": "trainer.rollout.vllm_worker.LearnerWeightsReceiver",
     }
 
 
@@ -59,11 +62,23 @@ def test_it_refuses_lengths_the_model_has_no_positions_for(fake_vllm, random_lla
     assert fake_vllm.instances == []
 
 
-def test_it_sends_each_prompt_as_given_under_an_id_of_its_own(engine, fake_vllm):
-    list(engine.generate(["p0", "p1"], sampling()))
-    list(engine.generate(["p2"], sampling()))
+def test_it_sends_each_prompt_as_token_ids_under_an_id_of_its_own(engine, fake_vllm):
+    list(engine.generate([[5, 6], [7]], sampling()))
+    list(engine.generate([[8, 9, 10]], sampling()))
     added = [entry[1:] for entry in fake_vllm.instances[0].log if entry[0] == "add_request"]
-    assert added == [("rollout-0-0", "p0"), ("rollout-0-1", "p1"), ("rollout-1-0", "p2")]
+    assert added == [("rollout-0-0", {"prompt_token_ids": [5, 6]}), ("rollout-0-1", {"prompt_token_ids": [7]}),
+                     ("rollout-1-0", {"prompt_token_ids": [8, 9, 10]})]
+
+
+def test_text_prompts_are_tokenized_as_the_learner_tokenizes_them_never_by_vllm(fake_vllm, random_llama, tokenizer):
+    # A tokenizer that adds a BOS would, given text, make vLLM sample from a prompt the learner never scores.
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(single="<unk> $A", special_tokens=[("<unk>", 2)])
+    assert tokenizer("theorem by")["input_ids"][0] == 2  # this tokenizer does add one
+    engine = VllmEngine.from_config(gpu_config(), random_llama, tokenizer)
+    list(engine.generate(["theorem by"], sampling(n=1)))
+    (added,) = [entry[2] for entry in fake_vllm.instances[0].log if entry[0] == "add_request"]
+    assert added == {"prompt_token_ids": tokenizer("theorem by", add_special_tokens=False)["input_ids"]}
 
 
 def test_sampling_params_carry_every_setting_and_a_seed_of_their_own_per_prompt(engine):
@@ -78,13 +93,13 @@ def test_sampling_params_carry_every_setting_and_a_seed_of_their_own_per_prompt(
 
 
 def test_it_yields_every_sample_of_every_prompt_with_its_indices(engine):
-    generations = list(engine.generate(["p0", "p1"], sampling(n=3)))
+    generations = list(engine.generate([[5], [6]], sampling(n=3)))
     assert sorted((g.prompt_index, g.sample_index) for g in generations) == [(p, s) for p in range(2) for s in range(3)]
 
 
 def test_it_converts_vllm_outputs_marking_length_finishes_truncated(engine, fake_vllm):
     eos = fake_vllm.EOS
-    by_sample = {g.sample_index: g for g in engine.generate(["p0"], sampling(n=3, max_tokens=2))}
+    by_sample = {g.sample_index: g for g in engine.generate([[5]], sampling(n=3, max_tokens=2))}
     assert by_sample[0].token_ids == [eos] and not by_sample[0].is_truncated and by_sample[0].text == ""
     assert by_sample[1].token_ids == [101, eos] and not by_sample[1].is_truncated and by_sample[1].text == "w1 "
     assert by_sample[2].token_ids == [101, 102] and by_sample[2].is_truncated and by_sample[2].text == "w1 w2 "
@@ -93,7 +108,7 @@ def test_it_converts_vllm_outputs_marking_length_finishes_truncated(engine, fake
 
 def test_it_yields_a_sample_as_soon_as_vllm_finishes_it(engine, fake_vllm):
     loop = fake_vllm.instances[0].llm_engine
-    stream = engine.generate(["p0"], sampling(n=3, max_tokens=10))
+    stream = engine.generate([[5]], sampling(n=3, max_tokens=10))
     first = next(stream)
     assert (first.sample_index, loop.steps) == (0, 1)  # sample 0 ends at step 1; samples 1 and 2 are still running
     second = next(stream)
@@ -103,7 +118,7 @@ def test_it_yields_a_sample_as_soon_as_vllm_finishes_it(engine, fake_vllm):
 
 
 def test_it_aborts_unread_requests_when_the_caller_stops_early(engine, fake_vllm):
-    stream = engine.generate(["p0", "p1"], sampling(n=3, max_tokens=10))
+    stream = engine.generate([[5], [6]], sampling(n=3, max_tokens=10))
     next(stream)
     stream.close()
     log = fake_vllm.instances[0].log
@@ -114,7 +129,7 @@ def test_an_aborted_request_is_an_error_not_an_empty_answer(fake_vllm, random_ll
     monkeypatch.setattr(fake_vllm, "abort_reason", "abort")
     engine = VllmEngine.from_config(gpu_config(), random_llama, tokenizer)
     with pytest.raises(RuntimeError, match="vLLM aborted sample 0 of prompt 0"):
-        list(engine.generate(["p0"], sampling(n=1)))
+        list(engine.generate([[5]], sampling(n=1)))
 
 
 def test_it_pushes_every_weight_by_checkpoint_name_in_the_engines_dtype(engine, fake_vllm, random_llama):
@@ -131,32 +146,23 @@ def test_a_float32_run_pushes_float32_weights(fake_vllm, random_llama, tokenizer
     assert {t.dtype for t in fake_vllm.instances[0].model.loaded.values()} == {torch.float32}
 
 
-def test_the_learner_phase_runs_with_vllm_asleep_and_weights_wake_before_the_cache(engine, fake_vllm, random_llama):
+def test_a_slept_engine_will_not_generate_from_discarded_weights(engine, fake_vllm):
+    engine.sleep()
+    with pytest.raises(RuntimeError, match="no push_weights came since"):
+        list(engine.generate([[5]], sampling(n=1)))
+
+
+def test_waking_an_awake_engine_and_sleeping_twice_make_one_call_each(engine, fake_vllm, random_llama):
     log = fake_vllm.instances[0].log
     del log[:]
+    engine.wake()
+    engine.sleep()
     engine.sleep()
     engine.push_weights(random_llama)
-    list(engine.generate(["p0"], sampling(n=1)))
-    calls = [entry[:2] if entry[0] != "add_request" else entry[:1] for entry in log]
-    assert calls[:6] == [
-        ("sleep", 1),
-        ("wake_up", ("weights",)),  # load into mapped memory, not into the offloaded copy
-        ("load_weights", len(dict(random_llama.named_parameters()))),
-        ("reset_prefix_cache",),  # cached prefixes were computed by the old weights
-        ("wake_up", ("kv_cache",)),
-        ("add_request",),
-    ]
-
-
-def test_waking_an_awake_engine_and_sleeping_twice_make_one_call_each(engine, fake_vllm):
-    log = fake_vllm.instances[0].log
-    del log[:]
-    engine.wake()
-    engine.sleep()
-    engine.sleep()
     engine.wake()
     engine.wake()
-    assert log == [("sleep", 1), ("wake_up", ("weights", "kv_cache"))]
+    assert [entry[:2] for entry in log] == [("sleep", 2), ("wake_up", ("weights",)), ("load_weights", len(dict(random_llama.named_parameters()))),
+                                            ("reset_prefix_cache",), ("wake_up", ("kv_cache",))]
 
 
 def test_without_sleep_mode_sleeping_asks_nothing_of_vllm(fake_vllm, random_llama, tokenizer):

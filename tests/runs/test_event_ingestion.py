@@ -145,3 +145,14 @@ def test_a_burst_is_forwarded_in_a_few_messages_in_order(running_run, redis_clie
     while len(received) < 250:
         received.extend(async_to_sync(layer.receive)(channel)["events"])
     assert [e["payload"]["rollout_key"] for e in received] == [f"s1-p0-r{index}" for index in range(250)]
+
+
+def test_a_retry_stored_after_its_first_attempt_is_linked_to_it(running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r0", verdict="lean_error", reward=0.0))
+    EventIngester().poll_once()
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=2, key="s2-retry-0", turn="retry",
+                                                          parent_rollout_key="s1-p0-r0"))
+    EventIngester().poll_once()
+    retry = ProofAttempt.objects.get(rollout_key="s2-retry-0")
+    assert retry.parent.rollout_key == "s1-p0-r0" and retry.problem.problem_key == "add_small"

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.django_db
 
 
 def add_tracking_event(run, seq, **payload):
-    run.events.create(event_id=f"t{seq}", seq=seq, type="tracking", payload=payload, published_at=timezone.now())
+    run.events.create(event_id=f"t{seq}", seq=seq, run_seq=seq, type="tracking", payload=payload, published_at=timezone.now())
 
 
 def test_the_run_page_links_trackers_and_the_ray_job(client, alice, make_run, settings):

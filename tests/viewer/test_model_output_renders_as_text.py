@@ -54,7 +54,7 @@ def test_a_log_line_with_markup_is_handed_over_as_data(make_run, alice, logged_i
     from django.utils import timezone
 
     run = make_run(state="running")
-    run.events.create(event_id="log-1", seq=0, type="log", payload={"level": "info", "message": PAYLOADS[2]},
+    run.events.create(event_id="log-1", seq=0, run_seq=1, type="log", payload={"level": "info", "message": PAYLOADS[2]},
                       published_at=timezone.now())
     html = logged_in(alice).get(f"/runs/{run.pk}/").content.decode()
     assert_no_live_markup(html)

@@ -12,10 +12,11 @@ from trainer.commands import (
     EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_MALFORMED_INPUT,
+    EXIT_UNREACHABLE,
     CommandError,
-    check_events_destination,
     config_error,
     existing_file,
+    warn_if_events_destination_is_down,
 )
 
 
@@ -115,7 +116,7 @@ def events_sink(args: argparse.Namespace):
         sink = sink_from_url(args.events, args.run_id)
     except ValueError as error:
         raise CommandError(f"--events: {error}", EXIT_BAD_ARGUMENTS) from None
-    check_events_destination(args.events)
+    warn_if_events_destination_is_down(args.events)
     return sink
 
 
@@ -130,15 +131,38 @@ def publish_cannot_start(publisher, error: Exception, **finished) -> CommandErro
     return failure
 
 
+def with_delivery(sink, body) -> int:
+    """``body()``'s exit code, once whatever the sink still buffers (the run's last events, or why it
+    could not start) has gone out; a run whose events cannot be delivered has failed."""
+    from trainer.events import EventsUnavailable, finish_delivery
+
+    problem = None
+    try:
+        code = body()
+    except EventsUnavailable:
+        code = EXIT_FAILED  # finish_delivery says why
+    finally:
+        problem = finish_delivery(sink)
+    if problem:
+        raise CommandError(f"the run failed: {problem}", EXIT_UNREACHABLE)
+    return code
+
+
 def main(args: argparse.Namespace) -> int:
-    from trainer.distributed import RankEventPublisher, check_launch_fits_config, torchrun_position
-    from trainer.events import EventPublisher
+    from trainer.distributed import torchrun_position
 
     sink = events_sink(args)
     try:
         position = torchrun_position()  # None unless torchrun started this process as one of several ranks
     except ValueError as error:
         raise CommandError(str(error), EXIT_BAD_ARGUMENTS) from None
+    return with_delivery(sink, lambda: _run(args, sink, position))
+
+
+def _run(args: argparse.Namespace, sink, position) -> int:
+    from trainer.distributed import RankEventPublisher, check_launch_fits_config
+    from trainer.events import EventPublisher, configure_sink
+
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -151,6 +175,7 @@ def main(args: argparse.Namespace) -> int:
         publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size)
     try:
         config = resolve_config(args)
+        configure_sink(sink, config.events)
         check_launch_fits_config(config, position)
         problems = read_problems(args.promptset, "--promptset")
         eval_problems = read_problems(args.eval_promptset, "--eval-promptset") if args.eval_promptset else None

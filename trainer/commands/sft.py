@@ -14,7 +14,14 @@ import json
 from pathlib import Path
 
 from trainer.commands import EXIT_CANCELLED, EXIT_FAILED, EXIT_MALFORMED_INPUT, CommandError, existing_file
-from trainer.commands.run import add_config_arguments, events_sink, publish_cannot_start, read_problems, resolve_config
+from trainer.commands.run import (
+    add_config_arguments,
+    events_sink,
+    publish_cannot_start,
+    read_problems,
+    resolve_config,
+    with_delivery,
+)
 
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
@@ -62,9 +69,13 @@ def load_conversations(args: argparse.Namespace, config, output: Path) -> list[l
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.events import EventPublisher
-
     sink = events_sink(args)
+    return with_delivery(sink, lambda: _run(args, sink))
+
+
+def _run(args: argparse.Namespace, sink) -> int:
+    from trainer.events import EventPublisher, configure_sink
+
     output = Path(args.output)
     first_seq = 0
     if args.resume:
@@ -74,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
     publisher = EventPublisher(args.run_id, sink, first_seq=first_seq)
     try:
         config = resolve_config(args)
+        configure_sink(sink, config.events)
         conversations = load_conversations(args, config, output)
     except Exception as error:  # a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error, kind="sft") from None

@@ -101,10 +101,12 @@ class Generation:
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+    def generate(self, prompts: list[list[int]] | list[str], sampling: SamplingSettings) -> Iterator[Generation]:
         """Yield ``len(prompts) * sampling.n`` generations, each as soon as it is finished.
 
-        ``prompts`` are chat-templated text. The order of yields is the order of finishing;
+        ``prompts`` are chat-templated prompts as token ids, exactly the ids the learner will
+        score (the driver passes ``PromptSlot.prompt_ids``); text is accepted too and tokenized
+        the learner's way (``add_special_tokens=False``). The order of yields is the order of finishing;
         ``prompt_index`` and ``sample_index`` say which prompt and sample each one is.
         """
         ...
@@ -114,7 +116,7 @@ class RolloutEngine(Protocol):
         ...
 
     def wake(self) -> None:
-        """Take the memory back, after the learner phase."""
+        """Take all the memory back (weights and cache); the driver needs only push_weights and generate, which wake what they use."""
         ...
 
     def push_weights(self, model: Any) -> None:

@@ -44,7 +44,8 @@ class TransformersEngine:
         pad = tokenizer.pad_token_id
         self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
 
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings) -> Iterator[Generation]:
+        """``prompts`` as token ids (the driver's), or text tokenized here as the learner does."""
         started = time.perf_counter()
         prompts_per_batch = max(1, self._max_batch_sequences // sampling.n)
         for batch_number, first in enumerate(range(0, len(prompts), prompts_per_batch)):
@@ -53,15 +54,27 @@ class TransformersEngine:
             seed = None if sampling.seed is None else sampling.seed + batch_number
             yield from self._generate_batch(batch, first, sampling, seed, started)
 
+    def _left_padded(self, prompts: list[str] | list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(P, T) token ids and attention mask, left-padded so every answer starts at the same column."""
+        rows = [
+            self._tokenizer(prompt, add_special_tokens=False)["input_ids"] if isinstance(prompt, str) else list(prompt)
+            for prompt in prompts
+        ]
+        width = max(len(row) for row in rows)
+        input_ids = torch.full((len(rows), width), self._pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for index, row in enumerate(rows):
+            if row:
+                input_ids[index, width - len(row):] = torch.as_tensor(row, dtype=torch.long)
+                attention_mask[index, width - len(row):] = 1
+        return input_ids, attention_mask
+
     def _generate_batch(
-        self, prompts: list[str], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float
+        self, prompts: list[str] | list[list[int]], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float
     ) -> Iterator[Generation]:
         device = _device_of(self._model)
-        encoded = self._tokenizer(
-            prompts, add_special_tokens=False, padding=True, padding_side="left", return_tensors="pt"
-        )
-        input_ids = encoded["input_ids"].to(device)  # (P, T_prompt), left-padded
-        attention_mask = encoded["attention_mask"].to(device)
+        input_ids, attention_mask = self._left_padded(prompts)
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (P, T_prompt)
         prompt_length = input_ids.shape[1]
         results: queue.Queue = queue.Queue()
 

@@ -2,15 +2,22 @@
 
 vLLM is imported only inside this engine: CPU machines never need it.
 
-One training step, as the driver runs it::
+One training step, as the driver runs it (``TrainingRun.update_policy``)::
 
-    generate (awake) → sleep() → learner step → push_weights(model) → generate ...
+    generate → sleep() → learner step → free the learner's cache → push_weights(model) → generate ...
 
-``sleep`` offloads vLLM's weights to host memory and drops its key/value cache (sleep
-level 1), so the learner can use the GPU. ``push_weights`` wakes the weights alone,
-streams the learner's full state dict into them by name, and clears the prefix cache,
-whose entries were computed with the old weights. ``generate`` wakes the key/value
-cache last, so weights and cache never hold GPU memory during the learner step.
+``sleep`` discards vLLM's weights and key/value cache (sleep level 2: the weights are
+replaced by the next ``push_weights`` anyway, so level 1's copy to host memory and back
+would be wasted work and host memory). After the learner step the driver returns
+PyTorch's cached blocks to the device (``torch.cuda.empty_cache``), so vLLM does not wake
+into memory PyTorch still holds. ``push_weights`` wakes the weights alone, streams the
+learner's full state dict into them by name, and clears the prefix cache, whose entries
+were computed with the old weights. ``generate`` wakes the key/value cache last, so the
+cache never shares the GPU with the learner's step or with the weight transfer.
+
+Prompts reach vLLM as token ids (``{"prompt_token_ids": ...}``), tokenized as the learner
+tokenizes them (``add_special_tokens=False``): given text, vLLM would tokenize it its own
+way and, for a tokenizer that adds a BOS, sample from a prompt the learner never scores.
 
 Answers stream: requests go into vLLM's engine loop with ``RequestOutputKind.DELTA``,
 and each sample is yielded the step its ``finish_reason`` is set, so it reaches Lean
@@ -20,7 +27,9 @@ Weights are loaded with the model's own ``load_weights`` (the path checkpoints t
 When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which this
 engine sets unless the operator did, or the ``external_launcher`` executor) the tensors
 are copied straight from the learner's GPU memory. Otherwise they travel to the workers
-through ``collective_rpc`` in bounded buckets. vLLM's newer weight-transfer API
+in bounded buckets through ``collective_rpc`` to a method of the worker extension
+``trainer.rollout.vllm_worker.LearnerWeightsReceiver``, named by its qualified name, so
+no Python callable is ever serialized. vLLM's newer weight-transfer API
 (``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
 has kept its meaning, so it is the one used here.
 """
@@ -41,12 +50,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.rollout.base import Generation, SamplingSettings
+from trainer.rollout.vllm_worker import EXTENSION_CLASS
 from trainer.rollout.weights import iter_full_weights
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
 
-SLEEP_LEVEL = 1  # level 1 keeps a host copy of the weights; level 2 would drop it
+# Level 2 drops the weights instead of copying them to host memory (level 1): every sleep
+# is followed by push_weights, which overwrites them all.
+SLEEP_LEVEL = 2
 _WEIGHTS, _KV_CACHE = "weights", "kv_cache"
 _RPC_BUCKET_BYTES = 1 << 30  # per collective_rpc when weights must leave this process
 _REQUEST_ID = re.compile(r"^rollout-(?P<call>\d+)-(?P<prompt>\d+)")
@@ -65,6 +77,7 @@ class VllmEngine:
         enable_sleep_mode: bool = True,
         distributed_executor_backend: str | None = None,
         staging_dir: str | None = None,
+        tokenizer: Any = None,
     ) -> None:
         # The engine core must live in this process for push_weights to write into its
         # parameters directly; an operator can still choose otherwise.
@@ -80,7 +93,9 @@ class VllmEngine:
         self._dtype = getattr(torch, dtype)
         self._enable_sleep_mode = enable_sleep_mode
         self._staging_dir = staging_dir
+        self._tokenizer = tokenizer
         self._sleeping: set[str] = set()
+        self._are_weights_discarded = False
         self._calls = itertools.count()
         self.weight_pushes = 0
         options: dict[str, Any] = dict(
@@ -91,6 +106,7 @@ class VllmEngine:
             gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
             enable_sleep_mode=enable_sleep_mode,
+            worker_extension_cls=EXTENSION_CLASS,
         )
         if distributed_executor_backend is not None:
             options["distributed_executor_backend"] = distributed_executor_backend
@@ -125,6 +141,7 @@ class VllmEngine:
             enable_sleep_mode=rollout.vllm_enable_sleep_mode,
             distributed_executor_backend=backend,
             staging_dir=staging_dir,
+            tokenizer=tokenizer,
         )
         # Whatever vLLM read from disk, it now serves the learner's weights (a resumed
         # checkpoint, an SFT start): the first rollouts are on-policy too.
@@ -138,15 +155,17 @@ class VllmEngine:
 
     # --- generation -------------------------------------------------------------------
 
-    def generate(self, prompts: list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings) -> Iterator[Generation]:
+        """``prompts`` as token ids (the driver's), or text tokenized here exactly as the learner does."""
+        prompt_ids = [self._token_ids(prompt) for prompt in prompts]
         self._wake(_WEIGHTS, _KV_CACHE)
         started = time.perf_counter()
         call = next(self._calls)
         engine = self._llm.llm_engine
         unfinished: set[str] = set()
-        for prompt_index, prompt in enumerate(prompts):
+        for prompt_index, ids in enumerate(prompt_ids):
             request_id = f"rollout-{call}-{prompt_index}"
-            engine.add_request(request_id, prompt, self._sampling_params(sampling, prompt_index))
+            engine.add_request(request_id, {"prompt_token_ids": ids}, self._sampling_params(sampling, prompt_index))
             unfinished.add(request_id)
         pieces: dict[tuple[int, int], _Pieces] = {}
         try:
@@ -186,6 +205,14 @@ class VllmEngine:
             if unfinished:  # the caller stopped early: free vLLM of work nobody will read
                 engine.abort_request(sorted(unfinished))
 
+    def _token_ids(self, prompt: str | list[int]) -> list[int]:
+        if not isinstance(prompt, str):
+            return [int(token) for token in prompt]
+        if self._tokenizer is None:
+            raise ValueError("this VllmEngine was built without a tokenizer, so it takes prompts as token ids only; "
+                             "pass the token ids, or build it with VllmEngine.from_config")
+        return list(self._tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
         from vllm.sampling_params import RequestOutputKind
 
@@ -204,16 +231,26 @@ class VllmEngine:
     # --- memory and weights -----------------------------------------------------------
 
     def sleep(self) -> None:
-        """Offload weights to host memory and drop the key/value cache; a no-op without sleep mode."""
+        """Free the weights and the key/value cache for a learner phase; a no-op without sleep mode.
+
+        The weights are discarded, not kept in host memory: ``push_weights`` must come before
+        the next ``generate`` (the driver's order), and ``generate`` refuses to run without it.
+        """
         if not self._enable_sleep_mode or self._sleeping:
             return
         self._llm.sleep(level=SLEEP_LEVEL)
         self._sleeping = {_WEIGHTS, _KV_CACHE}
+        self._are_weights_discarded = SLEEP_LEVEL >= 2
 
     def wake(self) -> None:
         self._wake(_WEIGHTS, _KV_CACHE)
 
     def _wake(self, *tags: str) -> None:
+        if _KV_CACHE in tags and self._are_weights_discarded:
+            raise RuntimeError(
+                "vLLM slept at level 2, which discards its weights, and no push_weights came since; "
+                "push the learner's weights (engine.push_weights(model)) before generating"
+            )
         asleep = [tag for tag in tags if tag in self._sleeping]
         if asleep:
             self._llm.wake_up(tags=asleep)
@@ -228,8 +265,10 @@ class VllmEngine:
             in_process_model.load_weights(weights)
         else:
             for bucket in _buckets(weights, _RPC_BUCKET_BYTES):
-                self._llm.collective_rpc(_load_weights_in_worker, args=(bucket,))
+                # By name: a method of the worker extension, never a pickled function.
+                self._llm.collective_rpc("load_learner_weights", args=(bucket,))
         self._llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        self._are_weights_discarded = False
         self.weight_pushes += 1
 
     def close(self) -> None:
@@ -284,12 +323,6 @@ def _in_process_model(llm: Any) -> Any | None:
         if model is not None and hasattr(model, "load_weights"):
             return model
     return None
-
-
-def _load_weights_in_worker(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> int:
-    """Runs inside each vLLM worker process (sent by collective_rpc); each rank keeps its shard."""
-    worker.model_runner.model.load_weights(weights=weights)
-    return len(weights)
 
 
 def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:

@@ -1,0 +1,59 @@
+"""check_fits: empty when a run fits; otherwise one message per part over, with the amount and the fix."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.memory_plan.conftest import tiny_gpu_config
+from trainer import memory_plan
+from trainer.config import RunConfig
+
+
+def amount_over(message: str) -> float:
+    return float(re.search(r"by (\d+\.\d) GiB", message)[1])
+
+
+def test_a_run_that_fits_has_nothing_to_say():
+    assert memory_plan.check_fits(tiny_gpu_config()) == []
+
+
+def test_a_cpu_run_is_not_planned():
+    assert memory_plan.check_fits(RunConfig.from_preset("cpu-demo")) == []
+
+
+def test_a_learner_over_the_usable_memory_is_named_with_its_excess():
+    config = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    result = memory_plan.plan(config, validate=False)
+    [learner_message] = [m for m in memory_plan.check_fits(config) if m.startswith("learner step")]
+    assert "over the 1.8 GiB a rank may use (2 GiB GPU, 10% kept spare)" in learner_message
+    assert amount_over(learner_message) == pytest.approx(result.learner_peak_gib - 1.8, abs=0.06)
+    assert "optimizer.micro_batch_tokens" in learner_message
+
+
+def test_a_vllm_share_that_leaves_the_learner_no_room_is_named_with_its_excess():
+    config = tiny_gpu_config(rollout={"vllm_gpu_memory_utilization": 0.95})
+    [message] = memory_plan.check_fits(config)
+    assert message.startswith("rollout: ")
+    assert "vLLM's share 38.0 GiB" in message
+    assert amount_over(message) == pytest.approx(memory_plan.plan(config, validate=False).rollout_peak_gib - 36.0, abs=0.06)
+    assert "lower rollout.vllm_gpu_memory_utilization" in message
+
+
+def test_a_vllm_share_too_small_for_one_full_sequence_says_so():
+    config = tiny_gpu_config(cluster={"gpu_memory_gib": 4.0}, rollout={"vllm_gpu_memory_utilization": 0.5})
+    messages = memory_plan.check_fits(config)
+    assert any("not the key/value cache of one 256-token sequence" in m for m in messages)
+
+
+def test_a_model_whose_architecture_the_plan_cannot_find_is_refused_with_the_reason():
+    config = tiny_gpu_config(model={"source": "huggingface", "name_or_path": "someone/unknown-model"})
+    [message] = memory_plan.check_fits(config)
+    assert "does not know the architecture of model 'someone/unknown-model'" in message
+    assert "Qwen/Qwen2.5-7B" in message  # the models it does know
+
+
+def test_messages_are_keyed_by_the_field_a_person_would_change():
+    config = tiny_gpu_config(rollout={"vllm_gpu_memory_utilization": 0.95})
+    assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_gpu_memory_utilization"]

@@ -1,0 +1,81 @@
+"""The form and the API refuse a run the memory plan says will not fit, naming the part over and by how much.
+
+The plans here are real (trainer/memory_plan.py on fake tensors), of the tiny random model on
+GPUs made small enough for it not to fit: planned in seconds, refused for the same reasons an
+h100x8 run with too little memory would be.
+"""
+
+import pytest
+from django.urls import reverse
+
+from runs.forms import LaunchRunForm
+from runs.models import Run
+from trainer.config import PRESETS
+
+pytestmark = pytest.mark.django_db
+
+TINY_GPU_RUN = {
+    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
+    "rollout": {"max_prompt_tokens": 64, "max_response_tokens": 192, "prompts_per_step": 32},
+    "retry": {"max_prompt_tokens": 64},
+    "optimizer": {"micro_batch_tokens": 512},
+    "cluster": {"num_gpus": 2, "gpu_memory_gib": 40.0},
+}
+
+
+def nested(sections: dict, **changes: dict) -> dict:
+    merged = {section: dict(values) for section, values in sections.items()}
+    for section, values in changes.items():
+        merged.setdefault(section, {}).update(values)
+    return merged
+
+
+@pytest.fixture
+def alices_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    calls = []
+    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
+    return calls
+
+
+def api_launch(client, version, overrides):
+    return client.post("/api/runs/", {"name": "big run", "promptset_version_id": version.pk, "preset": "h100x8",
+                                      "overrides": overrides}, content_type="application/json")
+
+
+def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_client, promptset_version, dispatched):
+    response = api_launch(alices_client, promptset_version,
+                          nested(TINY_GPU_RUN, rollout={"vllm_gpu_memory_utilization": 0.95}))
+    assert response.status_code == 422
+    body = response.json()
+    assert "would not fit in its GPUs' memory" in body["detail"]
+    [message] = body["field_errors"]["rollout.vllm_gpu_memory_utilization"]
+    assert message.startswith("rollout: ") and "over the 36.0 GiB a rank may use (40 GiB GPU, 10% kept spare) by" in message
+    assert Run.objects.count() == 0 and dispatched == []
+
+
+def test_the_api_launches_the_same_run_when_it_fits(alices_client, promptset_version, dispatched):
+    response = api_launch(alices_client, promptset_version, TINY_GPU_RUN)
+    assert response.status_code == 201, response.json()
+    assert Run.objects.get().config["cluster"]["gpu_memory_gib"] == 40.0
+
+
+def test_the_form_shows_which_part_is_over_by_how_much_on_the_field(alices_client, promptset_version, dispatched,
+                                                                   monkeypatch):
+    # A preset whose GPUs are too small for the learner: the form offers only presets, so register one.
+    monkeypatch.setitem(PRESETS, "tiny-on-2gib", nested(TINY_GPU_RUN, cluster={"gpu_memory_gib": 2.0},
+                                                        rollout={"vllm_gpu_memory_utilization": 0.05}))
+    monkeypatch.setattr(LaunchRunForm.base_fields["preset"], "choices", [(name, name) for name in PRESETS])
+    response = alices_client.post(reverse("runs:new"), {"name": "too big", "promptset_version": promptset_version.pk,
+                                                        "preset": "tiny-on-2gib", "kind": "rl"})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    [learner_message] = errors["max_response_tokens"]
+    assert learner_message.startswith("learner step: ") and "over the 1.8 GiB a rank may use" in learner_message
+    assert "by " in learner_message and "GiB; lower optimizer.micro_batch_tokens" in learner_message
+    assert Run.objects.count() == 0 and dispatched == []

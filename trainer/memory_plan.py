@@ -1,0 +1,712 @@
+"""One rank's peak GPU memory, planned from the model's architecture, without its weights or a GPU.
+
+``python -m trainer memory-plan --preset h100x8`` answers "will this run fit?" before any
+GPU is taken, and the platform's launch path refuses a run for which the answer is no
+(``check_fits``). Two phases share each GPU, one at a time:
+
+- **learner step**: the learner's own code (``Learner`` and its log-probability, loss and
+  AdamW functions) runs one rank's heaviest micro-batch on *fake tensors*
+  (``FakeTensorMode``: shapes, dtypes and devices, no storage) of the model's real
+  architecture, built from its published config numbers. With several ranks the model is
+  sharded by FSDP2 exactly as the learner shards it, over a *fake process group* of the
+  run's rank count, and ``torch.distributed._tools.FSDPMemTracker`` records every tensor
+  PyTorch would allocate: sharded and gathered parameters, gradients, AdamW's states,
+  activations kept for backward (activation checkpointing included), temporaries. To that
+  come the CUDA context and what vLLM keeps while asleep.
+- **rollout**: vLLM claims ``rollout.vllm_gpu_memory_utilization`` of the GPU (its weights,
+  key/value cache and activations live inside that share), next to what the learner keeps
+  between steps (its parameter, gradient and AdamW shards, the resident memory the same fake
+  run measured) once its cached blocks were returned (``release_cached_accelerator_memory``).
+
+A plan is only as good as the method, so every plan is checked against a measurement
+(``validated``): the same micro-step, through the same function, of a small Qwen3-shaped
+model on this machine's CPU, once on fake tensors and once for real, its real peak read
+from the operating system (the process's resident high-water mark, reset before the step).
+
+Attention: a GPU runs fused attention kernels that never hold a (length × length) score
+matrix. On fake CPU tensors PyTorch would pick its math kernel, which does; the plan and its
+validation run attention through torch's flash kernel for CPU, whose memory is the GPU
+kernels' (outputs and log-sum-exps only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
+
+GIB = 1024**3
+MIB = 1024**2
+# Kept free on every rank: the caching allocator's fragmentation and anything this plan does not see.
+SPARE_SHARE = 0.10
+# Per process, outside PyTorch's allocator: the CUDA context and NCCL's buffers (about 0.5-0.8 GiB
+# on an H100 with torch 2.x); an allowance, not a measurement.
+CUDA_CONTEXT_GIB = 1.0
+# What vLLM keeps on the GPU asleep at level 2 (CUDA graphs' pool, its sampler's buffers); an
+# allowance: its weights and key/value cache are released.
+VLLM_ASLEEP_GIB = 1.5
+# vLLM profiles one forward pass of up to max_num_batched_tokens inside its own share; an allowance.
+VLLM_ACTIVATIONS_GIB = 2.0
+
+# Published config.json numbers of the models the recipe and its bigger siblings use; the plan
+# needs no download. A local folder with a config.json works for any other model.
+KNOWN_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
+    "Qwen/Qwen3-1.7B": ("qwen3", dict(
+        hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=40960)),
+    "Qwen/Qwen3-8B": ("qwen3", dict(
+        hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        intermediate_size=12288, vocab_size=151936, tie_word_embeddings=False, max_position_embeddings=40960)),
+    "Qwen/Qwen3-32B": ("qwen3", dict(
+        hidden_size=5120, num_hidden_layers=64, num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+        intermediate_size=25600, vocab_size=151936, tie_word_embeddings=False, max_position_embeddings=40960)),
+    "Qwen/Qwen2.5-7B": ("qwen2", dict(
+        hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+        intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False, max_position_embeddings=131072)),
+    "Qwen/Qwen2.5-32B": ("qwen2", dict(
+        hidden_size=5120, num_hidden_layers=64, num_attention_heads=40, num_key_value_heads=8,
+        intermediate_size=27648, vocab_size=152064, tie_word_embeddings=False, max_position_embeddings=131072)),
+}
+# Fine-tunes that keep their base model's architecture.
+KNOWN_ARCHITECTURES["AI-MO/Kimina-Prover-Distill-1.7B"] = KNOWN_ARCHITECTURES["Qwen/Qwen3-1.7B"]
+KNOWN_ARCHITECTURES["AI-MO/Kimina-Prover-Distill-8B"] = KNOWN_ARCHITECTURES["Qwen/Qwen3-8B"]
+
+# The validation's model: Qwen3's layer shapes and its real vocabulary (the logits dominate the
+# learner's memory), small enough for a real step on two CPU cores in seconds.
+VALIDATION_ARCHITECTURE = ("qwen3", dict(
+    hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+    intermediate_size=384, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=4096))
+VALIDATION_LENGTHS = {"max_prompt_tokens": 64, "max_response_tokens": 192}
+
+_PLANNING_LOCK = threading.Lock()  # the fake process group is process-wide
+
+
+class ArchitectureUnknown(ValueError):
+    """The plan cannot find the model's architecture without downloading it."""
+
+
+@dataclass(frozen=True)
+class LearnerMemory:
+    """One rank's learner phase, in bytes, as FSDPMemTracker / MemTracker saw it."""
+
+    peak_bytes: int  # every live tensor at the step's heaviest moment
+    resident_bytes: int  # what stays between steps: parameter, gradient and AdamW shards
+    micro_batch_sequences: int
+    micro_batch_tokens: int  # tokens in the planned (heaviest) micro-batch, padding included
+
+
+@dataclass(frozen=True)
+class VllmMemory:
+    """One rank's vLLM engine: its share of the GPU and what must fit inside it, in bytes."""
+
+    share_bytes: int
+    weights_bytes: int
+    kv_bytes_per_token: int
+    max_model_len: int
+    tensor_parallel_size: int
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.share_bytes - self.weights_bytes - int(VLLM_ACTIVATIONS_GIB * GIB)
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return max(self.kv_cache_bytes, 0) // self.kv_bytes_per_token
+
+
+@dataclass
+class MemoryPlan:
+    preset: str
+    model: str
+    max_response_tokens: int
+    ranks: int
+    gpu_memory_gib: float
+    learner: LearnerMemory
+    vllm: VllmMemory
+    validated: dict[str, float] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def usable_gib(self) -> float:
+        return self.gpu_memory_gib * (1 - SPARE_SHARE)
+
+    @property
+    def learner_peak_gib(self) -> float:
+        return self.learner.peak_bytes / GIB + CUDA_CONTEXT_GIB + VLLM_ASLEEP_GIB
+
+    @property
+    def rollout_peak_gib(self) -> float:
+        return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB
+
+    def problems(self) -> list[str]:
+        """Each part that does not fit, by how much, and what to change; empty when all fit."""
+        usable = self.usable_gib
+        where = (f"the {usable:.1f} GiB a rank may use ({self.gpu_memory_gib:g} GiB GPU, "
+                 f"{SPARE_SHARE:.0%} kept spare)")
+        found = []
+        if self.learner_peak_gib > usable:
+            found.append(
+                f"learner step: {self.learner_peak_gib:.1f} GiB per rank, over {where} by "
+                f"{self.learner_peak_gib - usable:.1f} GiB; lower optimizer.micro_batch_tokens or "
+                f"optimizer.micro_batch_sequences, shorten rollout.max_response_tokens, or use more GPUs"
+            )
+        if self.rollout_peak_gib > usable:
+            found.append(
+                f"rollout: {self.rollout_peak_gib:.1f} GiB per rank (vLLM's share "
+                f"{self.vllm.share_bytes / GIB:.1f} GiB next to the learner's "
+                f"{self.learner.resident_bytes / GIB:.1f} GiB of shards), over {where} by "
+                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_gpu_memory_utilization"
+            )
+        one_sequence = self.vllm.kv_bytes_per_token * self.vllm.max_model_len
+        if self.vllm.kv_cache_bytes < one_sequence:
+            short = (one_sequence - self.vllm.kv_cache_bytes) / GIB
+            found.append(
+                f"rollout: vLLM's share of {self.vllm.share_bytes / GIB:.1f} GiB holds its weights "
+                f"({self.vllm.weights_bytes / GIB:.1f} GiB) but not the key/value cache of one "
+                f"{self.vllm.max_model_len}-token sequence ({one_sequence / GIB:.1f} GiB): short by {short:.1f} GiB; "
+                f"raise rollout.vllm_gpu_memory_utilization or rollout.vllm_tensor_parallel_size"
+            )
+        return found
+
+    @property
+    def fits(self) -> bool:
+        return not self.problems()
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract of ``memory-plan --json``."""
+        return {
+            "preset": self.preset,
+            "model": self.model,
+            "max_response_tokens": self.max_response_tokens,
+            "ranks": self.ranks,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "per_rank_peak_gib": {"learner": round(self.learner_peak_gib, 2), "rollout": round(self.rollout_peak_gib, 2)},
+            "fits": self.fits,
+            "validated": self.validated,
+        }
+
+
+# --- the model's architecture -------------------------------------------------------------------------
+
+
+def model_label(config: RunConfig) -> str:
+    from trainer.config import ModelSource
+
+    if config.model.init_checkpoint:
+        return config.model.init_checkpoint
+    if config.model.source is ModelSource.HUGGINGFACE:
+        return config.model.name_or_path
+    return config.model.source.value
+
+
+def architecture_of(config: RunConfig):
+    """The model's transformers config (shapes only): a local config.json, or a known model's numbers."""
+    from transformers import AutoConfig, LlamaConfig
+
+    from trainer.config import ModelSource
+    from trainer.models import TINY_RANDOM_SHAPE
+
+    folder = config.model.init_checkpoint or (
+        config.model.name_or_path if config.model.source is ModelSource.HUGGINGFACE else None)
+    if folder and (Path(folder) / "config.json").is_file():
+        return AutoConfig.from_pretrained(folder)
+    if config.model.source is ModelSource.TINY_RANDOM:
+        return LlamaConfig(vocab_size=49152, tie_word_embeddings=True, **TINY_RANDOM_SHAPE)
+    if config.model.source is ModelSource.SMOLLM2_GGUF:
+        return LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                           num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True,
+                           max_position_embeddings=8192)
+    name = config.model.name_or_path
+    if name in KNOWN_ARCHITECTURES:
+        return transformers_config(*KNOWN_ARCHITECTURES[name])
+    raise ArchitectureUnknown(
+        f"the memory plan does not know the architecture of model {name!r} and downloads nothing; "
+        f"use one of {', '.join(sorted(KNOWN_ARCHITECTURES))}, or a local folder with its config.json"
+    )
+
+
+def transformers_config(model_type: str, numbers: dict[str, Any]):
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type, **numbers)
+
+
+# --- the learner phase, on fake tensors -----------------------------------------------------------------
+
+
+class _PlanTokenizer:
+    pad_token_id = 0
+
+
+def full_length_sequences(config: RunConfig):
+    """Enough full-length sequences (longest prompt, longest answer) to fill one micro-batch."""
+    from trainer.learner import TrainingSequence
+
+    rollout = config.rollout
+    prompt_tokens = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+    sequence_tokens = prompt_tokens + rollout.max_response_tokens
+    token_budget = config.optimizer.micro_batch_tokens
+    count = max(1, token_budget // sequence_tokens) if token_budget else config.optimizer.micro_batch_sequences
+    # Advantages of both signs: the dual clip's branch runs too.
+    return [TrainingSequence(prompt_ids=[1] * prompt_tokens, response_ids=[2] * rollout.max_response_tokens,
+                             advantage=1.0 if index % 2 == 0 else -1.0, group_key=f"plan-{index}")
+            for index in range(count)]
+
+
+def heaviest_micro_batch(learner, config: RunConfig):
+    """One rank's largest forward pass, as the learner's own batching forms it from full-length sequences."""
+    from trainer.learner import sequence_tokens
+
+    micro_batches = learner.micro_batches(full_length_sequences(config))
+    return max(micro_batches, key=lambda micro: sum(sequence_tokens(s) for s in micro))
+
+
+def learner_micro_step(learner, micro_batch, after_old_logprobs=lambda: None) -> None:
+    """One rank's heaviest moment of a learner step, through the learner's own functions.
+
+    π_old's forward pass (no graph), then the forward and backward pass of the micro-batch
+    (the learner's batch layout, log-probabilities and loss) and AdamW's step. The plan runs
+    it on fake tensors, the validation for real, deploy/gpu_check.py on a GPU.
+    """
+    import torch
+
+    from trainer.learner import clipped_token_loss, constant_divisor_loss
+
+    loss_config = learner.config.loss
+    batch = learner._batch(micro_batch)
+    with torch.no_grad():
+        old_logprobs = learner._logprobs(batch)  # (B, K)
+    after_old_logprobs()
+    logprobs = learner._logprobs(batch)  # (B, K)
+    token_loss = clipped_token_loss(logprobs, old_logprobs, batch.advantages, loss_config.clip_ratio_low,
+                                    loss_config.clip_ratio_high, loss_config.dual_clip)
+    loss = constant_divisor_loss(token_loss, batch.response_mask, learner.token_loss_divisor)
+    loss.backward()
+    del batch, old_logprobs, logprobs, token_loss, loss
+    learner.optimizer.step()
+
+
+def _fused_attention():
+    """Attention as a GPU runs it (no length × length scores); see the module docstring."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
+
+
+@contextlib.contextmanager
+def _fake_ranks(world_size: int):
+    """A fake process group of ``world_size`` ranks (this process is rank 0), for FSDP to shard over.
+
+    FSDP builds its device mesh from real rank numbers, which FakeTensorMode would make fake:
+    the mesh is built here, outside the mode, and handed to ``fully_shard``.
+    """
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.fsdp._fully_shard._fully_shard as fully_shard_module
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if world_size <= 1:
+        yield
+        return
+    if dist.is_initialized():
+        raise RuntimeError("the memory plan needs a process of its own: torch.distributed is already initialized here; "
+                           "run `python -m trainer memory-plan` instead")
+    saved_world_size = os.environ.get("WORLD_SIZE")
+    saved_default_mesh = fully_shard_module._init_default_mesh
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        mesh = init_device_mesh(torch._C._get_accelerator().type, (world_size,))
+        fully_shard_module._init_default_mesh = lambda *args, **kwargs: mesh
+        os.environ["WORLD_SIZE"] = str(world_size)  # the learner shards when it sees several ranks
+        yield
+    finally:
+        fully_shard_module._init_default_mesh = saved_default_mesh
+        if saved_world_size is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = saved_world_size
+        dist.destroy_process_group()
+
+
+def _learner_on(config: RunConfig, architecture):
+    """The learner, built by its own constructor, around a model of ``architecture``'s shapes (float32 master weights)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import Learner
+
+    architecture._attn_implementation = "sdpa"  # what from_pretrained gives the learner
+    model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    # Module.to cannot swap fake parameters (torch 2.13); they are on the learner's device already.
+    model.to = lambda *args, **kwargs: model
+    return Learner(config, model, _PlanTokenizer())
+
+
+def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
+    """One rank's learner phase on fake tensors: peak and resident bytes."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    ranks = max(config.cluster.num_gpus, 1)
+    with _PLANNING_LOCK, _fake_ranks(ranks), FakeTensorMode(allow_non_fake_inputs=True):
+        learner = _learner_on(config, architecture)
+        micro_batch = heaviest_micro_batch(learner, config)
+        _warm_optimizer(learner)
+        if learner.is_sharded:
+            tracker = FSDPMemTracker(learner.model, learner.optimizer)
+        else:
+            tracker = MemTracker()
+            tracker.track_external(learner.model, learner.optimizer)
+        with tracker, _fused_attention():
+            # FSDPMemTracker follows one forward and backward per module; π_old's pass is a first one.
+            learner_micro_step(learner, micro_batch, after_old_logprobs=tracker.reset_mod_stats)
+        peak = _total(tracker.get_tracker_snapshot("peak"))
+        resident = _total(tracker.get_tracker_snapshot("current"))
+        del learner, tracker
+    tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in micro_batch)
+    return LearnerMemory(peak, resident, len(micro_batch), tokens)
+
+
+def _warm_optimizer(learner) -> None:
+    """Gradients and AdamW's states as they stand between steps (they persist: zero_grad keeps them)."""
+    import torch
+
+    for parameter in learner.model.parameters():
+        if parameter.requires_grad:
+            parameter.grad = torch.zeros_like(parameter)
+    learner.optimizer.step()
+
+
+def _total(snapshot: dict) -> int:
+    return int(sum(per_device.get("Total", 0) for per_device in snapshot.values()))
+
+
+# --- the rollout phase --------------------------------------------------------------------------------------
+
+
+def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
+    """vLLM's share of one GPU and its contents: weights (meta device) and key/value cache per token."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    dtype = getattr(torch, config.model.dtype)
+    tensor_parallel = config.rollout.vllm_tensor_parallel_size
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=dtype)
+    weights = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+    head_dim = getattr(architecture, "head_dim", None) or architecture.hidden_size // architecture.num_attention_heads
+    # Key and value, every layer; tensor parallelism splits the KV heads (replicating them when fewer).
+    kv_heads_per_rank = max(architecture.num_key_value_heads // tensor_parallel, 1)
+    kv_per_token = 2 * architecture.num_hidden_layers * kv_heads_per_rank * head_dim * dtype.itemsize
+    rollout = config.rollout
+    longest_prompt = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+    return VllmMemory(
+        share_bytes=int(rollout.vllm_gpu_memory_utilization * config.cluster.gpu_memory_gib * GIB),
+        weights_bytes=weights // tensor_parallel,
+        kv_bytes_per_token=kv_per_token,
+        max_model_len=longest_prompt + rollout.max_response_tokens,
+        tensor_parallel_size=tensor_parallel,
+    )
+
+
+# --- the plan, its validation, and the launch check -------------------------------------------------------------
+
+
+def plan(config: RunConfig, *, validate: bool = True, learner: LearnerMemory | None = None) -> MemoryPlan:
+    """The whole plan; ``learner`` stands in for the learner's plan when the caller made it already."""
+    if config.cluster.num_gpus == 0:
+        raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
+    architecture = architecture_of(config)
+    result = MemoryPlan(
+        preset=config.preset, model=model_label(config), max_response_tokens=config.rollout.max_response_tokens,
+        ranks=config.cluster.num_gpus, gpu_memory_gib=config.cluster.gpu_memory_gib,
+        learner=learner or cached_plan_learner(config), vllm=plan_vllm(config, architecture),
+        settings={
+            "micro_batch_sequences": config.optimizer.micro_batch_sequences,
+            "micro_batch_tokens": config.optimizer.micro_batch_tokens,
+            "vllm_gpu_memory_utilization": config.rollout.vllm_gpu_memory_utilization,
+            "vllm_tensor_parallel_size": config.rollout.vllm_tensor_parallel_size,
+            "gradient_checkpointing": config.model.gradient_checkpointing,
+        },
+    )
+    if validate:
+        result.validated = validate_on_cpu(config)
+    return result
+
+
+def validation_config(config: RunConfig) -> RunConfig:
+    """``config`` at a size this machine runs for real: one CPU process, a small Qwen3-shaped model, short answers."""
+    from trainer.config import RunConfig
+
+    data = config.model_dump(mode="python")
+    data["cluster"] = {**data["cluster"], "num_gpus": 0}
+    data["rollout"] = {**data["rollout"], "engine": "transformers", **VALIDATION_LENGTHS}
+    data["retry"] = {**data["retry"], "max_prompt_tokens": VALIDATION_LENGTHS["max_prompt_tokens"]}
+    if data["optimizer"].get("micro_batch_tokens"):
+        data["optimizer"] = {**data["optimizer"], "micro_batch_tokens": data["optimizer"]["micro_batch_sequences"]
+                             * sum(VALIDATION_LENGTHS.values())}
+    return RunConfig.model_validate(data)
+
+
+def validate_on_cpu(config: RunConfig) -> dict[str, float]:
+    """The plan's method against a measurement: the same micro-step, fake and real, of a small model on this CPU.
+
+    Measured in a fresh process, so what this one already allocated does not blur the reading:
+    the step's peak is the resident high-water mark (reset just before the step) above the
+    memory resident before the model was built.
+    """
+    import subprocess
+    import sys
+
+    small = validation_config(config)
+    predicted = plan_learner(small, transformers_config(*VALIDATION_ARCHITECTURE)).peak_bytes
+    root = Path(__file__).resolve().parent.parent
+    completed = subprocess.run(
+        [sys.executable, "-m", "trainer.memory_plan", "measure"], input=json.dumps(small.to_json_dict()),
+        capture_output=True, text=True, cwd=root, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))},
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the validation's measured run failed: {completed.stderr.strip()[-2000:]}")
+    measured = json.loads(completed.stdout.strip().splitlines()[-1])["peak_bytes"]
+    return {"predicted_mib": round(predicted / MIB, 1), "measured_mib": round(measured / MIB, 1)}
+
+
+def measure_real_step(config: RunConfig) -> int:
+    """Run the validation's micro-step for real on this CPU; the peak resident bytes it added."""
+    import torch
+
+    torch.manual_seed(0)
+    before = _resident_bytes()
+    learner = _real_learner(config)
+    _warm_optimizer(learner)
+    micro_batch = heaviest_micro_batch(learner, config)
+    _reset_resident_high_water_mark()
+    with _fused_attention():
+        learner_micro_step(learner, micro_batch)
+    return _resident_high_water_mark() - before
+
+
+def _real_learner(config: RunConfig):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import Learner
+
+    architecture = transformers_config(*VALIDATION_ARCHITECTURE)
+    architecture._attn_implementation = "sdpa"
+    model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    return Learner(config, model, _PlanTokenizer())
+
+
+def _proc_status_bytes(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {key}; the measured validation needs Linux")
+
+
+def _resident_bytes() -> int:
+    return _proc_status_bytes("VmRSS")
+
+
+def _resident_high_water_mark() -> int:
+    return _proc_status_bytes("VmHWM")
+
+
+def _reset_resident_high_water_mark() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # "5" resets VmHWM to the current resident size (proc(5))
+
+
+def _learner_key(config: RunConfig) -> str:
+    """The fields the learner's plan depends on (not the GPU's size, nor vLLM's share): equal keys, equal plans."""
+    data = config.model_dump(mode="json")
+    rollout = {name: value for name, value in data["rollout"].items() if not name.startswith("vllm_")}
+    return json.dumps({"model": data["model"], "rollout": rollout, "retry": data["retry"],
+                       "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"]},
+                      sort_keys=True)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_learner_plan(key: str, config_json: str) -> LearnerMemory:
+    from trainer.config import RunConfig
+
+    return plan_learner(RunConfig.model_validate_json(config_json))
+
+
+def cached_plan_learner(config: RunConfig) -> LearnerMemory:
+    """``plan_learner``, remembered: the launch check asks again for every form submission."""
+    return _cached_learner_plan(_learner_key(config), config.model_dump_json())
+
+
+def check_fits(config: RunConfig) -> list[str]:
+    """Why ``config`` would not fit its GPUs, one message per part over and by how much; empty when it fits.
+
+    CPU runs (cluster.num_gpus 0) have nothing to check. A model whose architecture the plan
+    cannot find is refused with the reason: a launch is never waved through unplanned.
+    The first call for a learner configuration takes seconds to minutes (the fake-tensor run
+    of the whole model); its answer is remembered.
+    """
+    if config.cluster.num_gpus == 0:
+        return []
+    try:
+        return plan(config, validate=False).problems()
+    except ArchitectureUnknown as error:
+        return [f"memory plan: {error}"]
+
+
+# The config field each part's message belongs to, for the launch form and the API.
+_FIELD_OF_PART = {"learner step": "rollout.max_response_tokens", "rollout": "rollout.vllm_gpu_memory_utilization",
+                  "memory plan": "model.name_or_path"}
+
+
+def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
+    """``check_fits``'s messages keyed by the config field a person would change; empty when it fits."""
+    errors: dict[str, list[str]] = {}
+    for message in check_fits(config):
+        part = message.split(":", 1)[0]
+        errors.setdefault(_FIELD_OF_PART.get(part, "__all__"), []).append(message)
+    return errors
+
+
+# --- the smallest number of GPUs for a model -------------------------------------------------------------------
+
+RANK_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The fewest GPUs a model trains on with this recipe, and the settings that make it fit."""
+
+    model: str
+    ranks: int
+    micro_batch_tokens: int | None
+    vllm_tensor_parallel_size: int
+    vllm_gpu_memory_utilization: float
+    plan: MemoryPlan
+
+
+def _with(config: RunConfig, **sections: dict) -> RunConfig:
+    from trainer.config import RunConfig
+
+    data = config.model_dump(mode="python")
+    for section, values in sections.items():
+        data[section] = {**data[section], **values}
+    return RunConfig.model_validate(data)
+
+
+def smallest_fit(config: RunConfig) -> Sizing | None:
+    """The fewest ranks (then the smallest vLLM tensor parallel size, then the largest vLLM share) that fit.
+
+    The learner's micro-batch stays one full-length sequence (the least a token budget may be);
+    rank counts whose AdamW shards alone leave no room are skipped without a fake-tensor run.
+    None when even 64 ranks do not fit.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture_of(config), dtype=torch.float32)
+    # Weights, gradients and AdamW's two moments, float32 each: a lower bound of what a rank keeps.
+    state_bytes = 4 * 4 * sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    usable = config.cluster.gpu_memory_gib * (1 - SPARE_SHARE)
+    prompt_tokens = max(config.rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+    budget = prompt_tokens + config.rollout.max_response_tokens
+    for ranks in RANK_COUNTS:
+        if state_bytes / ranks / GIB + CUDA_CONTEXT_GIB + VLLM_ASLEEP_GIB >= usable:
+            continue
+        candidate = _with(config, cluster={"num_gpus": ranks}, optimizer={"micro_batch_tokens": budget})
+        learner = cached_plan_learner(candidate)
+        for tensor_parallel in (size for size in TENSOR_PARALLEL_SIZES if size <= ranks):
+            for share in (0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1):
+                sized = _with(candidate, rollout={"vllm_tensor_parallel_size": tensor_parallel,
+                                                  "vllm_gpu_memory_utilization": share})
+                result = plan(sized, validate=False, learner=learner)
+                if result.fits:
+                    return Sizing(model_label(config), ranks, budget, tensor_parallel, share, result)
+    return None
+
+
+def format_sizing(sizing: Sizing | None, config: RunConfig) -> str:
+    if sizing is None:
+        return f"{model_label(config)}: does not fit even {RANK_COUNTS[-1]} GPUs of {config.cluster.gpu_memory_gib:g} GiB"
+    result = sizing.plan
+    return (f"| {sizing.model} | {sizing.ranks} | {sizing.micro_batch_tokens:,} | {sizing.vllm_tensor_parallel_size} | "
+            f"{sizing.vllm_gpu_memory_utilization:.1f} | {result.learner_peak_gib:.1f} | {result.rollout_peak_gib:.1f} | "
+            f"{result.vllm.kv_cache_tokens // result.vllm.max_model_len} |")
+
+
+SIZING_HEADER = ("| model | GPUs (ranks) | micro_batch_tokens | vLLM tensor parallel | vLLM share | learner GiB/rank | "
+                 "rollout GiB/rank | full-length sequences in vLLM's KV cache |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+# --- the table for people -----------------------------------------------------------------------------------------
+
+
+def format_table(result: MemoryPlan) -> str:
+    vllm = result.vllm
+    learner = result.learner
+    lines = [
+        f"memory plan: preset {result.preset}, model {result.model}, {result.ranks} rank(s) of "
+        f"{result.gpu_memory_gib:g} GiB, answers up to {result.max_response_tokens} tokens",
+        f"settings: {', '.join(f'{k}={v}' for k, v in result.settings.items())}",
+        "",
+        f"{'per rank':<58}{'GiB':>9}",
+        f"{'learner step (fake tensors, FSDPMemTracker)':<58}{learner.peak_bytes / GIB:>9.2f}",
+        f"{'  of which resident between steps (shards, AdamW)':<58}{learner.resident_bytes / GIB:>9.2f}",
+        f"{'  heaviest micro-batch':<58}{learner.micro_batch_sequences:>4} seq, {learner.micro_batch_tokens} tokens",
+        f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'  + vLLM asleep (allowance)':<58}{VLLM_ASLEEP_GIB:>9.2f}",
+        f"{'learner phase peak':<58}{result.learner_peak_gib:>9.2f}",
+        f"{'rollout: vLLM share (gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
+        f"{'  inside it: weights (tensor parallel ' + str(vllm.tensor_parallel_size) + ')':<58}{vllm.weights_bytes / GIB:>9.2f}",
+        f"{'  inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
+        f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",
+        f"{'  + learner resident + CUDA context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'rollout phase peak':<58}{result.rollout_peak_gib:>9.2f}",
+        f"{'usable per rank (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
+        "",
+        "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(result.problems()),
+    ]
+    if result.validated:
+        predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
+        lines.append(f"validated on this CPU (small Qwen3-shaped model, same micro-step): predicted {predicted:.1f} MiB, "
+                     f"measured {measured:.1f} MiB ({predicted / measured - 1:+.0%})")
+    return "\n".join(lines)
+
+
+def _measure_main() -> int:
+    """``python -m trainer.memory_plan measure`` < config JSON: the validation's real run, in its own process."""
+    import sys
+
+    from trainer.config import RunConfig
+
+    config = RunConfig.model_validate(json.loads(sys.stdin.read()))
+    print(json.dumps({"peak_bytes": measure_real_step(config)}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["measure"]:
+        sys.exit("usage: python -m trainer.memory_plan measure < config.json (the plan's validation; "
+                 "people want `python -m trainer memory-plan`)")
+    sys.exit(_measure_main())
+
+
+__all__ = ["MemoryPlan", "check_fits", "format_table", "plan", "plan_learner", "plan_vllm"]

@@ -33,7 +33,7 @@ ANSWERS_PER_PROBLEM = 1
 FLAWED_SHARE = 0.25
 DEMONSTRATION_SEED = 7
 # Bump when the demonstrations' wording changes in a way the parameters above do not show.
-DEMONSTRATIONS_VERSION = 2  # 2: wrong-tactic flaws (omega over ℚ) join the flawed answers
+DEMONSTRATIONS_VERSION = 3  # 2: wrong-tactic flaws (omega over ℚ) join the flawed answers; 3: the release's prompt template
 
 
 def warm_start_config():

@@ -88,6 +88,18 @@ class RewardConfig(Section):
     max_code_comment_density: float | None = Field(
         None, ge=0, le=1, description="CODE_COMMENT_DENSITY above this share of comment characters in the proof "
         "body. The release describes it (0.2) but never applies it: off.")
+    crlf_line_endings_accepted: bool = Field(
+        False, description="Ours, off by default: read CRLF line endings as LF before the format check. The "
+        "release matches its fences with '\\n', so an answer with CRLF line endings fails it "
+        "(INVALID_LEAN4_CODE_BLOCK_COUNT) however well it is formed.")
+    axiom_check_by_token: bool = Field(
+        False, description="Ours, off by default: LEAN4_CODE_NOT_START_WITH_STATEMENT for the words 'axiom' and "
+        "'local_instance' only as whole Lean tokens. The release rejects code that contains these letters "
+        "anywhere, so Classical.axiom_of_choice or my_local_instance fail it too.")
+    comments_read_by_lean_lexer: bool = Field(
+        False, description="Ours, off by default: the format check reads comments as Lean does (nested /- -/, "
+        "strings kept; trainer/lean_lexer.py). The release removes /- to the first -/ and -- to the end of "
+        "the line, even inside a string.")
     length_penalty_start_tokens: int | None = Field(
         None, ge=1, description="Reward falls linearly from 1 at this many response tokens to 0 at "
         "rollout.max_response_tokens; off in the release.")

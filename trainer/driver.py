@@ -490,6 +490,8 @@ class TrainingRun:
             lean_code=format_check.lean_code,
             checked_code=scored.checked_code,
             format_error=format_check.error.value if format_check.error is not None else None,
+            format_detail=format_check.detail if format_check.error is not None else "",
+            format_failure_lines=[list(lines) for lines in format_check.failure_lines],
             verdict=verification.verdict.value if verification is not None else None,
             lean_messages=[LeanMessagePayload(**message.as_dict()) for message in (verification.messages if verification else ())],
             reward=rollout.reward,

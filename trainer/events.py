@@ -62,6 +62,9 @@ class RolloutFinished(BaseModel):
     lean_code: str = ""
     checked_code: str = Field("", description="What was sent to Lean: header, canonical statement, model's proof body.")
     format_error: str | None = None
+    format_detail: str = Field("", description="The format check's own words for why the answer failed it.")
+    format_failure_lines: list[list[int]] = Field(
+        [], description="Where the format check failed: [first, last] line ranges (1-based) of the response.")
     verdict: str | None = Field(None, description="valid, sorry, lean_error, timeout, infra_error; None if never sent.")
     lean_messages: list[LeanMessagePayload] = []
     reward: float | None = None

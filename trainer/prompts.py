@@ -1,8 +1,12 @@
 """The recipe's prompts: a system turn and a user turn holding the problem and its formal statement.
 
-The wording is the Kimina-Prover model cards' (the format Kimina-Prover-Distill was trained on and the
-release's data preparation reproduces): the informal problem after ``# Problem:``, then the header and
-formal statement in a lean4 block after ``# Formal statement:``.
+The user turn is the release's template, byte for byte (kimina-prover-rl,
+``recipe/kimina_prover_rl/prepare_data.py``, ``PROMPT``): the task line, a blank line, ``# Problem:``
+on its own line with the informal problem under it, a blank line, ``# Formal Statement:`` and the
+statement in a lean4 block. The release fills it with the promptset's ``formal_statement``,
+preamble included; ours is ``problem.lean_prefix`` (header + statement), the same text. An empty
+informal problem leaves its line empty, as the release's ``str.format`` does.
+``tests/recipe/test_prompt_is_the_releases.py`` holds three prompts typed out by hand.
 """
 
 from __future__ import annotations
@@ -13,18 +17,23 @@ from typing import Any
 from trainer.problems import Problem
 
 SYSTEM_PROMPT = "You are an expert in mathematics and proving theorems in Lean 4."
-TASK_INSTRUCTION = "Think about and solve the following problem step by step in Lean 4."
+USER_PROMPT_TEMPLATE = (
+    "Think about and solve the following problems step by step in Lean 4.\n"
+    "\n"
+    "# Problem:\n"
+    "{informal_problem}\n"
+    "\n"
+    "# Formal Statement:\n"
+    "```lean4\n"
+    "{formal_statement}\n"
+    "```\n"
+)
 
 CHAT_ROLES = ("system", "user", "assistant")
 
 
 def first_attempt_user_prompt(problem: Problem) -> str:
-    text = TASK_INSTRUCTION
-    # Without an informal statement the line is left out rather than shown empty.
-    if problem.informal_statement.strip():
-        text += f"\n# Problem:{problem.informal_statement.strip()}"
-    text += f"\n# Formal statement:\n```lean4\n{problem.lean_prefix}\n```\n"
-    return text
+    return USER_PROMPT_TEMPLATE.format(informal_problem=problem.informal_statement, formal_statement=problem.lean_prefix)
 
 
 def first_attempt_messages(problem: Problem) -> list[dict[str, str]]:

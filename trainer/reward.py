@@ -10,10 +10,12 @@ and the rollout is left out of the advantage computation; it is not a wrong proo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from trainer.format_reward import FormatCheck, check_format, lean_comment_mask, length_penalty
+from trainer import lean_lexer
+from trainer.format_reward import FormatCheck, check_format, length_penalty
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.integrity import check_integrity, disallowed_axioms
 from trainer.verification.verdicts import Verdict, VerificationResult
@@ -43,11 +45,18 @@ class RewardScorer:
         self._keys = 0
 
     async def score(
-        self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *, key: str | None = None
+        self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *,
+        key: str | None = None, earlier_answers: Sequence[str] = (),
     ) -> ScoredResponse:
-        format_check = check_format(response, problem, self.config.reward)
+        """``earlier_answers``: the model's earlier turns in this conversation (a retry's first
+        attempt), which the release's format check checks too."""
+        format_check = check_format(response, problem, self.config.reward, earlier_answers)
         if not format_check.is_valid:
             return ScoredResponse(0.0, format_check, None, reasons=[f"format: {format_check.detail}"])
+        if format_check.proof_body is None:
+            # No whole-token copy of the statement, so no proof body: 0, as the release's "No proof
+            # found" (or Lean's error on a body glued to the statement) would give.
+            return ScoredResponse(0.0, format_check, None, reasons=[format_check.detail])
 
         checked_code = build_checked_code(problem, format_check.proof_body)
         integrity_reasons = check_integrity(format_check.proof_body, self.config.reward)
@@ -83,13 +92,14 @@ class RewardScorer:
         """The release's ``acc`` of this answer: 1.0 when Lean accepts its proof, the format check not
         applied (None when censored). The release's pass@k counts this; our reward gates it on the format.
 
-        An answer that passed the format check was already sent to Lean; one that failed it is sent
-        now, with the proof the release would have extracted (``release_proof_body``).
+        An answer that passed the format check was already sent to Lean; one that failed it (or had
+        no proof body of ours) is sent now, with the proof the release would have extracted
+        (``release_proof_body``).
         """
-        if scored.format_check.is_valid:
+        if scored.format_check.is_valid and scored.verification is not None:
             if scored.is_censored:
                 return None
-            return 1.0 if scored.verification is not None and scored.verification.verdict is Verdict.VALID else 0.0
+            return 1.0 if scored.verification.verdict is Verdict.VALID else 0.0
         body = release_proof_body(response, problem.formal_statement)
         if body is None or check_integrity(body, self.config.reward):
             return 0.0  # the release's "No proof found in the output." never passes Lean
@@ -131,7 +141,7 @@ def release_proof_body(response: str, formal_statement: str) -> str | None:
         return None
     for block in reversed(re.findall(r"```lean4\n(.*?)\n```", response, flags=re.DOTALL)):
         start = block.find(declared)
-        if start == -1 or lean_comment_mask(block)[start]:
+        if start == -1 or lean_lexer.comment_mask(block, strict=False)[start]:
             continue
         by = re.search(r":=\s*by", block[start:])
         if by:

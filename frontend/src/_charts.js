@@ -85,8 +85,19 @@ export function evaluationSeries(rows) {
   return wanted.filter(([key]) => names.has(key)).map(([key, label]) => ({ label, pick: value(key) }));
 }
 
+/**
+ * One series per format error category (the release's names): its share of the step's answers,
+ * as the release's formatting_errors.png draws it. A step without an answer count is not
+ * measured, so it is left out rather than drawn as 0.
+ */
 export function formatErrorSeries(rows) {
   const categories = new Set();
   for (const [, values] of rows) for (const name of Object.keys(values.format_errors || {})) categories.add(name);
-  return [...categories].sort().map((name) => ({ label: name.replaceAll("_", " "), pick: (v) => (v.format_errors ? v.format_errors[name] ?? 0 : null) }));
+  return [...categories].sort().map((name) => ({ label: name.toUpperCase(), pick: (v) => formatErrorShare(v, name) }));
+}
+
+export function formatErrorShare(values, name) {
+  const answers = values.rollouts;
+  if (!values.format_errors || typeof answers !== "number" || answers <= 0) return null;
+  return (values.format_errors[name] ?? 0) / answers;
 }

@@ -32,7 +32,7 @@ const stepCharts = {
     { label: "first attempts", pick: value("reward/first_attempt") },
     { label: "retries", pick: value("reward/retry") }] }),
   accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }] }),
-  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "rollouts" }),
+  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers" }),
   response_length: new StepChart(figure("response_length"), { series: [
     { label: "mean", pick: value("response_length/mean") }, { label: "max", pick: value("response_length/max") }], yLabel: "tokens" }),
   time_split: new StepChart(figure("time_split"), { series: [

@@ -9,16 +9,19 @@ text ends in ``:= by``. A trailing ``sorry`` (and any comment after ``by``) is d
 Nothing may run code: ``#eval``, ``run_cmd``, macros, attributes and the like are refused,
 because a promptset's text is sent to a shared Lean server for every rollout.
 
-The scanner below knows only what is needed to read Lean's surface honestly: nested block
-comments, line comments, string and character literals. That is enough to stop comment
-tricks (a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-``
-that would swallow the proof).
+Lean's surface is read by the one Lean lexer (``trainer/lean_lexer.py``, shared with the
+format check, the integrity rules and the stand-in): nested block comments, line comments,
+string, raw string and character literals, «names». That is enough to stop comment tricks
+(a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-`` that would
+swallow the proof).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from trainer import lean_lexer
+from trainer.lean_lexer import Token, TokenKind
 
 DEFAULT_MAX_STATEMENT_CHARS = 20_000
 
@@ -64,14 +67,6 @@ class StatementRejected(ValueError):
 
 
 @dataclass(frozen=True)
-class Token:
-    kind: str  # word, number, symbol, string, char, comment, doc_comment
-    text: str
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
 class ValidatedStatement:
     header: str  # the preamble, stripped; may be empty
     formal_statement: str  # doc comment (if any) and the declaration, ending in ':= by'
@@ -79,79 +74,22 @@ class ValidatedStatement:
     theorem_name: str  # empty for an example
 
 
-def _position(text: str, offset: int) -> str:
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return f"line {line}, column {column}"
-
-
-# One match of a compiled pattern per token; block comments and strings are finished by hand
-# below, because comments nest and no regular expression can count them.
-_TOKEN = re.compile(
-    r"""\s*(?:(?P<block>/-)
-    |(?P<stray>-/)
-    |(?P<line>--[^\n]*)
-    |(?P<string>")
-    |(?P<char>'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])')
-    |(?P<guillemet>«[^»]*»)
-    |(?P<unclosed_guillemet>«)
-    |(?P<word>eval%|\#?[^\W\d][\w'!?.]*)
-    |(?P<number>\d[\w.]*)
-    |(?P<symbol>:=|@\[|.))?""",
-    re.VERBOSE | re.DOTALL,
-)
-_COMMENT_DELIMITER = re.compile(r"/-|-/")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_position = lean_lexer.position
 
 
 def scan(text: str) -> list[Token]:
-    """Tokens of ``text``; raises StatementRejected on an unclosed comment or string."""
-    tokens: list[Token] = []
-    length = len(text)
-    index = 0
-    while index < length:
-        match = _TOKEN.match(text, index)
-        kind = match.lastgroup
-        if kind is None:  # only whitespace was left
-            break
-        start, index = match.start(kind), match.end()
-        if kind == "block":
-            is_doc = text.startswith("/--", start) and not text.startswith("/--/", start)
-            depth = 1
-            while depth:
-                delimiter = _COMMENT_DELIMITER.search(text, index)
-                if delimiter is None:
-                    raise StatementRejected(
-                        f"a block comment opened at {_position(text, start)} is never closed "
-                        f"({depth} '-/' missing; block comments nest in Lean 4): close it with '-/'"
-                    )
-                depth += 1 if delimiter.group() == "/-" else -1
-                index = delimiter.end()
-            tokens.append(Token("doc_comment" if is_doc else "comment", text[start:index], start, index))
-        elif kind == "stray":
+    """Tokens of ``text`` as the one Lean lexer reads them (``trainer.lean_lexer``); raises
+    StatementRejected on an unclosed comment, string or «name», an interpolated string, or a
+    ``-/`` that closes nothing."""
+    try:
+        tokens = lean_lexer.scan(text, strict=True)
+    except lean_lexer.LexError as error:
+        raise StatementRejected(str(error)) from None
+    for token in tokens:
+        if token.kind == TokenKind.SYMBOL and token.text == "-/":
             raise StatementRejected(
-                f"'-/' at {_position(text, start)} closes a comment that was never opened: remove it or add the '/-'"
+                f"'-/' at {_position(text, token.start)} closes a comment that was never opened: remove it or add the '/-'"
             )
-        elif kind == "line":
-            tokens.append(Token("comment", match.group(kind), start, index))
-        elif kind == "string":
-            string = _STRING.match(text, start)
-            if string is None:
-                raise StatementRejected(
-                    f"a string opened at {_position(text, start)} is never closed: add the closing '\"'"
-                )
-            index = string.end()
-            tokens.append(Token("string", string.group(), start, index))
-        elif kind == "unclosed_guillemet":
-            raise StatementRejected(f"'«' at {_position(text, start)} is never closed: add '»'")
-        elif kind == "word":
-            word = match.group(kind).rstrip(".")  # a trailing dot ends a sentence, not a name
-            index = start + len(word)
-            tokens.append(Token("word", word, start, index))
-        elif kind == "guillemet":
-            tokens.append(Token("word", match.group(kind), start, index))
-        else:
-            tokens.append(Token(kind, match.group(kind), start, index))
     return tokens
 
 

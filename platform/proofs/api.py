@@ -22,7 +22,10 @@ class ProofAttemptOut(Schema):
     parent_id: int | None
     reasoning: str
     lean_code: str
+    response: str
     format_error: str
+    format_detail: str
+    format_failure_lines: list
     verdict: str
     lean_messages: list
     reward: float | None

@@ -46,6 +46,9 @@ class ProofAttempt(models.Model):
     lean_code = models.TextField(blank=True)
     checked_code = models.TextField(blank=True)
     format_error = models.CharField(max_length=64, blank=True, db_index=True)
+    format_detail = models.TextField(blank=True, help_text="The format check's own words for why the answer failed it.")
+    format_failure_lines = models.JSONField(
+        default=list, blank=True, help_text="Where the format check failed: [first, last] line ranges (1-based) of the response.")
     verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True, db_index=True)
     lean_messages = models.JSONField(default=list)
     reward = models.FloatField(null=True, blank=True, help_text="None when the verdict was censored.")
@@ -81,6 +84,23 @@ class ProofAttempt(models.Model):
         return reverse("proofs:detail", args=[self.pk])
 
     @property
+    def format_category(self) -> str:
+        """The release's name for the format error (its ``FormatError`` enum), e.g. NO_VALID_THINK_BLOCK."""
+        return self.format_error.upper()
+
+    def response_lines(self) -> list[dict]:
+        """The raw answer line by line (lines end at "\n", as the format check counts them), each
+        marked where the format check failed."""
+        marked: set[int] = set()
+        for line_range in self.format_failure_lines or []:
+            if isinstance(line_range, (list, tuple)) and len(line_range) == 2 and all(isinstance(n, int) for n in line_range):
+                marked.update(range(line_range[0], line_range[1] + 1))
+        return [
+            {"number": number, "text": text, "is_marked": number in marked}
+            for number, text in enumerate(self.response.split("\n"), 1)
+        ]
+
+    @property
     def zero_reason(self) -> str:
         """Why this attempt earned nothing (or why it was not scored), in words."""
         if self.is_censored:
@@ -88,7 +108,7 @@ class ProofAttempt(models.Model):
         if self.reward:
             return ""
         if self.format_error:
-            return f"Format: {self.format_error}"
+            return f"Format: {self.format_category}" + (f": {self.format_detail}" if self.format_detail else "")
         return "; ".join(self.reasons) or (self.get_verdict_display() if self.verdict else "")
 
 

@@ -30,7 +30,11 @@ def detail(request, pk):
     feedback = None
     if attempt.parent_rollout_key:
         feedback = RetryFeedback.objects.filter(run_id=attempt.run_id, parent_rollout_key=attempt.parent_rollout_key).first()
-    views = {"attempt": code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)}
+    views = {}
+    # No code at all (a format failure before the lean4 block was found): no empty code box; the
+    # page says so and shows the raw answer instead.
+    if attempt.checked_code or attempt.lean_code:
+        views["attempt"] = code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)
     if first_attempt:
         views["first"] = code_view(first_attempt.checked_code, first_attempt.lean_messages, first_attempt.lean_code)
     return render(request, "proofs/detail.html", {

@@ -79,6 +79,9 @@ def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_
     assert proved and all(r.reward == 1.0 and r.is_standin_verdict and r.checked_code for r in proved)
     rambling = [r for r in rollouts if r.format_error]
     assert rambling and all(r.reward == 0.0 and r.verdict is None for r in rambling)
+    # The format check's words, for the rollout page (no lean4 block: nothing to mark).
+    assert all(r.format_detail == "no ```lean4 block in the answer" for r in rambling)
+    assert all(not r.format_detail and not r.format_failure_lines for r in rollouts if not r.format_error)
     assert all(r.prompt and r.response and r.num_tokens > 0 and r.sampling["n"] == 3 for r in rollouts)
     assert len({r.rollout_key for r in rollouts}) == len(rollouts)
 

@@ -32,16 +32,10 @@ def test_the_user_turn_holds_the_problem_then_the_statement_in_a_lean4_block(pro
     assert system == {"role": "system", "content": SYSTEM_PROMPT}
     assert user["role"] == "user"
     assert user["content"] == (
-        "Think about and solve the following problem step by step in Lean 4.\n"
-        "# Problem:Show that a² + b² ≥ 0 for nonnegative reals a and b.\n"
-        "# Formal statement:\n```lean4\n" + problem.header + STATEMENT + "\n```\n"
+        "Think about and solve the following problems step by step in Lean 4.\n\n"
+        "# Problem:\nShow that a² + b² ≥ 0 for nonnegative reals a and b.\n\n"
+        "# Formal Statement:\n```lean4\n" + problem.header + STATEMENT + "\n```\n"
     )
-
-
-def test_without_an_informal_statement_the_problem_line_is_left_out():
-    _, user = first_attempt_messages(Problem("p", STATEMENT))
-    assert "# Problem" not in user["content"]
-    assert user["content"].startswith("Think about and solve the following problem step by step in Lean 4.\n# Formal statement:\n")
 
 
 def test_it_renders_through_the_tokenizers_chat_template_with_the_generation_prompt(problem):

@@ -147,6 +147,18 @@ def test_a_burst_is_forwarded_in_a_few_messages_in_order(running_run, redis_clie
     assert [e["payload"]["rollout_key"] for e in received] == [f"s1-p0-r{index}" for index in range(250)]
 
 
+def test_it_stores_the_format_checks_words_and_the_lines_it_failed_on(running_run, redis_client):
+    publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, rollout(
+        verdict=None, reward=0.0, format_error="generation_repeats", format_detail="the line 'x' occurs 6 times",
+        format_failure_lines=[[3, 5], [9, 9]],
+    ))
+    EventIngester().poll_once()
+    attempt = ProofAttempt.objects.get(run=running_run)
+    assert attempt.format_detail == "the line 'x' occurs 6 times"
+    assert attempt.format_failure_lines == [[3, 5], [9, 9]]
+    assert attempt.zero_reason == "Format: GENERATION_REPEATS: the line 'x' occurs 6 times"
+
+
 def test_a_retry_stored_after_its_first_attempt_is_linked_to_it(running_run, redis_client):
     publisher = publisher_for(running_run)
     publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r0", verdict="lean_error", reward=0.0))

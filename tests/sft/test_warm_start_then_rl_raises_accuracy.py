@@ -8,7 +8,9 @@ answer with the real reward (format checks, then the stand-in Lean server over H
 The demonstrations are half accepted proofs (``decide``) and half rejected ones (``decide``
 twice: "no goals to be proved"), so the fine-tuned model writes well-formed answers of both
 kinds and RL has to learn to stop after the first tactic. The answers are in the brief style
-(the cpu-demo checks): a 2-layer, 64-wide model memorises 70 tokens in 40 steps, not 110.
+(the cpu-demo checks): a 2-layer, 64-wide model memorises 70 tokens in 50 steps, not 110. (40 were
+enough under the model card's shorter prompt; under the release's, half the first RL step's answers
+were still malformed.)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def test_rl_from_the_sft_checkpoint_raises_the_accepted_share_by_at_least_0_2(tm
                       + demonstrations_for(problems, per_problem=4, flawed_share=1.0, **brief_decide))
     assert sorted(d.expected_verdict.value for d in demonstrations) == ["lean_error"] * 4 + ["valid"] * 4
 
-    sft_config = tiny_config(sft={"learning_rate": 1e-2, "warmup_steps": 5, "epochs": 20,
+    sft_config = tiny_config(sft={"learning_rate": 1e-2, "warmup_steps": 5, "epochs": 25,
                                   "batch_sequences": 4, "micro_batch_sequences": 4})
     sft_events = ListSink()
     sft_status = SupervisedFineTuning(
@@ -39,7 +41,7 @@ def test_rl_from_the_sft_checkpoint_raises_the_accepted_share_by_at_least_0_2(tm
     ).run()
     assert sft_status is RunStatus.SUCCEEDED, sft_events.of_type(EventType.ERROR)
     losses = [event.payload["values"]["sft_loss"] for event in sft_events.of_type(EventType.METRICS)]
-    assert len(losses) == 40 and losses[-1] < 0.3 < 5.0 < losses[0], losses
+    assert len(losses) == 50 and losses[-1] < 0.3 < 5.0 < losses[0], losses
     (finished,) = sft_events.of_type(EventType.RUN_FINISHED)
     model_folder = sft_model_folder(tmp_path / "sft")
     assert finished.payload["model_path"] == str(model_folder)

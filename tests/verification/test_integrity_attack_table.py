@@ -55,6 +55,8 @@ ATTACKS = [
     ("a lone carriage return", "\n  norm_num -- done\r  sorry", "line breaks"),
     ("a form feed", "\n  norm_num -- done\x0c  sorry", "line breaks"),
     ("a nested comment ends early only for a naive scanner", "\n  /- /- -/ sorry -/ norm_num\n  sorry", "sorry"),
+    ("the character after an opener opens nothing, as in Lean", "\n  norm_num /-/- -/ sorry", "sorry"),
+    ("a doc-comment opener does not close itself, as in Lean", "\n  norm_num\n/--/ the rest would be a comment", "unterminated comment"),
 ]
 
 

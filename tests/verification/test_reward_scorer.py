@@ -95,3 +95,15 @@ def test_the_runs_axioms_rule_applies_even_to_a_lenient_verifier(helpers):
     assert scored.reward == 0.0
     assert scored.verification.verdict is Verdict.REJECTED
     assert "Lean.ofReduceBool" in scored.reasons[0]
+
+
+def test_a_well_formed_answer_whose_statement_copy_cannot_be_located_earns_zero_without_asking_lean(fresh_standin, helpers):
+    # The release's check compares letters (":= by" is inside ":= by_contra"), so the format is
+    # valid; but no proof body follows a whole-token copy of the statement, so there is nothing
+    # to check (the release would send "_contra h …" after the statement, which Lean rejects).
+    glued = STATEMENT.replace(":= by", ":= by_contra h") + "\n  norm_num"
+    scored = score(fresh_standin.url, helpers, helpers.answer(glued))
+    assert scored.format_check.is_valid and scored.format_check.proof_body is None
+    assert scored.reward == 0.0 and scored.verification is None
+    assert "no whole-token copy of the statement" in scored.reasons[0]
+    assert fresh_standin.app.requests_received == 0

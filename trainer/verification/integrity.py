@@ -8,8 +8,10 @@ axioms Lean reports for the accepted theorem are checked afterwards
 (``disallowed_axioms``). Each rejection says why.
 
 The scan runs on the body with comments removed (a ``-- no sorry here`` comment is
-harmless). Where a construct could make our comment scanner disagree with Lean's lexer
-(string literals), the body is rejected outright rather than scanned on a guess.
+harmless), as read by the one Lean lexer (``trainer/lean_lexer.py``) that the format check,
+the stand-in and promptset validation share. Where a construct could make that reader
+disagree with Lean's (string literals), the body is rejected outright rather than scanned on
+a guess.
 
 Attacks tried against these rules: ``tests/verification/test_integrity_attack_table.py``.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from trainer.lean_lexer import COMMENT_KINDS, LexError, TokenKind, scan
 
 STANDARD_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 # What native_decide adds when it is allowed: it trusts the compiler.
@@ -105,54 +109,29 @@ class _UnscannableBody(Exception):
 def strip_comments(code: str) -> tuple[str, list[str]]:
     """The code with comments blanked out (lines kept), and the names written as «…».
 
-    Lean's block comments nest; ``«…»`` names may contain anything, even ``--``, so they are
-    blanked too and returned separately for their own scan. String literals are refused:
-    a quote inside a character literal would make this scanner and Lean disagree about
-    where a string ends, and a proof never needs one.
+    Read by the one Lean lexer (``trainer.lean_lexer``): block comments nest; ``«…»`` names may
+    contain anything, even ``--``, so they are blanked too and returned separately for their own
+    scan. String literals are refused: a quote inside a character literal would make a reader and
+    Lean disagree about where a string ends, and a proof never needs one.
     """
     if '"' in code:
         raise _UnscannableBody("contains a string literal: proofs never need one, and it can hide code from these checks")
-    out: list[str] = []
+    try:
+        tokens = scan(code, strict=True)
+    except LexError as error:
+        if code.startswith("«", error.offset):
+            raise _UnscannableBody("has an unterminated «name»: Lean would read the rest differently than this check") from None
+        raise _UnscannableBody("has an unterminated comment: it would swallow the rest of the checked code") from None
+    out = list(code)
     quoted_names: list[str] = []
-    depth = 0
-    index = 0
-    length = len(code)
-    while index < length:
-        pair = code[index : index + 2]
-        char = code[index]
-        if depth:
-            if pair == "/-":
-                depth += 1
-                out.append("  ")
-                index += 2
-            elif pair == "-/":
-                depth -= 1
-                out.append("  ")
-                index += 2
-            else:
-                out.append("\n" if char == "\n" else " ")
-                index += 1
-        elif pair == "/-":
-            depth = 1
-            out.append("  ")
-            index += 2
-        elif pair == "--":
-            end = code.find("\n", index)
-            end = length if end == -1 else end
-            out.append(" " * (end - index))
-            index = end
-        elif char == "«":
-            end = code.find("»", index + 1)
-            if end == -1:
-                raise _UnscannableBody("has an unterminated «name»: Lean would read the rest differently than this check")
-            quoted_names.append(code[index + 1 : end])
-            out.append(" " * (end + 1 - index))
-            index = end + 1
-        else:
-            out.append(char)
-            index += 1
-    if depth:
-        raise _UnscannableBody("has an unterminated comment: it would swallow the rest of the checked code")
+    for token in tokens:
+        is_quoted_name = token.kind == TokenKind.WORD and token.text.startswith("«")
+        if token.kind in COMMENT_KINDS or is_quoted_name:
+            if is_quoted_name:
+                quoted_names.append(token.text[1:-1])
+            for offset in range(token.start, token.end):
+                if out[offset] != "\n":
+                    out[offset] = " "
     return "".join(out), quoted_names
 
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from trainer import lean_lexer
+
 ACCEPTED_IMPORTS = frozenset({"import Mathlib", "import Aesop"})
 HARMLESS_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats"})
 STANDIN_NOTE = "[lean-standin] decided by the stand-in Lean server (a small fragment of Lean), not by Lean"
@@ -46,37 +48,17 @@ def split_header(code: str) -> tuple[list[str], str]:
 
 
 def blank_comments(text: str) -> str:
-    """Comments replaced by spaces, so every other character keeps its line and column."""
-    out: list[str] = []
-    depth = 0
-    index = 0
-    while index < len(text):
-        pair = text[index : index + 2]
-        if depth:
-            if pair in ("/-", "-/"):
-                depth += 1 if pair == "/-" else -1
-                out.append("  ")
-                index += 2
-                continue
-            out.append("\n" if text[index] == "\n" else " ")
-            index += 1
-        elif pair == "/-":
-            depth = 1
-            out.append("  ")
-            index += 2
-        elif pair == "--":
-            end = text.find("\n", index)
-            end = len(text) if end == -1 else end
-            out.append(" " * (end - index))
-            index = end
-        elif text[index] in "\"'«":
-            raise CannotDecide("string, character or «quoted» literals are outside the fragment")
-        else:
-            out.append(text[index])
-            index += 1
-    if depth:
-        raise CannotDecide("an unterminated comment")
-    return "".join(out)
+    """Comments replaced by spaces, so every other character keeps its line and column (read by
+    the one Lean lexer, ``trainer.lean_lexer``). Literals are outside the fragment."""
+    try:
+        tokens = lean_lexer.scan(text, strict=True)
+    except lean_lexer.LexError as error:
+        if text.startswith("/-", error.offset):
+            raise CannotDecide("an unterminated comment") from None
+        raise CannotDecide("string, character or «quoted» literals are outside the fragment") from None
+    if any(token.kind not in lean_lexer.COMMENT_KINDS and any(mark in token.text for mark in "\"'«") for token in tokens):
+        raise CannotDecide("string, character or «quoted» literals are outside the fragment")
+    return lean_lexer.blank_comments(text)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,223 @@
+"""The one reader of Lean 4's surface: comments, strings, character literals, «names», tokens.
+
+Everything that must tell code from comments or strings reads Lean through this module: the
+integrity rules (``trainer/verification/integrity.py``), the stand-in server
+(``trainer/verification/standin.py``), promptset validation (``platform/promptsets/validation.py``)
+and the format check's comment handling (``trainer/format_reward.py``). It is a security
+boundary: if two of them read a ``-/`` differently, a proof can hide code from one check inside
+what another takes for a comment. So there is exactly one reading, and it is Lean's:
+
+* ``--`` starts a comment that runs to the end of the line;
+* ``/-`` starts a block comment, and block comments nest (``/- a /- b -/ c -/`` is one comment);
+  ``/--`` starts a doc comment; as in Lean, the character after the opening ``/-`` is never the
+  start of a delimiter (``/--/`` is an open doc comment, ``/-/- -/`` one closed comment);
+* ``"…"`` is a string with backslash escapes; it may span lines;
+* ``r"…"`` and ``r#"…"#`` are raw strings: no escapes, they end at ``"`` followed by as many ``#``;
+* ``'x'``, ``'\\n'``, ``'\\x41'``, ``'\\u03B1'`` are character literals, but only where a token
+  starts: the ``'`` of ``h'`` belongs to the identifier;
+* ``«…»`` quotes a name that may contain anything, ``--`` included.
+
+What this reader cannot follow it refuses rather than guesses (``strict=True``): an unterminated
+comment, string or «name», and interpolated strings (``s!"…{…}…"``), whose braces hold code.
+With ``strict=False`` an unterminated construct runs to the end of the text, which is what the
+format check's statistics want from untrusted, possibly truncated answers.
+
+Properties (lengths and lines kept, code outside comments untouched, nesting, unterminated
+constructs) are tested in ``tests/verification/test_lean_lexer_properties.py``; the integrity
+attacks in ``tests/verification/test_integrity_attack_table.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class TokenKind(StrEnum):
+    WORD = "word"  # identifiers and keywords, «quoted» names included
+    NUMBER = "number"
+    SYMBOL = "symbol"
+    STRING = "string"
+    CHAR = "char"
+    COMMENT = "comment"
+    DOC_COMMENT = "doc_comment"
+
+
+COMMENT_KINDS = frozenset({TokenKind.COMMENT, TokenKind.DOC_COMMENT})
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: TokenKind
+    text: str
+    start: int
+    end: int
+
+
+class LexError(ValueError):
+    """Text this reader cannot read the way Lean would; ``offset`` is where the construct starts."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+def position(text: str, offset: int) -> str:
+    """``line L, column C`` (both 1-based) of ``offset`` in ``text``, for messages."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}"
+
+
+_WHITESPACE = re.compile(r"\s+")
+# A trailing dot ends a sentence, not a name: it is dropped from the word below.
+_WORD = re.compile(r"eval%|#?[^\W\d][\w'!?.]*")
+# Lean's numerals: decimal, scientific, 0x/0b/0o. A letter right after a numeral starts a new
+# token (``2set_option`` is ``2`` then ``set_option``), as in Lean.
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_RAW_STRING_OPEN = re.compile(r'r(#*)"')
+_COMMENT_DELIMITER = re.compile(r"/-|-/")
+_TWO_CHARACTER_SYMBOLS = (":=", "@[", "-/")
+
+
+def scan(text: str, *, strict: bool = True) -> list[Token]:
+    """The tokens of ``text`` in order (whitespace skipped); ``text[t.start:t.end] == t.text``.
+
+    Raises ``LexError`` (strict) on an unterminated comment, string, raw string or «name», and on
+    an interpolated string; without ``strict`` those run to the end of the text (an interpolated
+    string is then read as a plain one).
+    """
+    tokens: list[Token] = []
+    length = len(text)
+    index = 0
+    while index < length:
+        space = _WHITESPACE.match(text, index)
+        if space:
+            index = space.end()
+            continue
+        start = index
+        if text.startswith("--", index):
+            end = text.find("\n", index)
+            index = length if end == -1 else end
+            tokens.append(Token(TokenKind.COMMENT, text[start:index], start, index))
+        elif text.startswith("/-", index):
+            index = _block_comment_end(text, index, strict)
+            is_doc = text.startswith("/--", start)
+            tokens.append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
+        elif text[index] == '"':
+            if strict and tokens and tokens[-1].end == start and tokens[-1].kind == TokenKind.WORD \
+                    and tokens[-1].text.endswith("!"):
+                raise LexError(
+                    f"an interpolated string ({tokens[-1].text}\"…\") at {position(text, start)}: the code inside its "
+                    "braces is not read here", start,
+                )
+            index = _string_end(text, index, strict)
+            tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
+        elif text[index] == "«":
+            end = text.find("»", index + 1)
+            if end == -1:
+                if strict:
+                    raise LexError(f"'«' at {position(text, start)} is never closed: add '»'", start)
+                end = length - 1
+            index = end + 1
+            tokens.append(Token(TokenKind.WORD, text[start:index], start, index))
+        elif (raw := _RAW_STRING_OPEN.match(text, index)) and not _continues_identifier(text, index):
+            closing = '"' + raw.group(1)
+            end = text.find(closing, raw.end())
+            if end == -1:
+                if strict:
+                    raise LexError(f"a raw string opened at {position(text, start)} is never closed: add {closing!r}", start)
+                index = length
+            else:
+                index = end + len(closing)
+            tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
+        elif text[index] == "'" and (char := _CHAR.match(text, index)):
+            index = char.end()
+            tokens.append(Token(TokenKind.CHAR, char.group(), start, index))
+        elif word := _WORD.match(text, index):
+            word_text = word.group()
+            if len(word_text) > 1 and word_text.endswith("."):
+                word_text = word_text.rstrip(".") or word_text
+            index = start + len(word_text)
+            tokens.append(Token(TokenKind.WORD, word_text, start, index))
+        elif number := _NUMBER.match(text, index):
+            index = number.end()
+            tokens.append(Token(TokenKind.NUMBER, number.group(), start, index))
+        else:
+            pair = text[index:index + 2]
+            width = 2 if pair in _TWO_CHARACTER_SYMBOLS else 1
+            index += width
+            tokens.append(Token(TokenKind.SYMBOL, text[start:index], start, index))
+    return tokens
+
+
+def _continues_identifier(text: str, index: int) -> bool:
+    """``r"`` only opens a raw string where ``r`` starts a token (not the end of ``bar"``)."""
+    return index > 0 and (text[index - 1].isalnum() or text[index - 1] in "_'!?.")
+
+
+def _block_comment_end(text: str, index: int, strict: bool) -> int:
+    # As Lean's whitespace/finishCommentBlock: ``/--`` and ``/-!`` open doc comments whose body
+    # starts after the third character (so ``/--/`` is not closed); a plain ``/-`` also consumes
+    # the character after it (so ``/-/- -/`` is one comment, not two nested openings).
+    depth, cursor = 1, min(index + 3, len(text))
+    while depth:
+        delimiter = _COMMENT_DELIMITER.search(text, cursor)
+        if delimiter is None:
+            if strict:
+                raise LexError(
+                    f"a block comment opened at {position(text, index)} is never closed ({depth} '-/' missing; "
+                    "block comments nest in Lean 4): close it with '-/'", index,
+                )
+            return len(text)
+        depth += 1 if delimiter.group() == "/-" else -1
+        cursor = delimiter.end()
+    return cursor
+
+
+def _string_end(text: str, index: int, strict: bool) -> int:
+    string = _STRING.match(text, index)
+    if string is None:
+        if strict:
+            raise LexError(f"a string opened at {position(text, index)} is never closed: add the closing '\"'", index)
+        return len(text)
+    return string.end()
+
+
+def comment_spans(text: str, *, strict: bool = False) -> list[tuple[int, int]]:
+    """``(start, end)`` of every comment, doc comments included, in order."""
+    return [(token.start, token.end) for token in scan(text, strict=strict) if token.kind in COMMENT_KINDS]
+
+
+def comment_mask(text: str, *, strict: bool = False) -> list[bool]:
+    """For each character of ``text``, whether it lies in a comment (delimiters included)."""
+    mask = [False] * len(text)
+    for start, end in comment_spans(text, strict=strict):
+        mask[start:end] = [True] * (end - start)
+    return mask
+
+
+def blank_comments(text: str, *, strict: bool = True) -> str:
+    """``text`` with every comment character replaced by a space, newlines kept: every other
+    character keeps its offset, line and column."""
+    out = list(text)
+    for start, end in comment_spans(text, strict=strict):
+        for offset in range(start, end):
+            if out[offset] != "\n":
+                out[offset] = " "
+    return "".join(out)
+
+
+def strip_comments(text: str, *, strict: bool = False) -> str:
+    """``text`` without its comments; newlines inside block comments stay, so lines keep their numbers."""
+    pieces: list[str] = []
+    cursor = 0
+    for start, end in comment_spans(text, strict=strict):
+        pieces.append(text[cursor:start])
+        pieces.append("\n" * text.count("\n", start, end))
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)

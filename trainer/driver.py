@@ -771,9 +771,10 @@ def _quiet_transformers() -> None:
     transformers_logging.disable_progress_bar()
 
 
-def _mean(values) -> float:
+def _mean(values) -> float | None:
+    """None when nothing was counted: "not measured" is a gap in a chart, never a 0."""
     values = [v for v in values if v is not None]
-    return float(sum(values) / len(values)) if values else 0.0
+    return float(sum(values) / len(values)) if values else None
 
 
 def first_event_seq_for_resume(output_dir: str | Path) -> int:

@@ -2,6 +2,15 @@
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
+// Steps are whole numbers: the step axis never ticks at 1.2 or 1.4.
+const STEP_INCREMENTS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
+
+// Small values (a learning rate of 2e-5) keep their digits instead of all reading "0".
+function axisValues(u, splits) {
+  const largest = Math.max(...splits.map((v) => Math.abs(v ?? 0)));
+  return splits.map((v) => (v === null ? "" : largest > 0 && largest < 0.01 ? v.toExponential(1) : String(+v.toPrecision(6))));
+}
+
 const PALETTE = ["#2f6fdb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c940d", "#c2255c", "#495057", "#f08c00"];
 
 export function colour(index) {
@@ -15,15 +24,17 @@ export function colour(index) {
 export class StepChart {
   constructor(figure, { series = [], dynamicSeries = null, yLabel = "" } = {}) {
     this.figure = figure;
+    this.rows = new Map();
+    if (!figure) return; // this kind of run has no such chart (an SFT run has no rewards)
+    figure.stepChart = this; // what a page's browser tests read: the series and the step axis as drawn
     this.fixedSeries = series;
     this.dynamicSeries = dynamicSeries; // (rows) => [{label, pick}]
     this.yLabel = yLabel;
-    this.rows = new Map();
     this.plot = null;
     this.seriesKey = "";
     this.empty = figure.appendChild(document.createElement("p"));
     this.empty.className = "chart-empty";
-    this.empty.textContent = "No data yet.";
+    this.empty.textContent = figure.dataset.empty || "No data yet.";
     new ResizeObserver(() => this.plot?.setSize(this.size())).observe(figure);
   }
 
@@ -33,7 +44,7 @@ export class StepChart {
 
   set(rows) {
     for (const row of rows) this.rows.set(row.step, row.values || {});
-    this.draw();
+    if (this.figure) this.draw();
   }
 
   currentSeries(sortedRows) {
@@ -48,6 +59,7 @@ export class StepChart {
     if (!series.length || !sorted.length) return;
     const data = [sorted.map(([step]) => step), ...series.map((s) => sorted.map(([, v]) => {
       const value = s.pick(v);
+      // Not measured (null, absent) is null: uPlot leaves a gap there instead of drawing a 0.
       return typeof value === "number" && Number.isFinite(value) ? value : null;
     }))];
     const key = series.map((s) => s.label).join("\u0000");
@@ -60,9 +72,9 @@ export class StepChart {
     this.plot = new uPlot({
       ...this.size(),
       scales: { x: { time: false } },
-      axes: [{ label: "step", stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } },
-             { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" } }],
-      series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: true, points: { show: sorted.length < 40 } }))],
+      axes: [{ label: "step", stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, incrs: STEP_INCREMENTS },
+             { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, values: axisValues }],
+      series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: false, points: { show: sorted.length < 40 } }))],
     }, data, this.figure);
   }
 }

@@ -5,7 +5,7 @@
 // WebSocket resumes after the last number handled; while the run is active a quiet page asks the
 // API now and then, so even a dropped final event still ends the run on the page.
 // Model output is untrusted: text nodes only.
-import { el, formatDuration, formatNumber, isTypingTarget, readJson } from "./_dom.js";
+import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
 
 const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
@@ -43,6 +43,11 @@ const stepCharts = {
   tokens_per_second: new StepChart(figure("tokens_per_second"), { series: [
     { label: "generation", pick: value("generation/tokens_per_second") },
     { label: "learner", pick: value("learner/tokens_per_second") }] }),
+  // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
+  sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
+  learning_rate: new StepChart(figure("learning_rate"), { series: [{ label: "learning rate", pick: value("learning_rate") }] }),
+  grad_norm: new StepChart(figure("grad_norm"), { series: [{ label: "gradient norm", pick: value("grad_norm") }] }),
+  sft_tokens_per_second: new StepChart(figure("sft_tokens_per_second"), { series: [{ label: "tokens/s", pick: value("tokens_per_second") }] }),
 };
 const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries });
 
@@ -59,12 +64,18 @@ function showLatestMetrics(row) {
 function addMetrics(rows) {
   for (const chart of Object.values(stepCharts)) chart.set(rows);
   if (rows.length) showLatestMetrics(rows[rows.length - 1]);
+  for (const row of rows) showStep(row.step); // an SFT run has no step_started: its metrics say how far it is
 }
 
 addMetrics(series.metrics);
 evaluationChart.set(series.evaluations);
 
-// --- state, timeline, elapsed --------------------------------------------------------------
+// --- state, step, timeline, elapsed ---------------------------------------------------------
+
+function showStep(step) {
+  const node = document.getElementById("run-step");
+  if (Number(step) > Number(node.textContent)) node.textContent = String(step);
+}
 
 function setState(state, reason) {
   context.state = state;
@@ -74,35 +85,65 @@ function setState(state, reason) {
   const box = document.getElementById("failure-reason");
   if (reason && state === "failed") box.textContent = reason;
   box.hidden = state !== "failed" || !box.textContent;
-  if (!ACTIVE.includes(state)) document.getElementById("cancel-run")?.closest("form")?.remove();
+  if (!ACTIVE.includes(state)) {
+    document.getElementById("cancel-run")?.closest("form")?.remove();
+    liveStatus.textContent = "finished";
+  }
 }
 
 function addTimeline(state, reason, time) {
-  const at = new Date(time * 1000).toISOString().slice(0, 19).replace("T", " ");
   document.getElementById("timeline").append(el("li", {},
-    el("span", { class: `state-${state}`, text: STATE_LABELS[state] || state }), ` · ${at}`,
+    el("span", { class: `state-${state}`, text: STATE_LABELS[state] || state }), ` · ${formatTimestamp(time)}`,
     reason ? el("span", { class: "reason", text: ` — ${reason}` }) : null));
 }
 
+// Elapsed = training time over every attempt (runs/queries.py RunClock): the finished attempts'
+// time plus, while one trains, the time since it started, on the server's clock.
 const elapsed = document.getElementById("run-elapsed");
-setInterval(() => {
-  const started = elapsed.dataset.started;
-  if (!started || elapsed.dataset.finished) return;
-  elapsed.textContent = formatDuration((Date.now() - Date.parse(started)) / 1000);
-}, 1000);
+const clock = context.clock || { trainedS: 0, runningSince: null, serverNow: Date.now() / 1000 };
+const serverOffsetS = clock.serverNow - Date.now() / 1000;
+function showElapsed() {
+  if (clock.runningSince === null) return;
+  elapsed.textContent = formatDuration(clock.trainedS + Date.now() / 1000 + serverOffsetS - clock.runningSince);
+}
+setInterval(showElapsed, 1000);
+/** The run stopped training at ``atS`` (server seconds): its elapsed time stops there. */
+function stopClock(atS) {
+  if (clock.runningSince === null) return;
+  clock.trainedS += Math.max(0, atS - clock.runningSince);
+  clock.runningSince = null;
+  elapsed.textContent = formatDuration(clock.trainedS);
+}
 
 // --- the trainer's log ------------------------------------------------------------------------
 
 const logList = document.getElementById("logs");
+const logsEmpty = document.getElementById("logs-empty");
+
+/** A milestone of the run (runs/queries.py LOGGED_EVENTS) in words; log lines and errors as written. */
+function logText(event) {
+  const p = event.payload || {};
+  switch (event.type) {
+    case "run_started": return p.resumed_from_step ? `trainer started, resuming after step ${p.resumed_from_step}` +
+      (p.total_steps ? ` of ${p.total_steps}` : "") : `trainer started${p.total_steps ? `: ${p.total_steps} steps to go` : ""}`;
+    case "checkpoint_saved": return `checkpoint saved after step ${p.step}: ${p.path || "(no path)"}`;
+    case "evaluation": return `evaluation after step ${p.step}: ${Object.entries(p.values || {}).filter(([k]) => /^pass@\d+$/.test(k))
+      .map(([k, v]) => `${k} ${formatNumber(v)}`).join(", ") || "done"}`;
+    case "run_finished": return `run ${p.status || "ended"} after step ${p.step ?? "?"}${p.reason ? `: ${p.reason}` : ""}`;
+    default: return String(p.message ?? p.error ?? p.reason ?? JSON.stringify(p));
+  }
+}
+
 function addLog(event) {
   const p = event.payload || {};
   const level = event.type === "error" ? "error" : String(p.level || "info").replace(/[^a-z]/g, "");
-  const text = p.message ?? p.error ?? p.reason ?? JSON.stringify(p);
-  const at = new Date(event.time * 1000).toISOString().slice(11, 19);
-  logList.append(el("li", { class: `log-${level}` }, el("time", { text: at }), el("span", { class: "level", text: level }), el("span", { class: "message", text: String(text) })));
+  const at = formatTimestamp(event.time).slice(11);
+  logList.append(el("li", { class: `log-${level}` }, el("time", { text: at }), el("span", { class: "level", text: level }), el("span", { class: "message", text: logText(event) })));
   while (logList.children.length > MAX_LOG_NODES) logList.firstElementChild.remove();
+  logsEmpty.hidden = true;
 }
 for (const event of readJson("run-logs", [])) addLog(event);
+logsEmpty.hidden = logList.children.length > 0;
 
 // --- checkpoints -------------------------------------------------------------------------------
 
@@ -111,8 +152,9 @@ function addCheckpoint(p) {
   body.querySelector("tr.empty")?.remove();
   body.querySelector(`tr[data-step="${Number(p.step)}"]`)?.remove();
   const link = (part, text) => el("a", { href: `/runs/${context.runId}/checkpoints/${Number(p.step)}/${part}.zip`, text });
-  body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: "just now" }),
-    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip)"), " · ", link("model", "export the model (Hugging Face folder, zip)"))));
+  body.append(el("tr", { "data-step": String(p.step) }, el("td", { text: String(p.step) }), el("td", { text: formatTimestamp(Date.now() / 1000) }),
+    el("td", {}, el("code", { text: p.path || "" })), el("td", {}, link("checkpoint", "whole checkpoint (zip, its size shown on reload)"), " · ",
+    link("model", "export the model (Hugging Face folder, zip)"))));
 }
 
 // --- the proof viewer ----------------------------------------------------------------------------
@@ -198,8 +240,9 @@ function setPaused(value) {
   showPending();
 }
 
-pauseButton.addEventListener("click", () => setPaused(!paused));
-followBox.addEventListener("change", () => { if (followBox.checked) rolloutList.scrollTop = 0; });
+// An SFT run's page has no proof viewer: its controls are absent.
+pauseButton?.addEventListener("click", () => setPaused(!paused));
+followBox?.addEventListener("change", () => { if (followBox.checked) rolloutList.scrollTop = 0; });
 
 let batch = [];
 function queueRollout(payload) {
@@ -215,7 +258,7 @@ function queueRollout(payload) {
 }
 
 const filterForm = document.getElementById("rollout-filters");
-filterForm.addEventListener("submit", async (submit) => {
+filterForm?.addEventListener("submit", async (submit) => {
   submit.preventDefault();
   const params = new URLSearchParams();
   for (const [key, v] of new FormData(filterForm)) if (v !== "") params.set(key, String(v));
@@ -236,7 +279,7 @@ filterForm.addEventListener("submit", async (submit) => {
   if (!page.rollouts.length) rolloutList.append(el("li", { class: "empty", text: "No rollouts match these filters yet." }));
   else insertRollouts([...page.rollouts].reverse());
 });
-for (const field of filterForm.querySelectorAll("select")) field.addEventListener("change", () => filterForm.requestSubmit());
+for (const field of filterForm?.querySelectorAll("select") ?? []) field.addEventListener("change", () => filterForm.requestSubmit());
 
 // Keyboard: j/k or the arrows move through the list, Enter opens, f follows, p pauses.
 function cards() {
@@ -252,7 +295,7 @@ function moveFocus(delta) {
   if (delta !== 0 && followBox.checked && next !== all[0]) followBox.checked = false; // reading older ones: stop tailing
 }
 document.addEventListener("keydown", (key) => {
-  if (key.ctrlKey || key.metaKey || key.altKey || isTypingTarget(key.target)) return;
+  if (!rolloutList || key.ctrlKey || key.metaKey || key.altKey || isTypingTarget(key.target)) return;
   const inList = rolloutList.contains(document.activeElement);
   if (key.key === "j" || (inList && key.key === "ArrowDown")) { moveFocus(+1); key.preventDefault(); }
   else if (key.key === "k" || (inList && key.key === "ArrowUp")) { moveFocus(-1); key.preventDefault(); }
@@ -272,21 +315,42 @@ function handle(event) {
     case "run_started":
       setState("running");
       addTimeline("running", "the trainer started", event.time);
-      if (!elapsed.dataset.started) elapsed.dataset.started = new Date(event.time * 1000).toISOString();
+      if (clock.runningSince === null) clock.runningSince = event.time;
+      if (p.total_steps) document.getElementById("run-total-steps").textContent = ` of ${p.total_steps}`;
+      addLog(event);
       break;
-    case "step_started": document.getElementById("run-step").textContent = String(p.step); break;
+    case "step_started": showStep(p.step); break;
     case "metrics": addMetrics([{ step: p.step, values: p.values || {} }]); break;
-    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); break;
-    case "checkpoint_saved": addCheckpoint(p); break;
+    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); addLog(event); break;
+    case "checkpoint_saved": addCheckpoint(p); addLog(event); break;
     case "log": case "error": addLog(event); break;
     case "run_finished":
+      stopClock(event.time);
       setState(p.status, p.reason);
       addTimeline(p.status, p.reason, event.time);
-      elapsed.dataset.finished = new Date(event.time * 1000).toISOString();
+      addLog(event);
       catchUp(); // anything stored after it (a late log line), and the run's row as it ends
       break;
   }
 }
+
+// --- waiting for the cluster ---------------------------------------------------------------------
+// A queued or starting run says what it waits for (runs/queries.py waiting_reason), so minutes of
+// "Starting" read as waiting for CPUs, not as a hang.
+const waitingNote = document.getElementById("run-waiting");
+async function showWaiting() {
+  if (!["queued", "starting"].includes(context.state)) {
+    waitingNote.hidden = true;
+    return;
+  }
+  const response = await fetch(`/api/runs/${context.runId}/waiting`, { headers: { Accept: "application/json" } });
+  if (!response.ok) return;
+  const answer = await response.json();
+  waitingNote.textContent = answer.reason;
+  waitingNote.hidden = !answer.reason;
+}
+showWaiting().catch(() => {});
+setInterval(() => { if (!document.hidden) showWaiting().catch(() => {}); }, 5000);
 
 // --- in order, each once, nothing missed ---------------------------------------------------------
 
@@ -360,7 +424,7 @@ function showRunRow(page) {
   if (page.state !== context.state && !ACTIVE.includes(page.state)) {
     setState(page.state, page.failure_reason);
     addTimeline(page.state, page.failure_reason, Date.now() / 1000);
-    if (!elapsed.dataset.finished) elapsed.dataset.finished = new Date().toISOString();
+    stopClock(Date.now() / 1000 + serverOffsetS); // ended by the platform: no event says when it stopped
   }
 }
 
@@ -377,7 +441,8 @@ function connect() {
   socket.onopen = () => {
     retryDelayMs = 500;
     document.body.dataset.live = "connected";
-    liveStatus.textContent = "live";
+    // "live" only while something can still happen: a finished run's page says so instead.
+    liveStatus.textContent = ACTIVE.includes(context.state) ? "live" : "finished";
   };
   socket.onmessage = (message) => {
     const data = JSON.parse(message.data);

@@ -1,23 +1,35 @@
 // The runs list: sparklines of reward and accuracy, refreshed live while any run is active.
-import { formatDuration, formatNumber, readJson } from "./_dom.js";
+import { formatDuration, formatNumber, formatTimestamp, readJson } from "./_dom.js";
 
 const REFRESH_MS = 5000;
 const SVG = "http://www.w3.org/2000/svg";
 const query = readJson("run-list-query", {});
 
 function sparkline(values) {
-  const points = values.map((v, i) => [i, v]).filter(([, v]) => typeof v === "number");
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("viewBox", "0 0 80 20");
   svg.setAttribute("class", "spark");
   svg.setAttribute("aria-hidden", "true");
-  if (points.length < 2) return svg;
-  const low = Math.min(0, ...points.map(([, v]) => v));
-  const high = Math.max(1, ...points.map(([, v]) => v));
+  const measured = values.filter((v) => typeof v === "number");
+  if (measured.length < 2) return svg;
+  const low = Math.min(0, ...measured);
+  const high = Math.max(1, ...measured);
   const last = values.length - 1 || 1;
-  const line = document.createElementNS(SVG, "polyline");
-  line.setAttribute("points", points.map(([i, v]) => `${(i / last) * 80},${19 - ((v - low) / (high - low || 1)) * 18}`).join(" "));
-  svg.append(line);
+  // One polyline per measured stretch: a step where nothing was counted is a gap, never a 0.
+  let stretch = [];
+  const flush = () => {
+    if (stretch.length > 1) {
+      const line = document.createElementNS(SVG, "polyline");
+      line.setAttribute("points", stretch.join(" "));
+      svg.append(line);
+    }
+    stretch = [];
+  };
+  values.forEach((v, i) => {
+    if (typeof v !== "number") return flush();
+    stretch.push(`${(i / last) * 80},${19 - ((v - low) / (high - low || 1)) * 18}`);
+  });
+  flush();
   return svg;
 }
 
@@ -34,6 +46,7 @@ function update(summary) {
     cell.querySelector(".sparkline").replaceChildren(sparkline(values));
   }
   row.querySelector("td.elapsed").textContent = formatDuration(summary.elapsed_s);
+  row.querySelector("td.created").textContent = formatTimestamp(summary.created_at);
   return true;
 }
 

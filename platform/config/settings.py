@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
+    "ninja",  # its bundled Swagger UI assets: /api/docs loads nothing from a CDN
     "accounts",
     "promptsets",
     "runs",
@@ -64,6 +65,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "config.context_processors.platform",
             ],
+            # duration, timestamp, measured, file_size: one way of writing them on every page.
+            "builtins": ["runs.templatetags.formatting"],
         },
     },
 ]

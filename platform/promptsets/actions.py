@@ -13,7 +13,7 @@ from typing import BinaryIO
 from django.db import IntegrityError, reset_queries, transaction
 from django.db.models import Count, Q
 
-from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, WinRateSource, apply_rule
+from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
 from promptsets.intake import (
     RECIPE_HEADER,
     CandidateProblem,
@@ -210,6 +210,11 @@ def curate(version: PromptsetVersion, rule: Rule) -> list[PromptsetVersion]:
     """New immutable versions made from ``version`` by ``rule`` (two for a split), parent recorded."""
     uses_platform = getattr(rule, "win_rate_source", None) is WinRateSource.PLATFORM
     entries = [entry for _, entry in _entries_of(version, with_platform_win_rates=uses_platform)]
+    if isinstance(rule, Sample) and rule.count > len(entries):
+        raise CurationRefused(
+            f"version {version.number} has {len(entries)} problems, so a random sample of {rule.count} cannot be drawn "
+            f"from it: ask for at most {len(entries)}"
+        )
     parts: list[CuratedPart] = apply_rule(entries, rule)
     if len(parts) > 1 and any(not part.entries for part in parts):
         raise CurationRefused(

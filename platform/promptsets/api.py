@@ -10,6 +10,7 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from pydantic import ValidationError
 
+from config.api_schemas import StrictSchema, refuse_unknown_fields
 from promptsets import actions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, FileCheck, RowLimits
@@ -87,7 +88,7 @@ class DetailOut(Schema):
     detail: str
 
 
-class UploadIn(Schema):
+class UploadIn(StrictSchema):
     name: str
     description: str = ""
     is_public: bool = False
@@ -145,6 +146,7 @@ def list_promptsets(request):
 @router.post("/", response={201: ImportedOut, 409: DetailOut, 422: RejectedOut})
 def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
     """Import a file: all rows valid (or skip_invalid_rows), else nothing is stored and 422 lists every rejected row."""
+    refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
     binary = uploaded_binary_file(file)
     try:
         result = actions.import_promptset(
@@ -164,6 +166,7 @@ def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
 @router.post("/validate", response=ReportOut)
 def validate_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
     """The per-row report of a file, storing nothing (``name`` is ignored)."""
+    refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
     binary = uploaded_binary_file(file)
     try:
         check = FileCheck(binary, filename=file.name, file_format=data.file_format or None, mapping=data.mapping(),

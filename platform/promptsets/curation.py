@@ -47,7 +47,7 @@ class Sample(Rule):
     """A random subset, e.g. a small promptset for a quick run."""
 
     kind: Literal["sample"] = "sample"
-    count: int = Field(..., ge=1, description="Problems to keep; all of them if the parent has fewer.")
+    count: int = Field(..., ge=1, description="Problems to keep, at most as many as the parent has (a larger count is refused).")
     seed: int = Field(0, description="The same seed on the same parent gives the same sample.")
 
 
@@ -141,9 +141,10 @@ def describe_rule(rule: dict) -> str:
         return (f"Problems with {rule.get('win_rate_source')} win rate ≤ {rule.get('max_win_rate')} "
                 f"repeated {rule.get('copies')}×")
     if kind == "sample":
-        return f"Random sample of {rule.get('count')} (seed {rule.get('seed')})"
+        return f"Random sample of {rule.get('count')} (seed {rule.get('seed')}), in the parent's order"
     if kind == "split":
-        return f"Split, {rule.get('part')} part (eval fraction {rule.get('eval_fraction')}, seed {rule.get('seed')})"
+        part = {"train": "training part", "eval": "held-out evaluation part"}.get(rule.get("part"), f"{rule.get('part')} part")
+        return f"Split: the {part} (eval fraction {rule.get('eval_fraction')}, seed {rule.get('seed')})"
     if kind == "variants":
         return f"Added {len(rule.get('added_keys', []))} variants of {rule.get('problem_key')}"
     return kind or "—"

@@ -94,6 +94,8 @@ class CurationForm(forms.Form):
             return cleaned
         data = {"kind": kind}
         for field_name in self.FIELDS_BY_KIND[kind]:
+            if field_name in self.errors:
+                continue  # filled but invalid ("20" for a share): its own error says why, never "required"
             value = cleaned.get(field_name)
             if value is None or value == "":
                 if field_name in ("seed", "win_rate_source"):

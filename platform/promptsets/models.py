@@ -40,6 +40,12 @@ class Promptset(models.Model):
     def latest_version(self):
         return self.versions.order_by("-number").first()
 
+    @property
+    def training_version(self):
+        """The version to train on: the newest one that is not a split's held-out eval part."""
+        versions = list(self.versions.order_by("-number").only("pk", "number", "rule", "problem_count", "promptset_id"))
+        return next((v for v in versions if not v.is_held_out), versions[0] if versions else None)
+
     def is_visible_to(self, user) -> bool:
         return user.is_authenticated and (self.is_public or self.owner_id == user.pk)
 
@@ -118,6 +124,9 @@ class Problem(models.Model):
         }
 
 
+PART_LABELS = {"train": " (train part)", "eval": " (held-out eval part)"}
+
+
 class PromptsetVersion(models.Model):
     """Immutable once created: runs point at a version, never at something that can change under them."""
 
@@ -134,7 +143,17 @@ class PromptsetVersion(models.Model):
         constraints = [models.UniqueConstraint(fields=["promptset", "number"], name="version_number_unique")]
 
     def __str__(self):
-        return f"{self.promptset.name} v{self.number}"
+        return f"{self.promptset.name} v{self.number}{PART_LABELS.get(self.part, '')}"
+
+    @property
+    def part(self) -> str:
+        """"train" or "eval" for a version made by a split; empty otherwise."""
+        return self.rule.get("part", "") if self.rule.get("kind") == "split" else ""
+
+    @property
+    def is_held_out(self) -> bool:
+        """The evaluation part of a split: never what a run should train on by default."""
+        return self.part == "eval"
 
     def get_absolute_url(self):
         return reverse("promptsets:version", args=[self.promptset_id, self.number])

@@ -71,11 +71,13 @@ def detect_format(filename: str, head: bytes) -> FileFormat:
                 f"{filename!r} is compressed ({compression}); decompress it and upload the "
                 ".jsonl, .json, .parquet or .csv inside"
             )
+    # Parquet's magic bytes win over the name: a Parquet file saved as .jsonl would otherwise be
+    # read as hundreds of invalid text lines. No JSON or CSV text starts with them.
+    if head.startswith(_PARQUET_MAGIC):
+        return FileFormat.PARQUET
     for suffix, file_format in FORMAT_BY_SUFFIX.items():
         if lowered.endswith(suffix):
             return file_format
-    if head.startswith(_PARQUET_MAGIC):
-        return FileFormat.PARQUET
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if stripped.startswith(b"["):
         return FileFormat.JSON

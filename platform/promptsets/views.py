@@ -15,7 +15,7 @@ from pygments.lexers import Lean4Lexer
 from promptsets import actions
 from promptsets.curation import describe_rule
 from promptsets.forms import CurationForm, UploadForm, VariantsForm
-from promptsets.models import Problem, Promptset, PromptsetVersion
+from promptsets.models import PART_LABELS, Problem, Promptset, PromptsetVersion
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
 PAGE_SIZE = 50
@@ -118,7 +118,8 @@ def _version_context(request, promptset: Promptset, version: PromptsetVersion | 
 @login_required
 def promptset_detail(request, pk):
     promptset = _visible_promptset(request, pk)
-    context = _version_context(request, promptset, promptset.latest_version)
+    # A split's held-out eval part is never the headline: the page leads with what to train on.
+    context = _version_context(request, promptset, promptset.training_version)
     context["version_rows"] = [(v, describe_rule(v.rule)) for v in context["versions"]]
     return render(request, "promptsets/detail.html", context)
 
@@ -155,8 +156,12 @@ def curate_version(request, pk, number):
         except actions.CurationRefused as error:
             form.add_error(None, str(error))
         else:
-            numbers = ", ".join(f"v{new.number}" for new in created)
-            messages.success(request, f"Created {numbers} from v{version.number}: {describe_rule(created[0].rule)}.")
+            if len(created) > 1:  # a split: name both parts, so the held-out one is never mistaken for the other
+                made = " and ".join(f"v{new.number}{PART_LABELS[new.part]}" for new in created)
+                messages.success(request, f"Created {made} from v{version.number}.")
+            else:
+                messages.success(request, f"Created v{created[0].number} from v{version.number}: "
+                                          f"{describe_rule(created[0].rule)}.")
             return redirect(created[0])
     context = _version_context(request, promptset, version)
     context["curation_form"] = form

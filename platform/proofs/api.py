@@ -4,6 +4,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 
+from config.api_schemas import StrictSchema, refuse_unknown_fields
 from proofs.lean_view import code_view
 from proofs.models import ProofAttempt
 from proofs.queries import RolloutFilters, attempt_page
@@ -60,7 +61,7 @@ class RolloutPageOut(Schema):
     next_before: int | None
 
 
-class RolloutFiltersIn(Schema):
+class RolloutFiltersIn(StrictSchema):
     step: int | None = None
     turn: str = ""
     verdict: str = ""
@@ -90,6 +91,7 @@ def list_attempts(request, run_id: int, after_id: int = 0, limit: int = 200):
 @router.get("/runs/{run_id}/rollouts", response=RolloutPageOut)
 def list_rollouts(request, run_id: int, filters: Query[RolloutFiltersIn]):
     """The proof viewer's list: newest first, filtered; ``next_before`` pages further back."""
+    refuse_unknown_fields(request.GET, RolloutFiltersIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
     form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")})
     if not form.is_valid():

@@ -44,6 +44,7 @@ def detail(request, pk):
         "retries": list(attempt.retries.all()),
         "feedback": feedback,
         "diff": code_diff(first_attempt.lean_code, attempt.lean_code) if first_attempt else None,
+        "code_is_unchanged": bool(first_attempt) and first_attempt.lean_code == attempt.lean_code,
         "code_views": views,
         "sampling": sorted(attempt.sampling.items()),
     })

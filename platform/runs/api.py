@@ -128,6 +128,16 @@ def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_
     return {"events": events, "last_number": last_number,
             "has_more": bool(events) and events[-1]["number"] < last_number,
             "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
+class WaitingOut(Schema):
+    state: str
+    reason: str
+
+
+@router.get("/{run_id}/waiting", response=WaitingOut)
+def run_waiting(request, run_id: int):
+    """What a queued or starting run waits for (e.g. CPUs that another run holds); empty once it runs."""
+    run = _visible(request, run_id)
+    return {"state": run.state, "reason": queries.waiting_reason(run, request.user)}
 
 
 @router.post("/", response={201: RunOut, 422: LaunchErrorOut})

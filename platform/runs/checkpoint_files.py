@@ -38,6 +38,14 @@ def checkpoint_folder(checkpoint: Checkpoint, *, model_only: bool) -> Path:
     return folder
 
 
+def folder_size(path: str) -> int | None:
+    """Bytes in a checkpoint folder (what its download weighs), or None where it is not on this machine."""
+    root = Path(path)
+    if not root.is_dir():
+        return None
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 class _DrainedBuffer:
     """A write-only file whose contents are taken away as they come (zipfile streams into it)."""
 

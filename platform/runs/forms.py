@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.db.models import Case, Value, When
 
 from promptsets.models import PromptsetVersion
 from runs.actions import LaunchError, resolve_config
@@ -39,9 +40,12 @@ class LaunchRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         from promptsets.models import Promptset
 
+        # What a launch offers first is what to train on: a split's held-out eval parts come last.
         self.fields["promptset_version"].queryset = PromptsetVersion.objects.filter(
             promptset__in=Promptset.objects.visible_to(user)
-        ).select_related("promptset")
+        ).select_related("promptset").annotate(
+            held_out_last=Case(When(rule__kind="split", rule__part="eval", then=Value(1)), default=Value(0)),
+        ).order_by("held_out_last", "promptset__name", "-number")
         self.fields["starting_checkpoint"].queryset = Checkpoint.objects.filter(
             run__in=Run.objects.visible_to(user)
         ).select_related("run").order_by("-created_at")

@@ -478,6 +478,8 @@ class EventIngester:
             elif event.type == EventType.METRICS:
                 StepMetrics.objects.update_or_create(run_id=run.pk, step=payload["step"],
                                                      defaults={"values": payload.get("values", {})})
+                # An SFT run publishes no step_started: its metrics are how far it got.
+                Run.objects.filter(pk=run.pk, current_step__lt=payload["step"]).update(current_step=payload["step"])
             elif event.type == EventType.EVALUATION:
                 Evaluation.objects.update_or_create(run_id=run.pk, step=payload["step"],
                                                     defaults={"values": payload.get("values", {})})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 
@@ -10,7 +12,7 @@ from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from runs.models import Checkpoint, Run, RunEvent, RunState, StepMetrics
+from runs.models import FINAL_STATES, Checkpoint, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
 from trainer.events import EventType
 
 SPARKLINE_STEPS = 30
@@ -40,12 +42,68 @@ def filter_runs(queryset: QuerySet[Run], *, state: str = "", search: str = "", s
     return queryset.order_by(SORTS.get(sort, SORTS[DEFAULT_SORT]), "-pk")
 
 
+@dataclass
+class RunClock:
+    """How long a run has trained, across its attempts, read from the trainer's own events.
+
+    Event times, not ingestion times: the ingester may store a short run's start and end in one
+    batch, and a resumed run's new start must not erase the time its first attempt trained.
+    """
+
+    trained_s: float = 0.0  # the attempts that have ended
+    running_since: datetime | None = None  # the attempt training now
+    has_started: bool = False
+    total_steps: int | None = None  # as the trainer announced it when it last started
+
+    def elapsed_s(self, now: datetime | None = None) -> float | None:
+        if not self.has_started:
+            return None
+        if self.running_since is None:
+            return self.trained_s
+        return self.trained_s + max(0.0, ((now or timezone.now()) - self.running_since).total_seconds())
+
+
+def run_clocks(runs: list[Run]) -> dict[int, RunClock]:
+    """Each run's clock, in two queries whatever the number of runs."""
+    marks: dict[int, list[tuple[datetime, int, str, dict]]] = {run.pk: [] for run in runs}
+    starts_and_ends = (RunEvent.objects.filter(run_id__in=marks, type__in=(EventType.RUN_STARTED, EventType.RUN_FINISHED))
+                       .values_list("run_id", "published_at", "type", "payload"))
+    for run_id, at, kind, payload in starts_and_ends:
+        marks[run_id].append((at, 1 if kind == EventType.RUN_FINISHED else 0, kind, payload))
+    # A run stopped from outside (cancel, a job Ray lost) ends without a run_finished event.
+    for run_id, at in RunStateChange.objects.filter(run_id__in=marks, state__in=FINAL_STATES).values_list("run_id", "at"):
+        marks[run_id].append((at, 2, "final_state", {}))
+    clocks = {}
+    for run in runs:
+        clock = RunClock()
+        for at, _, kind, payload in sorted(marks[run.pk], key=lambda mark: mark[:2]):
+            if kind == EventType.RUN_STARTED:
+                # A start while one is open: the earlier attempt vanished without an end and its
+                # time is unknown, so none of it is counted.
+                clock.running_since, clock.has_started = at, True
+                total = payload.get("total_steps")
+                clock.total_steps = total if isinstance(total, int) and not isinstance(total, bool) else clock.total_steps
+            elif clock.running_since is not None:
+                clock.trained_s += max(0.0, (at - clock.running_since).total_seconds())
+                clock.running_since = None
+        if clock.running_since is not None and run.is_final:
+            clock.trained_s += max(0.0, ((run.finished_at or clock.running_since) - clock.running_since).total_seconds())
+            clock.running_since = None
+        if not clock.has_started and run.started_at:  # events already pruned: the state machine's times
+            clock.has_started = True
+            if run.finished_at:
+                clock.trained_s = max(0.0, (run.finished_at - run.started_at).total_seconds())
+            else:
+                clock.running_since = run.started_at
+        if clock.total_steps is None and run.kind == RunKind.RL:
+            clock.total_steps = run.planned_steps  # before the trainer announces it: the same rule
+        clocks[run.pk] = clock
+    return clocks
+
+
 def elapsed_seconds(run: Run, now=None) -> float | None:
-    """Training time so far (or in all, once finished); None before the trainer started."""
-    if not run.started_at:
-        return None
-    end = run.finished_at or now or timezone.now()
-    return max(0.0, (end - run.started_at).total_seconds())
+    """Training time so far (or in all, once finished), over every attempt; None before the trainer started."""
+    return run_clocks([run])[run.pk].elapsed_s(now)
 
 
 def recent_metrics(run_ids: list[int], steps: int = SPARKLINE_STEPS) -> dict[int, list[StepMetrics]]:
@@ -65,6 +123,7 @@ def recent_metrics(run_ids: list[int], steps: int = SPARKLINE_STEPS) -> dict[int
 def run_summaries(runs: list[Run]) -> list[dict]:
     """One row of the runs list per run, JSON-ready (the page renders it, the live poll refreshes it)."""
     metrics = recent_metrics([run.pk for run in runs])
+    clocks = run_clocks(runs)
     now = timezone.now()
     summaries = []
     for run in runs:
@@ -80,13 +139,14 @@ def run_summaries(runs: list[Run]) -> list[dict]:
             "preset": run.preset,
             "model": (run.config.get("model") or {}).get("name_or_path", ""),
             "promptset_version": str(run.promptset_version),
+            "kind": run.kind,
             "step": run.current_step,
-            "total_steps": run.planned_steps,
+            "total_steps": clocks[run.pk].total_steps,
             "reward": rewards[-1] if rewards else None,
             "accuracy": accuracies[-1] if accuracies else None,
             "reward_series": rewards,
             "accuracy_series": accuracies,
-            "elapsed_s": elapsed_seconds(run, now),
+            "elapsed_s": clocks[run.pk].elapsed_s(now),
             "created_at": run.created_at.isoformat(),
         })
     return summaries
@@ -100,13 +160,22 @@ def metric_series(run: Run) -> dict:
     }
 
 
+# What the trainer log shows: its log lines and errors, and the milestones of the run (run.js words them).
+LOGGED_EVENTS = (EventType.LOG, EventType.ERROR, EventType.RUN_STARTED, EventType.CHECKPOINT_SAVED,
+                 EventType.EVALUATION, EventType.RUN_FINISHED)
+
+
 def log_lines(run: Run, limit: int = LOG_LINES_SHOWN) -> list[dict]:
-    """The trainer's latest log lines and errors, oldest first, in the shape the WebSocket delivers them."""
-    events = list(
-        RunEvent.objects.filter(run=run, type__in=(EventType.LOG, EventType.ERROR)).order_by("-pk")[:limit]
-    )
-    return [{"id": e.pk, "number": e.run_seq, "type": e.type, "time": e.published_at.timestamp(), "payload": e.payload}
+    """The trainer's latest log lines, errors and milestones, oldest first, in the shape the WebSocket delivers them."""
+    events = list(RunEvent.objects.filter(run=run, type__in=LOGGED_EVENTS).order_by("-pk")[:limit])
+    return [{"id": e.pk, "number": e.run_seq, "type": e.type, "time": e.published_at.timestamp(),
+             "payload": _without_config(e.payload)}
             for e in reversed(events)]
+
+
+def _without_config(payload: dict) -> dict:
+    # run_started carries the whole resolved config; the page shows it in its own table.
+    return {key: value for key, value in payload.items() if key != "config"}
 
 
 TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}
@@ -172,7 +241,25 @@ def dead_letter_count(run: Run) -> int:
 
 
 def checkpoints(run: Run) -> list[Checkpoint]:
-    return list(run.checkpoints.all())
+    """The run's checkpoints, each with ``size_bytes`` and ``model_size_bytes`` (None: not on this machine)."""
+    from runs.checkpoint_files import folder_size
+
+    rows = list(run.checkpoints.all())
+    for checkpoint in rows:
+        checkpoint.size_bytes = folder_size(checkpoint.path)
+        checkpoint.model_size_bytes = folder_size(checkpoint.model_folder)
+    return rows
+
+
+def evaluation_schedule(run: Run, total_steps: int | None) -> str:
+    """When this run evaluates, in words, for an evaluation chart that is still empty."""
+    every = (run.config.get("schedule") or {}).get("eval_every") or 0
+    if not every:
+        return "This run does not evaluate (schedule.eval_every is 0)."
+    if total_steps is not None and total_steps < every:
+        return (f"This run evaluates every {every} steps and has only {total_steps}, so it will not evaluate: "
+                f"set schedule.eval_every to at most {total_steps} to see an evaluation.")
+    return f"This run evaluates every {every} steps; the first evaluation comes after step {every}."
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, object]:
@@ -202,3 +289,36 @@ def config_diff(config: dict, other: dict) -> list[dict]:
 
 def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def waiting_reason(run: Run, viewer) -> str:
+    """What a queued or starting run waits for, in words; empty once it runs or has ended.
+
+    Asks Ray: a job whose resources are taken stays PENDING, and the page should say so rather
+    than "submitting" for minutes.
+    """
+    from runs import cluster, ray_jobs
+    from trainer.config import RunConfig
+
+    if run.state == RunState.QUEUED:
+        return "Queued: waiting for a platform worker to submit it to the Ray cluster."
+    if run.state != RunState.STARTING:
+        return ""
+    if not run.ray_job_id:
+        return "Starting: checking the cluster's resources and submitting the job to Ray."
+    try:
+        status = ray_jobs.status(run.ray_job_id)
+    except Exception as error:  # noqa: BLE001 - the page must still render when Ray does not answer
+        return f"Starting: the Ray cluster did not say how the job is doing ({error})."
+    if status.state != "PENDING":
+        return f"Starting: the Ray job is {status.state.lower()}; the trainer is loading the model."
+    wanted = cluster.requested_resources(RunConfig.model_validate(run.config))
+    needs = f"{wanted['num_cpus']:g} CPU{'s' if wanted['num_cpus'] != 1 else ''}"
+    if wanted["num_gpus"]:
+        needs += f" and {wanted['num_gpus']:g} GPU{'s' if wanted['num_gpus'] != 1 else ''}"
+    holders = Run.objects.filter(state__in=(RunState.STARTING, RunState.RUNNING)).exclude(pk=run.pk).exclude(ray_job_id="")
+    visible = set(Run.objects.visible_to(viewer).filter(pk__in=holders).values_list("pk", flat=True))
+    named = [f"#{other.pk} “{other.name}”" if other.pk in visible else "a run you cannot see" for other in holders[:5]]
+    held_by = f" They are held by {', '.join(named)}." if named else ""
+    return (f"Waiting for the cluster: the job needs {needs}, and Ray holds it as pending until they are free."
+            f"{held_by} It starts by itself when they are.")

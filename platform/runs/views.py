@@ -2,13 +2,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponseForbidden, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
 from runs import actions, queries, warm_start
 from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
 from runs.forms import LaunchRunForm
-from runs.models import Run, RunState
+from runs.models import Run, RunKind, RunState
 
 RUNS_LISTED = 200
 RUNS_COMPARED = 6
@@ -67,8 +68,11 @@ def launch(request):
 @login_required
 def detail(request, pk):
     run = _visible_run(request, pk)
+    is_rl = run.kind == RunKind.RL
     filters = RolloutFilters(request.GET)
-    if filters.is_valid():
+    if not is_rl:
+        attempts, next_before = [], None  # an SFT run has no rollouts: no viewer, no filters
+    elif filters.is_valid():
         attempts, next_before = attempt_page(run.proof_attempts.all(), filters)
     else:
         attempts, next_before = [], None
@@ -78,17 +82,26 @@ def detail(request, pk):
     # Read the last event number before anything else: the WebSocket resends what came after it,
     # so an event stored while this page renders is delivered, not lost.
     last_event_number = queries.last_event_number(run.pk)
+    clock = queries.run_clocks([run])[run.pk]
+    now = timezone.now()
+    checkpoints = queries.checkpoints(run)
     return render(request, "runs/detail.html", {
         "run": run,
-        "run_context": {"runId": run.pk, "lastEventNumber": last_event_number, "state": run.state,
-                        "filtersAreActive": bool(filters.is_valid() and filters.active_filters())},
+        "is_rl": is_rl,
+        "run_context": {"runId": run.pk, "kind": run.kind, "lastEventNumber": last_event_number, "state": run.state,
+                        "filtersAreActive": bool(is_rl and filters.is_valid() and filters.active_filters()),
+                        "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
+                                  "runningSince": clock.running_since.timestamp() if clock.running_since else None}},
         "filters": filters,
+        "filters_are_invalid": is_rl and not filters.is_valid(),
         "attempts": attempts,
         "next_before": next_before,
         "series": queries.metric_series(run),
         "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
-        "checkpoints": queries.checkpoints(run),
+        "checkpoints": checkpoints,
+        "total_steps": clock.total_steps,
+        "evaluation_schedule": queries.evaluation_schedule(run, clock.total_steps) if is_rl else "",
         "tracking_links": queries.tracking_links(run),
         "disk_used_bytes": queries.disk_used_bytes(run),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
@@ -96,10 +109,12 @@ def detail(request, pk):
         "other": other,
         "config_diff": queries.config_diff(run.config, other.config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
-        "elapsed_s": queries.elapsed_seconds(run),
+        "elapsed_s": clock.elapsed_s(now),
+        # What Resume would continue from: the newest checkpoint whose files retention kept.
+        "resume_step": next((c.step for c in reversed(checkpoints) if c.is_on_disk), None),
         "can_edit": run.is_editable_by(request.user),
         "dead_letters": queries.dead_letter_count(run),
-    })
+    }, status=400 if is_rl and not filters.is_valid() else 200)
 
 
 @login_required
@@ -142,7 +157,10 @@ def cancel(request, pk):
     if not run.is_editable_by(request.user):
         return HttpResponseForbidden("Only the run's owner can cancel it.")
     if actions.cancel_run(run):
-        messages.success(request, "Run cancelled; its Ray job is being stopped.")
+        if run.ray_job_id:
+            messages.success(request, f"Run cancelled; its Ray job {run.ray_job_id} is being stopped.")
+        else:
+            messages.success(request, "Run cancelled before it reached the cluster; nothing was running.")
     else:
         messages.error(request, f"The run has already ended ({run.get_state_display()}).")
     return redirect(run)
@@ -155,7 +173,12 @@ def resume(request, pk):
     if not run.is_editable_by(request.user):
         return HttpResponseForbidden("Only the run's owner can resume it.")
     if actions.resume_run(run):
-        messages.success(request, "Run queued again; it continues from its last checkpoint.")
+        # The trainer resumes from the newest checkpoint in the run's folder, or from step 0 without one.
+        last = run.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
+        if last is None:
+            messages.success(request, "Run queued again. It saved no checkpoint, so it starts again from step 0.")
+        else:
+            messages.success(request, f"Run queued again; it continues from its checkpoint at step {last.step}.")
     else:
         messages.error(request, f"Only failed or cancelled runs can be resumed; this one is {run.get_state_display()}.")
     return redirect(run)

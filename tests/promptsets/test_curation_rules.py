@@ -70,5 +70,5 @@ def test_a_rule_from_json_names_its_bad_field():
 
 
 def test_each_stored_rule_is_described_in_words():
-    assert describe_rule({"kind": "sample", "count": 3, "seed": 0}) == "Random sample of 3 (seed 0)"
+    assert describe_rule({"kind": "sample", "count": 3, "seed": 0}) == "Random sample of 3 (seed 0), in the parent's order"
     assert "skipped" in describe_rule({"kind": "upload", "filename": "a.jsonl", "rows_skipped": 2})

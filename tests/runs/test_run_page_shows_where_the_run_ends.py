@@ -33,7 +33,7 @@ def test_the_run_page_and_the_runs_list_say_step_n_of_m(client, alice, make_run)
     run = make_run(state="running", config=config.to_json_dict(), current_step=4)
     client.force_login(alice)
     page = client.get(run.get_absolute_url()).content.decode()
-    assert 'step <span id="run-step">4</span> of <span id="run-planned-steps">6</span>' in page
+    assert 'step <span id="run-step">4</span><span id="run-total-steps"> of 6</span>' in page
     summaries = client.get("/api/runs/summaries").json()
     assert [(row["step"], row["total_steps"]) for row in summaries] == [(4, 6)]
 

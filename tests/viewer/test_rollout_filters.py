@@ -69,5 +69,6 @@ def test_the_run_page_renders_only_the_filtered_rollouts(rollouts, alice, logged
 def test_the_run_page_shows_a_bad_filter_as_a_form_error_not_a_crash(rollouts, alice, logged_in):
     run, _ = rollouts
     response = logged_in(alice).get(f"/runs/{run.pk}/?step=minus-one")
-    assert response.status_code == 200
+    assert response.status_code == 400  # an error, not an empty list of rollouts
     assert "step: Enter a whole number." in response.content.decode()
+    assert "No rollouts yet" not in response.content.decode()

@@ -1,0 +1,39 @@
+"""Trainer events for browser tests, sent the way the trainer sends them: onto the run's Redis
+Stream, for the platform's own ingester to store (so the pages are tested against what the real
+path stores, event times included)."""
+
+import itertools
+import time
+
+_seq = itertools.count(int(time.time() * 1000))
+
+
+def publish(run, type, payload=None, *, at=None):
+    from django.conf import settings
+
+    from trainer.events import RedisStreamSink, TrainerEvent
+
+    event = TrainerEvent(run_id=str(run.pk), seq=next(_seq), type=type, time=at if at is not None else time.time(),
+                         payload=payload or {})
+    RedisStreamSink(settings.REDIS_URL, str(run.pk)).write(event)
+    return event
+
+
+def wait_until(condition, *, timeout_s=30.0, what="the condition"):
+    """Poll ``condition`` (a callable) until it returns something truthy; fail with ``what`` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def wait_for_state(run, state, *, timeout_s=30.0):
+    def reached():
+        run.refresh_from_db()
+        return run.state == state
+
+    wait_until(reached, timeout_s=timeout_s, what=f"run {run.pk} to be {state} (it is {run.state})")
+    return run

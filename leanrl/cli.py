@@ -171,8 +171,8 @@ def runs_resume(client: PlatformClient, args) -> int:
 
 
 def total_steps(run: dict) -> int | None:
-    schedule = run.get("config", {}).get("schedule", {})
-    return schedule.get("total_steps") or None
+    """Where the run ends, as the server works it out (epochs or steps, whichever comes first)."""
+    return run.get("planned_steps") or None
 
 
 def runs_follow(client: PlatformClient, args) -> int:

@@ -185,7 +185,13 @@ class OptimizerConfig(Section):
 
 
 class ScheduleConfig(Section):
-    total_steps: int = Field(100, ge=1)
+    total_epochs: int | None = Field(
+        15, ge=1, description="Passes over the promptset, as the release's total_epochs=15. A pass is "
+        "len(promptset) // rollout.prompts_per_step steps, as verl's dataloader (drop_last) counts it; the "
+        "problems are reshuffled at each pass. None: train by total_steps alone.")
+    total_steps: int | None = Field(
+        None, ge=1, description="Steps to train. With total_epochs too, the run ends at whichever comes first "
+        "(as verl's loop does); None: by total_epochs alone.")
     eval_every: int = Field(5, ge=0, description="0 disables evaluation.")
     checkpoint_every: int = Field(5, ge=0, description="0 saves only at the end.")
     eval_samples: int = Field(8, ge=1, description="Samples per problem at evaluation (the k of pass@k).")
@@ -201,6 +207,24 @@ class ScheduleConfig(Section):
     keep_best_checkpoint_by: str | None = Field(
         "pass@1", min_length=1, description="With keep_last_checkpoints: an evaluation value (higher is better) whose "
         "best checkpoint is kept too; None keeps only the latest.")
+
+    @model_validator(mode="after")
+    def _ends(self) -> "ScheduleConfig":
+        if self.total_epochs is None and self.total_steps is None:
+            raise ValueError("schedule.total_epochs and schedule.total_steps are both unset: set at least one, "
+                             "or the run would never end")
+        return self
+
+    def steps_per_epoch(self, problem_count: int, prompts_per_step: int) -> int:
+        """Steps in one pass over ``problem_count`` problems: full batches only (verl's drop_last)."""
+        return problem_count // prompts_per_step
+
+    def planned_steps(self, problem_count: int, prompts_per_step: int) -> int:
+        """Where the run ends: total_epochs passes or total_steps, whichever comes first."""
+        ends = [self.total_steps] if self.total_steps is not None else []
+        if self.total_epochs is not None:
+            ends.append(self.total_epochs * self.steps_per_epoch(problem_count, prompts_per_step))
+        return min(ends)
 
 
 class ClusterConfig(Section):
@@ -306,6 +330,10 @@ class RunConfig(Section):
             )
         return self
 
+    def planned_steps(self, problem_count: int) -> int:
+        """Steps this run trains on a promptset of ``problem_count`` problems (``ScheduleConfig.planned_steps``)."""
+        return self.schedule.planned_steps(problem_count, self.rollout.prompts_per_step)
+
     @property
     def token_loss_divisor(self) -> int:
         return self.loss.token_loss_divisor or self.rollout.max_response_tokens
@@ -318,6 +346,15 @@ class RunConfig(Section):
         merged = _deep_merge(PRESETS[name], overrides or {})
         merged["preset"] = name
         return cls.model_validate(merged)
+
+    @classmethod
+    def from_saved(cls, data: dict[str, Any]) -> "RunConfig":
+        """A resolved config read back from a file or the database. One saved before
+        ``schedule.total_epochs`` existed trained by ``total_steps`` alone, and still does."""
+        schedule = data.get("schedule") or {}
+        if "total_steps" in schedule and "total_epochs" not in schedule:
+            data = {**data, "schedule": {**schedule, "total_epochs": None}}
+        return cls.model_validate(data)
 
     def to_json_dict(self) -> dict[str, Any]:
         """A JSON-safe dict that ``model_validate`` reads back; the API key is never written out."""
@@ -364,7 +401,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "optimizer": {"learning_rate": 2e-5, "warmup_steps": 4, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
         # An evaluation of the 24 demo problems × 4 samples took 166 s here, four training steps' worth:
         # every 10 steps and 2 samples keeps it to a small share of the run.
-        "schedule": {"total_steps": 20, "eval_every": 10, "checkpoint_every": 5, "eval_samples": 2},
+        # A fixed number of steps, whatever the promptset's size: a demo of minutes, not 15 epochs.
+        "schedule": {"total_epochs": None, "total_steps": 20, "eval_every": 10, "checkpoint_every": 5,
+                     "eval_samples": 2},
         "cluster": {"num_gpus": 0, "cpus_per_worker": 2},
         # A 135M model learning the answer format from a few dozen demonstrations needs a bigger step.
         "sft": {"learning_rate": 1e-4, "warmup_steps": 2, "epochs": 2, "batch_sequences": 8,

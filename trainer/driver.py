@@ -65,6 +65,8 @@ class Scorer(Protocol):
 
     async def score(self, problem, response: str, num_tokens=None, max_tokens=None, *, key=None): ...
 
+    async def lean_validity(self, problem, response: str, scored, *, key: str) -> float | None: ...
+
 
 @dataclass
 class PromptSlot:
@@ -185,11 +187,13 @@ class TrainingRun:
     @property
     def attempt(self) -> int:
         return getattr(self.publisher, "attempt", 1)
+        self.evaluation_samples: list[dict] = []
 
     # --- the run -----------------------------------------------------------------------------
 
     def run(self) -> RunStatus:
-        """Train to ``schedule.total_steps``; always ends with RUN_FINISHED, whatever happens."""
+        """Train to ``planned_steps()`` (total_epochs passes or total_steps, whichever comes first);
+        always ends with RUN_FINISHED, whatever happens."""
         previous_handlers = {}
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
@@ -197,14 +201,15 @@ class TrainingRun:
                 previous_handlers[signum] = signal.signal(signum, self._on_sigterm)
         status, reason = RunStatus.FAILED, ""
         try:
+            total_steps = self.planned_steps()
             self.set_up()
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
-                "total_steps": self.config.schedule.total_steps,
-                "resumed_from_step": self.step if self.step else None, "attempt": self.attempt,
+                "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
+                "attempt": self.attempt,
             })
             self._publish_startup_notes()
-            while self.step < self.config.schedule.total_steps:
+            while self.step < total_steps:
                 self.step += 1
                 self.train_step(self.step)
                 if self._is_due(self.config.schedule.eval_every):
@@ -228,6 +233,18 @@ class TrainingRun:
         self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
         record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         return status
+
+    def planned_steps(self) -> int:
+        """Where the run ends. An epoch is len(promptset) // prompts_per_step steps, as the release's
+        verl dataloader (drop_last) counts it; raises ValueError when that is no step at all."""
+        schedule, per_step = self.config.schedule, self.config.rollout.prompts_per_step
+        if schedule.total_epochs is not None and schedule.steps_per_epoch(len(self.problems), per_step) == 0:
+            raise ValueError(
+                f"the promptset has {len(self.problems)} problems, fewer than rollout.prompts_per_step ({per_step}), "
+                "so an epoch (full batches only, as the release's dataloader) has no step; add problems, lower "
+                "prompts_per_step, or train by steps: schedule.total_steps=N with schedule.total_epochs=null"
+            )
+        return self.config.planned_steps(len(self.problems))
 
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         """How an exception ends the run. A data-parallel rank overrides it: there, what one rank
@@ -326,6 +343,13 @@ class TrainingRun:
                 f"the Lean server at {url} does not answer its /health check ({type(error).__name__}: {error}); "
                 f"start it (kimina-lean-server, or `python -m trainer lean-standin` without Lean) or fix verifier.url"
             ) from error
+        from trainer.verification.line_numbering import ProbeFailed
+
+        # Which lines its messages count (kimina-lean-server builds differ); asked again after a reconnect.
+        try:
+            self.events_loop.submit(self.verifier.line_numbering()).result()
+        except ProbeFailed as error:
+            raise VerifierUnreachable(f"the Lean server at {url} answers, but {error}") from error
 
     def check_verifier_still_reachable(self, rollouts) -> None:
         """A step whose every proof sent to Lean came back censored asks the server once more: if it is
@@ -393,6 +417,13 @@ class TrainingRun:
         from trainer.prompts import first_attempt_messages
 
         count = self.config.rollout.prompts_per_step
+        schedule = self.config.schedule
+        if schedule.total_epochs is not None:
+            steps_per_epoch = schedule.steps_per_epoch(len(self.problems), count)
+            if (step - 1) % steps_per_epoch == 0:
+                # A new epoch, where the release's dataloader starts one: a fresh shuffle, and the
+                # problems the last one had no full batch for are dropped (drop_last).
+                self.start_epoch()
         takes_retry = self.replay_buffer.choose_prompt_slots(count, self.rng)
         slots = []
         skipped_too_long = 0
@@ -420,13 +451,17 @@ class TrainingRun:
             )
         return slots
 
+    def start_epoch(self) -> None:
+        """A fresh shuffle of the problems, served from its start."""
+        self.driver_state.problem_order = list(range(len(self.problems)))
+        self.rng.shuffle(self.driver_state.problem_order)
+        self.driver_state.cursor = 0
+
     def next_problem(self):
-        """Problems in shuffled epochs, as verl's dataloader serves them."""
+        """Problems in shuffled passes, as verl's dataloader serves them (by steps: a new pass when one runs out)."""
         state = self.driver_state
         if state.cursor >= len(state.problem_order):
-            state.problem_order = list(range(len(self.problems)))
-            self.rng.shuffle(state.problem_order)
-            state.cursor = 0
+            self.start_epoch()
         problem = self.problems[state.problem_order[state.cursor]]
         state.cursor += 1
         return problem
@@ -605,13 +640,17 @@ class TrainingRun:
 
     # --- evaluation and checkpoints ---------------------------------------------------------------
 
-    def evaluate(self, step: int) -> dict:
-        """best@k and pass@k on the evaluation problems, then the same after one retry per failed attempt."""
+    def evaluate(self, step: int, seed: int | None = None) -> dict:
+        """pass@k, best@k and mean@n on the evaluation problems, for our gated reward and the release's
+        acc, then the same after one retry per failed attempt (``trainer.evaluation``).
+
+        ``seed`` defaults to ``schedule.seed + step``, so each evaluation of a run samples afresh.
+        """
         from trainer.evaluation import evaluation_report
 
         started = time.perf_counter()
-        first_rewards, retry_rewards = self.evaluation_rewards(self.eval_problems, step)
-        values = evaluation_report(first_rewards, retry_rewards)
+        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed)
+        values = evaluation_report(first_outcomes, retry_outcomes)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
@@ -623,52 +662,71 @@ class TrainingRun:
         if is_checkpoint_writer():
             record_evaluation(self.output_dir, step, values)
 
-    def evaluation_rewards(self, problems: Sequence, step: int) -> tuple[dict, dict]:
-        """Per problem id, the rewards of its first attempts and of their retries (None: censored or none)."""
+    def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None) -> tuple[dict, dict]:
+        """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
+
+        Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
+        for ``trainer eval --output``.
+        """
+        from trainer.evaluation import Outcome
         from trainer.prompts import first_attempt_messages, prompt_token_count
         from trainer.retry import RetryPrompt, make_retry
         from trainer.rollout.base import SamplingSettings
 
+        seed = self.config.schedule.seed + step if seed is None else seed
         max_tokens = self.config.rollout.max_response_tokens
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
-        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=self.config.schedule.seed + step)
+        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
         first = self._score_all(slots, sampling, f"eval{step}")
-        first_rewards = {s.problem.problem_id: [None] * sampling.n for s in slots}
+        first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
+        self.evaluation_samples = []
         retry_slots, retry_owner = [], []
-        for (slot_index, sample_index), (generation, scored) in first.items():
+        for (slot_index, sample_index), (generation, scored, outcome) in sorted(first.items()):
             slot = slots[slot_index]
-            first_rewards[slot.problem.problem_id][sample_index] = None if scored.is_censored else scored.reward
+            first_outcomes[slot.problem.problem_id][sample_index] = outcome
+            self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
             if scored.verification is None:
                 continue
-            outcome = make_retry(
+            retry = make_retry(
                 slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
                 scored.checked_code, f"eval{step}-p{slot_index}-r{sample_index}", step, self.config.retry,
                 lambda messages: prompt_token_count(self.tokenizer, messages),
             )
-            if isinstance(outcome, RetryPrompt):
-                retry_slots.append(self._slot(outcome.problem, outcome.messages, "retry", None))
+            if isinstance(retry, RetryPrompt):
+                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", None))
                 retry_owner.append((slot.problem.problem_id, sample_index))
-        retry_rewards = {pid: [None] * sampling.n for pid in first_rewards}
+        retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
         if retry_slots:
             retry_sampling = SamplingSettings(
                 n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
                 max_tokens=max_tokens, seed=sampling.seed,
             )
-            for (slot_index, _), (_, scored) in self._score_all(retry_slots, retry_sampling, f"eval{step}-retry").items():
+            retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry")
+            for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
-                retry_rewards[problem_id][sample_index] = None if scored.is_censored else scored.reward
-        return first_rewards, retry_rewards
+                retry_outcomes[problem_id][sample_index] = outcome
+                record = _evaluation_record(step, seed, retry_slots[slot_index], generation, scored, outcome)
+                self.evaluation_samples.append({**record, "sample_index": sample_index})
+        return first_outcomes, retry_outcomes
 
     def _score_all(self, slots, sampling, key_prefix) -> dict:
+        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``."""
         futures = {}
         for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
             slot = slots[generation.prompt_index]
             key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
             futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
-                self.scorer.score(slot.problem, generation.text, generation.num_tokens, sampling.max_tokens, key=key)
+                self._score_for_evaluation(slot.problem, generation, sampling.max_tokens, key)
             ))
-        return {where: (generation, future.result()) for where, (generation, future) in futures.items()}
+        return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
+
+    async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
+        from trainer.evaluation import Outcome
+
+        scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key)
+        lean_valid = await self.scorer.lean_validity(problem, generation.text, scored, key=key + "-acc")
+        return scored, Outcome(None if scored.is_censored else scored.reward, lean_valid)
 
     def save_checkpoint(self) -> Path:
         from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
@@ -716,6 +774,20 @@ class TrainingRun:
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
+
+
+def _evaluation_record(step: int, seed: int, slot: PromptSlot, generation, scored, outcome) -> dict:
+    """One evaluation sample as ``trainer eval --output`` writes it (a JSON line)."""
+    verification = scored.verification
+    return {
+        "step": step, "seed": seed, "problem_id": slot.problem.problem_id, "turn": slot.turn,
+        "sample_index": generation.sample_index, "reward": outcome.reward, "lean_valid": outcome.lean_valid,
+        "is_censored": scored.is_censored, "verdict": verification.verdict.value if verification else None,
+        "format_error": scored.format_check.error.value if scored.format_check.error is not None else None,
+        "reasons": list(scored.reasons), "is_standin_verdict": scored.is_standin_verdict,
+        "num_tokens": generation.num_tokens, "is_truncated": generation.is_truncated,
+        "response": generation.text, "checked_code": scored.checked_code,
+    }
 
 
 def release_cached_accelerator_memory() -> None:

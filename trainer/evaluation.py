@@ -1,14 +1,17 @@
 """Evaluation metrics: verl's bootstrap best@k, unbiased pass@k, before and after one retry.
 
-Pure functions on per-problem outcome lists. An outcome is a reward in [0, 1], or None
-when the verdict was censored (timeout, verifier outage, stand-in "cannot decide"):
-censored attempts are left out, as if never sampled, never counted as failures.
+Pure functions on per-problem outcome lists, for two scores of each sample: our gated reward
+(plain metric names) and the release's ``acc``, Lean validity without the format gate (``acc/…``),
+which is what the release's pass@k counts. A score is in [0, 1], or None when the verdict was
+censored (verifier outage, server error, stand-in "cannot decide"); ``CENSORED_HANDLING`` says,
+in every report, how those are left out so that every k is averaged over the same problems.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy
 
@@ -84,45 +87,79 @@ def with_one_retry(first_attempts: Sequence[float | None], retries: Sequence[flo
     return combined
 
 
-def problem_metrics(outcomes: Sequence[float | None], success_threshold: float = 1.0) -> dict[str, float]:
-    """One problem's metrics over its scored attempts: mean@n, pass@k and best@k for verl's k values."""
-    scored = [score for score in outcomes if score is not None]
-    metrics: dict[str, float] = {"censored": float(len(outcomes) - len(scored))}
-    if not scored:
-        return metrics
-    n = len(scored)
-    correct = sum(score >= success_threshold for score in scored)
-    metrics[f"mean@{n}"] = float(numpy.mean(scored))
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluation sample, scored two ways (None where that way's verdict was censored).
+
+    ``reward`` is ours: the gated reward (1 only if the format check passed and Lean accepted).
+    ``lean_valid`` is the release's ``acc``: 1 when Lean accepted the answer's proof, the format
+    check not applied (the release's pass@k counts this).
+    """
+
+    reward: float | None
+    lean_valid: float | None
+
+
+# What each family of metric names counts, for every report's readers.
+METRIC_FAMILIES = {
+    "": "ours: the gated reward (1 only if the format check passed and Lean accepted the proof)",
+    "acc/": "the release's acc: Lean accepted the answer's proof, format check not applied",
+}
+CENSORED_HANDLING = (
+    "A censored sample (verifier outage, server error, the stand-in's 'cannot decide') is never counted as a "
+    "failure: a problem with any censored first attempt is left out of every metric of that family (every k "
+    "is averaged over the same problems: problems_scored, acc/problems_scored); a censored retry leaves its "
+    "first attempt's score. A Lean timeout is the proof's fault and scores 0."
+)
+
+
+def problem_metrics(outcomes: Sequence[float | None], success_threshold: float = 1.0) -> dict[str, float] | None:
+    """One problem's metrics: mean@n, pass@k and best@k for verl's k values; None (left out) when
+    any sample is censored, so every k is averaged over the same problems."""
+    if not outcomes or any(score is None for score in outcomes):
+        return None
+    n = len(outcomes)
+    correct = sum(score >= success_threshold for score in outcomes)
+    metrics: dict[str, float] = {f"mean@{n}": float(numpy.mean(outcomes))}
     for k in [1, *verl_subset_sizes(n)]:
         metrics[f"pass@{k}"] = pass_at_k(n, correct, k)
     for k in verl_subset_sizes(n):
-        metrics[f"best@{k}/mean"], metrics[f"best@{k}/std"] = bootstrap_best_at_k(scored, k)
+        metrics[f"best@{k}/mean"], metrics[f"best@{k}/std"] = bootstrap_best_at_k(list(outcomes), k)
     return metrics
 
 
-def aggregate(per_problem: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Each metric averaged over the problems that have it (verl averages over prompts)."""
+def aggregate(per_problem: Mapping[str, Sequence[float | None]]) -> dict[str, float]:
+    """Each metric averaged over the problems with no censored sample (verl averages over prompts),
+    with how many problems that is and how many samples were censored."""
+    scored = {pid: metrics for pid, outcomes in per_problem.items() if (metrics := problem_metrics(outcomes)) is not None}
     collected: dict[str, list[float]] = {}
-    for metrics in per_problem.values():
+    for metrics in scored.values():
         for name, value in metrics.items():
             collected.setdefault(name, []).append(value)
-    result = {name: float(numpy.mean(values)) for name, values in collected.items() if name != "censored"}
-    result["censored"] = float(sum(collected.get("censored", [])))
-    result["problems"] = float(len(per_problem))
-    result["problems_scored"] = float(sum(1 for m in per_problem.values() if any(k.startswith("mean@") for k in m)))
+    result = {name: float(numpy.mean(values)) for name, values in collected.items()}
+    result["problems_scored"] = float(len(scored))
+    result["censored"] = float(sum(score is None for outcomes in per_problem.values() for score in outcomes))
     return result
 
 
 def evaluation_report(
-    first_attempts: Mapping[str, Sequence[float | None]],
-    retries: Mapping[str, Sequence[float | None]] | None = None,
+    first_attempts: Mapping[str, Sequence[Outcome | None]],
+    retries: Mapping[str, Sequence[Outcome | None]] | None = None,
 ) -> dict[str, float]:
-    """best@k and pass@k over problems, and, when ``retries`` is given, the same after one retry (``retry/…``)."""
-    report = aggregate({pid: problem_metrics(outcomes) for pid, outcomes in first_attempts.items()})
-    if retries is not None:
-        after_retry = {
-            pid: problem_metrics(with_one_retry(outcomes, retries.get(pid, [None] * len(outcomes))))
-            for pid, outcomes in first_attempts.items()
-        }
-        report.update({f"retry/{name}": value for name, value in aggregate(after_retry).items()})
-    return {name: (value if math.isfinite(value) else 0.0) for name, value in report.items()}
+    """pass@k, best@k and mean@n over problems, for our gated reward (plain names) and the release's
+    acc (``acc/…``); with ``retries``, the same after one retry (``retry/…``). See CENSORED_HANDLING."""
+    report: dict[str, float] = {"problems": float(len(first_attempts))}
+    for prefix, field_name in (("", "reward"), ("acc/", "lean_valid")):
+        def values(outcomes):
+            return [None if outcome is None else getattr(outcome, field_name) for outcome in outcomes]
+
+        first = {pid: values(outcomes) for pid, outcomes in first_attempts.items()}
+        report.update({f"{prefix}{name}": value for name, value in aggregate(first).items()})
+        if retries is not None:
+            after_retry = {
+                pid: with_one_retry(outcomes, values(retries.get(pid, [None] * len(outcomes))))
+                for pid, outcomes in first.items()
+            }
+            report.update({f"retry/{prefix}{name}": value for name, value in aggregate(after_retry).items()})
+    # Not measured stays absent: a chart must never draw it as 0.
+    return {name: value for name, value in report.items() if math.isfinite(value)}

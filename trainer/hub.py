@@ -58,6 +58,7 @@ SETTINGS_SHOWN = (
     ("loss.clip_ratio_high", "clip ratio high"),
     ("loss.dual_clip", "dual clip"),
     ("retry.enabled", "error-correction turn"),
+    ("schedule.total_epochs", "total epochs"),
     ("schedule.total_steps", "total steps"),
 )
 

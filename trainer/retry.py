@@ -2,17 +2,22 @@
 
 As in the release (kimina-prover-rl, ``dataset.py`` and ``reward/error_fixing.py``): the retry
 prompt is the first conversation, the model's answer as an assistant turn, then a user turn that is
-Lean's feedback alone, at most three errors, each with its message and a five-line numbered snippet
-with the error line marked. Retry prompts wait in a replay buffer of the latest 5,000; each prompt
-slot of a batch draws from it with probability 0.5.
+Lean's feedback alone, at most three errors, each with its message and a numbered snippet of the
+lines around it (two before, two after, cut where the code starts or ends) with the error line
+marked, the sections joined as the release joins them. A proof that ran into Lean's timeout (no
+error message to quote) gets the release's ``# System Error`` section with the server's words.
+Retry prompts wait in a replay buffer of the latest 5,000; each prompt slot of a batch draws from
+it with probability 0.5.
 
 Where this departs from the release, on purpose:
 
 * no retry for a first attempt that failed the format check (the release retried any non-valid
-  proof), none when Lean gave no error to quote, and none for a censored verdict: a Lean outage
+  proof), none when Lean gave no error to quote (a timeout excepted), and none for a censored
+  verdict, which the release retried with the server's error as ``# System Error``: a Lean outage
   says nothing the model could fix;
 * snippet line numbers are those of the checked code, header included, because the verifier reports
-  positions in it (the release numbered lines after the imports);
+  positions in it (the release numbered lines after the imports); the snippet never shows the
+  ``#print axioms`` line we append (the model never wrote it);
 * a drawn retry leaves the buffer, so each first attempt is retried at most once (the release kept
   it and could draw it again);
 * goal states are not quoted: the verifier does not return Lean's info trees.
@@ -31,6 +36,7 @@ from trainer.config import RetryConfig
 from trainer.format_reward import FormatCheck
 from trainer.problems import Problem
 from trainer.prompts import check_messages, first_attempt_messages
+from trainer.verification.checked_code import layout_of
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
 
@@ -76,34 +82,58 @@ class RetryPrompt:
 
 
 def numbered_snippet(code_lines: Sequence[str], error_line: int, snippet_lines: int) -> str:
-    """``snippet_lines`` lines of code around ``error_line`` (1-based), each numbered, the error
-    line marked with ``>``. Near the start or end of the code the window shifts to stay full."""
-    error_line = min(max(error_line, 1), len(code_lines))
-    first = max(1, error_line - (snippet_lines - 1) // 2)
-    last = min(len(code_lines), first + snippet_lines - 1)
-    first = max(1, last - snippet_lines + 1)
-    width = max(3, len(str(last)))
+    """The lines around ``error_line`` (1-based), each numbered, the error line marked with ``>``.
+
+    As the release's ``format_error_output``: ``(snippet_lines - 1) // 2`` lines before the error
+    line and the rest after it, cut (not shifted) where the code starts or ends, so an error on
+    the first line shows it and the lines after it only; an error past the end marks nothing.
+    """
+    before = (snippet_lines - 1) // 2
+    first = max(1, error_line - before)
+    last = min(len(code_lines), error_line - before + snippet_lines - 1)
     rows = []
     for number in range(first, last + 1):
         marker = " >" if number == error_line else "  "
-        rows.append(f"{number:0{width}d}{marker}| {code_lines[number - 1]}")
+        # As the release, which removes `count_heartbeats in` from every quoted line.
+        rows.append(f"{number:03d}{marker}| {code_lines[number - 1].replace('count_heartbeats in', '')}")
     return "\n".join(rows)
 
 
-def build_lean_feedback(checked_code: str, errors: Sequence[LeanMessage], config: RetryConfig) -> str:
-    """Lean's feedback on ``checked_code`` in the release's layout: the first ``config.max_errors``
-    error-severity messages, each with a numbered snippet of the checked code (line numbers as in
-    ``checked_code``, where the verifier reports them). Empty when there is no error to quote."""
-    code_lines = checked_code.split("\n")
+def model_code_lines(checked_code: str) -> list[str]:
+    """The lines of the checked code a snippet may quote: all but the ``#print axioms`` query we
+    append and the blank line before it (the model wrote neither)."""
+    lines = checked_code.split("\n")
+    axioms_line = layout_of(checked_code)["axioms_line"]
+    if axioms_line is not None:
+        lines = lines[: axioms_line - 1]
+        while lines and not lines[-1].strip():
+            lines.pop()
+    return lines
+
+
+def build_lean_feedback(
+    checked_code: str, errors: Sequence[LeanMessage], config: RetryConfig, system_error: str | None = None
+) -> str:
+    """Lean's feedback on ``checked_code`` in the release's layout (``create_tool_message``).
+
+    The first ``config.max_errors`` error-severity messages, each as ``# Error i:``, its message and
+    a numbered snippet of the checked code (line numbers as in ``checked_code``, where the verifier
+    reports them), concatenated with no separator, as the release does. With no error to quote,
+    the server's own error (``system_error``: a timeout) as ``# System Error:``. Empty when there is
+    neither.
+    """
+    code_lines = model_code_lines(checked_code)
     quoted = [message for message in errors if message.severity == "error"][: config.max_errors]
-    sections = []
+    feedback = ""
     for index, message in enumerate(quoted, 1):
-        section = f"# Error {index}:\nError message: \n{message.text.strip()}\n"
+        feedback += f"# Error {index}:\nError message: \n{message.text.strip()}\n\n"
         if message.line is not None:
             snippet = numbered_snippet(code_lines, message.line, config.snippet_lines)
-            section += f"\nLean 4 code snippet with error:\n```lean4\n{snippet}\n```\n"
-        sections.append(section)
-    return "\n".join(sections)
+            rows = snippet + "\n" if snippet else ""
+            feedback += f"Lean 4 code snippet with error:\n```lean4\n{rows}```\n"
+    if not feedback and system_error and system_error.strip():
+        feedback = f"# System Error:\nError message: \n{system_error.strip()}\n\n"
+    return feedback
 
 
 def retry_messages(
@@ -143,7 +173,7 @@ def make_retry(
         return RetryDropReason.CENSORED
     if verification.verdict is Verdict.VALID:
         return RetryDropReason.ACCEPTED
-    feedback = build_lean_feedback(checked_code, verification.errors, config)
+    feedback = build_lean_feedback(checked_code, verification.errors, config, verification.system_error)
     if not feedback.strip():
         return RetryDropReason.EMPTY_FEEDBACK
     if len(feedback) > config.max_feedback_chars:

@@ -9,10 +9,12 @@ and the rollout is left out of the advantage computation; it is not a wrong proo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainer import lean_lexer
 from trainer.format_reward import FormatCheck, check_format, length_penalty
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.integrity import check_integrity, disallowed_axioms
@@ -86,6 +88,26 @@ class RewardScorer:
             reward *= length_penalty(num_tokens, budget, self.config.reward)
         return ScoredResponse(reward, **common)
 
+    async def lean_validity(self, problem, response: str, scored: ScoredResponse, *, key: str) -> float | None:
+        """The release's ``acc`` of this answer: 1.0 when Lean accepts its proof, the format check not
+        applied (None when censored). The release's pass@k counts this; our reward gates it on the format.
+
+        An answer that passed the format check was already sent to Lean; one that failed it (or had
+        no proof body of ours) is sent now, with the proof the release would have extracted
+        (``release_proof_body``).
+        """
+        if scored.format_check.is_valid and scored.verification is not None:
+            if scored.is_censored:
+                return None
+            return 1.0 if scored.verification.verdict is Verdict.VALID else 0.0
+        body = release_proof_body(response, problem.formal_statement)
+        if body is None or check_integrity(body, self.config.reward):
+            return 0.0  # the release's "No proof found in the output." never passes Lean
+        verification = self._apply_axioms_rule(await self.verifier.verify(build_checked_code(problem, body), key=key))
+        if verification.is_censored:
+            return None
+        return 1.0 if verification.verdict is Verdict.VALID else 0.0
+
     def _apply_axioms_rule(self, verification: VerificationResult) -> VerificationResult:
         """The run's own axioms rule, in case the verifier was built more lenient than the run."""
         axioms: Any = verification.extra.get("axioms")
@@ -98,3 +120,30 @@ class RewardScorer:
                     reasons=(f"the proof depends on non-standard axioms {', '.join(extra_axioms)}",),
                 )
         return verification
+
+
+def release_proof_body(response: str, formal_statement: str) -> str | None:
+    """The proof body the release checks for an answer, whatever its format (``extract_proof_from_text``).
+
+    The last ```lean4 block that contains the statement's ``theorem … :=`` text outside a comment;
+    the body is what follows the first ``:= by`` after it. None when no block qualifies.
+    """
+    statement = formal_statement.rstrip()
+    statement = statement[: -len("sorry")].strip() if statement.endswith("sorry") else statement
+    statement = statement if statement.endswith("by") else statement + " by"
+    declared = None
+    for keyword in ("theorem", "lemma", "example"):
+        found = re.findall(rf"{keyword}\s*(.*?)\s*:=", statement, flags=re.DOTALL)
+        if found:
+            declared = found[0].strip()
+            break
+    if not declared:
+        return None
+    for block in reversed(re.findall(r"```lean4\n(.*?)\n```", response, flags=re.DOTALL)):
+        start = block.find(declared)
+        if start == -1 or lean_lexer.comment_mask(block, strict=False)[start]:
+            continue
+        by = re.search(r":=\s*by", block[start:])
+        if by:
+            return block[start + by.end() :]
+    return None

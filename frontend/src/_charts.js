@@ -88,8 +88,10 @@ export function evaluationSeries(rows) {
   const ks = [...names].map((n) => /^pass@(\d+)$/.exec(n)).filter(Boolean).map((m) => Number(m[1]));
   const largest = ks.length ? Math.max(...ks) : null;
   const wanted = [];
+  // Plain names: our gated reward; acc/: the release's Lean validity without the format gate (trainer/evaluation.py).
   for (const k of new Set([1, largest].filter((x) => x !== null))) {
-    wanted.push([`pass@${k}`, `pass@${k}`], [`retry/pass@${k}`, `pass@${k} after retry`]);
+    wanted.push([`pass@${k}`, `pass@${k}`], [`retry/pass@${k}`, `pass@${k} after retry`],
+      [`acc/pass@${k}`, `pass@${k}, Lean only (release's acc)`]);
   }
   if (largest !== null) wanted.push([`best@${largest}/mean`, `best@${largest}`], [`retry/best@${largest}/mean`, `best@${largest} after retry`]);
   return wanted.filter(([key]) => names.has(key)).map(([key, label]) => ({ label, pick: value(key) }));

@@ -83,7 +83,7 @@ export function renderLeanView(container, view) {
       if (!range) continue;
       ranges.push({ start: range[0], end: range[1], severity: message.severity, index: message.index });
       if (lineNumber === message.line) {
-        const where = `${message.lean_line ?? message.line}:${message.column ?? 0}`;
+        const where = `${message.line}:${message.column ?? 0}`;
         notes.append(el("div", { class: `lean-note sev-${message.severity}`, "data-message": String(message.index) },
           el("span", { class: "where", text: `${message.severity} at ${where}` }), el("pre", { text: message.text || "" })));
       }

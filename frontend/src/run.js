@@ -179,7 +179,7 @@ export function matchesFilters(r, f) {
   return true;
 }
 
-const VERDICT_LABELS = { valid: "Valid", sorry: "Uses sorry", lean_error: "Lean error", timeout: "Timeout (censored)", infra_error: "Verifier could not decide (censored)" };
+const VERDICT_LABELS = { valid: "Valid", sorry: "Uses sorry", lean_error: "Lean error", timeout: "Lean timeout (scored 0)", infra_error: "Verifier could not decide (censored)" };
 
 function rolloutCard(r) {
   const verdictText = r.format_error || VERDICT_LABELS[r.verdict] || r.verdict || "—";

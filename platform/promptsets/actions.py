@@ -147,8 +147,8 @@ def platform_win_rates(problem_ids, *, viewer) -> dict[int, tuple[int, int]]:
     Only visible runs count (Run.visible_to): others' private results never pool into what a person sees.
 
     First attempts only: a retry sees Lean's feedback, so its success says less about how
-    hard the statement is. Censored attempts (timeouts, verifier outages, stand-in "cannot
-    decide") have no reward and are not counted as wrong.
+    hard the statement is. Censored attempts (verifier outages, stand-in "cannot decide") have
+    no reward and are not counted as wrong; a Lean timeout scored 0 and counts as wrong.
     """
     from proofs.models import ProofAttempt, Turn
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pygments.lexers import Lean4Lexer
 from pygments.token import STANDARD_TYPES
 
-from trainer.verification.checked_code import leading_import_line_count
-
 _LEXER = Lean4Lexer(stripnl=False, ensurenl=False)
 
 
@@ -48,21 +46,21 @@ def highlighted_lines(code: str) -> list[list[list[str]]]:
 def code_view(checked_code: str, messages: list[dict], fallback_code: str = "") -> dict:
     """What the browser's Lean renderer needs: tokens per line and each message at its line of the text shown.
 
-    Lean's positions refer to the checked code (our header, the canonical statement, the model's
-    proof), counted after the import lines the server runs as the environment; so the viewer shows
-    the checked code and shifts each line by that count. A rollout never sent to Lean (format
-    error) has no checked code and no messages: its own code block is shown instead.
+    Stored messages are already in lines of the checked code (our header, the canonical statement,
+    the model's proof, the axioms query): the trainer's verifier converted them once, from whatever
+    numbering its Lean server uses (``trainer.verification.line_numbering``). So the viewer shows
+    the checked code and places each message on its line as stored. A rollout never sent to Lean
+    (format error) has no checked code and no messages: its own code block is shown instead.
     """
     shown = checked_code or fallback_code
-    shift = leading_import_line_count(checked_code) if checked_code else 0
-    placed = []
-    for message in messages:
-        line, end_line = message.get("line"), message.get("end_line")
-        placed.append({
+    placed = [
+        {
             "severity": message.get("severity", "error"), "text": message.get("text", ""),
-            "line": line + shift if isinstance(line, int) else None, "column": message.get("column"),
-            "end_line": end_line + shift if isinstance(end_line, int) else None,
+            "line": message.get("line") if isinstance(message.get("line"), int) else None,
+            "column": message.get("column"),
+            "end_line": message.get("end_line") if isinstance(message.get("end_line"), int) else None,
             "end_column": message.get("end_column"),
-            "lean_line": line,
-        })
+        }
+        for message in messages
+    ]
     return {"lines": highlighted_lines(shown), "messages": placed, "is_checked_code": bool(checked_code)}

@@ -16,7 +16,7 @@ class Verdict(models.TextChoices):
     SORRY = "sorry", "Uses sorry"
     LEAN_ERROR = "lean_error", "Lean error"
     REJECTED = "rejected", "Rejected by an integrity rule"
-    TIMEOUT = "timeout", "Timeout (censored)"
+    TIMEOUT = "timeout", "Lean timeout (scored 0)"
     INFRA_ERROR = "infra_error", "Verifier could not decide (censored)"
 
 

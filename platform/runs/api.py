@@ -22,6 +22,7 @@ class RunOut(Schema):
     preset: str
     promptset_version_id: int
     current_step: int
+    planned_steps: int | None  # where the run ends: its epochs or total_steps, whichever comes first
     failure_reason: str
     ray_job_id: str
     starting_checkpoint_id: int | None

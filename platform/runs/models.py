@@ -132,6 +132,22 @@ class Run(models.Model):
             (shown.get("verifier") or {}).pop(secret, None)
         return shown
 
+    def planned_steps(self) -> int | None:
+        """The step an RL run ends at: its schedule's total_epochs passes over the promptset version or
+        its total_steps, whichever comes first (the trainer's own rule). None where that is unknown:
+        a warm-start SFT run counts its own steps, and a config the trainer no longer reads says nothing."""
+        if self.kind != RunKind.RL:
+            return None
+        from pydantic import ValidationError
+
+        from trainer.config import RunConfig
+
+        try:
+            config = RunConfig.from_saved(self.config)
+        except ValidationError:
+            return None
+        return config.planned_steps(self.promptset_version.problem_count) or None
+
     @property
     def group_name(self) -> str:
         """The Channels group that browsers watching this run join."""

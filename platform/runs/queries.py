@@ -96,7 +96,7 @@ def run_clocks(runs: list[Run]) -> dict[int, RunClock]:
             else:
                 clock.running_since = run.started_at
         if clock.total_steps is None and run.kind == RunKind.RL:
-            clock.total_steps = (run.config.get("schedule") or {}).get("total_steps")
+            clock.total_steps = run.planned_steps  # before the trainer announces it: the same rule
         clocks[run.pk] = clock
     return clocks
 

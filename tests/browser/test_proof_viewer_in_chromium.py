@@ -10,6 +10,7 @@ from tests.viewer.conftest import make_attempt  # noqa: F401  (the fixture, shar
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # 𝔽 is two UTF-16 units and one code point: a marker placed by UTF-16 index would land two characters off.
+# Stored message lines are lines of this checked code, import lines included.
 CHECKED_CODE = "import Mathlib\n\ntheorem t (x : 𝔽) (h : x₀ ≤ 𝔽𝔽) : bad_goal := by\n  simp\n"
 MARKED_LINE = CHECKED_CODE.splitlines()[2]
 
@@ -81,11 +82,11 @@ def test_the_retry_page_marks_each_error_at_its_code_point_column_and_diffs_the_
 
     run = make_run(state="running")
     column = MARKED_LINE.index("bad_goal")  # Python counts code points, as Lean does
-    message = {"severity": "error", "line": 1, "column": column, "end_line": 1, "end_column": column + len("bad_goal"),
+    message = {"severity": "error", "line": 3, "column": column, "end_line": 3, "end_column": column + len("bad_goal"),
                "text": "unknown identifier 'bad_goal'"}
     first = make_attempt(run, rollout_key="first", checked_code=CHECKED_CODE, lean_code="  simp", lean_messages=[message])
     RetryFeedback.objects.create(run=run, parent=first, parent_rollout_key="first", created_step=0,
-                                 feedback="Lean rejected line 1: unknown identifier 'bad_goal'")
+                                 feedback="Lean rejected line 3: unknown identifier 'bad_goal'")
     retry = make_attempt(run, rollout_key="retry", turn="retry", parent=first, parent_rollout_key="first",
                          checked_code=CHECKED_CODE.replace("simp", "exact h"), lean_code="  exact h",
                          lean_messages=[message], prompt="Fix this proof. Lean said: unknown identifier 'bad_goal'")
@@ -98,7 +99,7 @@ def test_the_retry_page_marks_each_error_at_its_code_point_column_and_diffs_the_
     assert page.locator(".code-diff .diff-del").all_inner_texts() == ["-   simp\n"] or \
         [t.strip() for t in page.locator(".code-diff .diff-del").all_inner_texts()] == ["-   simp"]
     assert [t.strip() for t in page.locator(".code-diff .diff-ins").all_inner_texts()] == ["+   exact h"]
-    assert "Lean rejected line 1" in page.locator("#retry-feedback").inner_text()
+    assert "Lean rejected line 3" in page.locator("#retry-feedback").inner_text()
     assert "Fix this proof" in page.locator("#retry-prompt").inner_text()
     screenshot(page, "retry")
 
@@ -122,3 +123,55 @@ def test_script_payloads_in_model_output_render_as_text_live_and_stored(page, al
     assert payload in page.locator("[data-code-view=attempt] .lean-note").inner_text()
     assert page.evaluate("window.__owned") is None and dialogs == []
     assert page.locator("img[src=x]").count() == 0
+
+
+@pytest.mark.parametrize("numbering", ["after-header", "as-sent"])
+def test_the_error_marker_sits_on_the_failing_tactic_after_a_multi_line_import_header(page, alice, make_run, numbering):
+    """Scored by the stand-in in either kimina-lean-server numbering, stored through the event path, drawn once."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from proofs.models import ProofAttempt
+
+    from tests.verification.conftest import MULTI_LINE_HEADER, answer, make_config, problem
+    from trainer.reward import RewardScorer
+    from trainer.verification.client import LeanVerifier
+    from trainer.verification.line_numbering import LineNumbering
+    from trainer.verification.standin_server import StandinServerThread, StandinSettings
+
+    assert MULTI_LINE_HEADER.count("import ") == 2
+    statement = "theorem two_plus_two : (2 : ℕ) + 2 = 4 := by"
+    with StandinServerThread(StandinSettings(line_numbering=LineNumbering(numbering))) as server:
+        config = make_config(server.url)
+
+        async def score():
+            verifier = LeanVerifier(config.verifier, environment="browser-test")
+            try:
+                return await RewardScorer(config, verifier).score(problem(), answer(statement + "\n  norm_num\n  omega"))
+            finally:
+                await verifier.aclose()
+
+        # Playwright's sync API runs an event loop in this thread: score in another one.
+        with ThreadPoolExecutor(1) as thread:
+            scored = thread.submit(asyncio.run, score()).result()
+    [error] = scored.verification.errors
+    run = make_run(state="running")
+    publish_rollout(run, "multi-header", verdict="lean_error", reward=0.0, checked_code=scored.checked_code,
+                    lean_code=statement + "\n  norm_num\n  omega",
+                    lean_messages=[message.as_dict() for message in scored.verification.messages])
+    deadline = time.monotonic() + 10
+    while not ProofAttempt.objects.filter(run=run, rollout_key="multi-header").exists():
+        assert time.monotonic() < deadline, "the rollout event was not stored"
+        time.sleep(0.05)
+    attempt = ProofAttempt.objects.get(run=run, rollout_key="multi-header")
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/proofs/{attempt.pk}/")
+    marked = page.locator("[data-code-view=attempt] .lean-line", has=page.locator(".lean-note.sev-error"))
+    assert marked.count() == 1
+    assert marked.get_attribute("data-line") == str(error.line)
+    assert marked.locator(".line-no").inner_text() == str(error.line)
+    assert marked.locator(".lean-mark.sev-error").all_inner_texts() == ["omega"]
+    # The axioms answer (an info message) sits on the #print axioms line, not on a line of the proof.
+    axioms = page.locator("[data-code-view=attempt] .lean-line", has=page.locator(".lean-note", has_text="depends on axioms"))
+    assert axioms.locator(".line-no").inner_text() == str(scored.checked_code.count("\n"))
+    assert scored.checked_code.split("\n")[error.line - 1] == "  omega"

@@ -64,6 +64,9 @@ class FirstTokenRewardScorer:
             reasons=[] if is_hit else ["test double: answer does not start with the target token"],
         )
 
+    async def lean_validity(self, problem, response, scored, *, key):
+        return scored.reward  # no format check here: the same as the reward
+
 
 class CannedAnswersEngine:
     """Test double of a rollout engine: answers chosen by ``answer_for(prompt_text, sample_index)``.

@@ -8,6 +8,7 @@ import numpy
 import pytest
 
 from trainer.evaluation import (
+    Outcome,
     bootstrap_best_at_k,
     evaluation_report,
     pass_at_k,
@@ -64,21 +65,49 @@ def test_a_failed_attempt_counts_as_solved_when_its_retry_succeeds():
     assert with_one_retry([1.0, 0.0, 0.0, None], [None, 1.0, 0.0, 1.0]) == [1.0, 1.0, 0.0, None]
 
 
-def test_censored_attempts_are_left_out_not_counted_as_failures():
-    metrics = problem_metrics([1.0, None, 0.0, None])
-    assert metrics["censored"] == 2
-    assert metrics["mean@2"] == 0.5
-    assert metrics["pass@1"] == pytest.approx(0.5)
-    assert "pass@4" not in metrics
+def test_a_problem_with_a_censored_sample_is_left_out_of_every_metric_not_counted_as_failed():
+    assert problem_metrics([1.0, None, 0.0, None]) is None
+    metrics = problem_metrics([1.0, 0.0, 0.0, 0.0])
+    assert metrics["mean@4"] == 0.25 and metrics["pass@1"] == pytest.approx(0.25) and metrics["pass@4"] == 1.0
+
+
+def outcomes(*rewards, lean_valid=None):
+    return [Outcome(reward, reward if lean_valid is None else lean_valid[i]) for i, reward in enumerate(rewards)]
+
+
+def test_every_k_is_averaged_over_the_same_problems():
+    # "c" has a censored sample: it is in no metric, so pass@1, pass@2, best@2 and mean@2 all count a and b.
+    first = {"a": outcomes(1.0, 0.0), "b": outcomes(0.0, 0.0), "c": outcomes(1.0, None)}
+    report = evaluation_report(first)
+    assert report["problems"] == 3 and report["problems_scored"] == 2 and report["censored"] == 1
+    assert report["pass@1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert report["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
+    assert report["mean@2"] == pytest.approx(report["pass@1"])
+    assert not any(name.startswith("mean@1") for name in report)
+
+
+def test_nothing_measured_is_absent_not_zero():
+    report = evaluation_report({"a": outcomes(None, None)})
+    assert report["problems_scored"] == 0 and "pass@1" not in report and "mean@2" not in report
+
+
+def test_the_releases_acc_counts_lean_validity_without_the_format_gate():
+    # Sample 2 failed our format check (reward 0) but Lean accepts its proof: the release's acc counts it.
+    first = {"a": outcomes(1.0, 0.0, lean_valid=[1.0, 1.0]), "b": outcomes(0.0, 0.0, lean_valid=[0.0, None])}
+    report = evaluation_report(first)
+    assert report["pass@1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert report["acc/pass@1"] == pytest.approx(1.0) and report["acc/problems_scored"] == 1
+    assert report["acc/censored"] == 1 and report["problems_scored"] == 2
 
 
 def test_the_report_averages_over_problems_before_and_after_one_retry():
-    first = {"a": [1.0, 0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0, 0.0]}
-    retries = {"a": [None, 1.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0, 1.0]}
+    first = {"a": outcomes(1.0, 0.0, 0.0, 0.0), "b": outcomes(0.0, 0.0, 0.0, 0.0)}
+    retries = {"a": [None, *outcomes(1.0, 0.0, 0.0)], "b": outcomes(0.0, 0.0, 0.0, 1.0)}
     report = evaluation_report(first, retries)
     assert report["pass@1"] == pytest.approx((0.25 + 0.0) / 2)
     assert report["pass@4"] == pytest.approx((1.0 + 0.0) / 2)
     assert report["retry/pass@1"] == pytest.approx((0.5 + 0.25) / 2)
     assert report["retry/pass@4"] == pytest.approx(1.0)
+    assert report["retry/acc/pass@1"] == report["retry/pass@1"]
     assert report["problems"] == 2
     assert 0.0 <= report["best@2/mean"] <= report["best@4/mean"] <= 1.0

@@ -57,16 +57,42 @@ def test_a_one_step_run_against_the_stand_in_prints_its_events_then_evaluates_an
         ])
         events = events_from(capsys.readouterr().out)
         eval_code = trainer_main(["eval", "--checkpoint", str(tmp_path / "run"), "--promptset", str(promptset),
-                                  "--lean-url", server.url])
+                                  "--lean-url", server.url, "--output", str(tmp_path / "samples-step0.jsonl")])
         evaluation = json.loads(capsys.readouterr().out)
+        relabelled_code = trainer_main(["eval", "--checkpoint", str(tmp_path / "run"), "--promptset", str(promptset),
+                                        "--lean-url", server.url, "--step", "5",
+                                        "--output", str(tmp_path / "samples-step5.jsonl")])
+        relabelled = json.loads(capsys.readouterr().out)
     assert code == 0
     types = [event["type"] for event in events]
     assert types[0] == "run_started" and types[-1] == "run_finished"
     assert types.count("rollout_finished") == 4 and "metrics" in types and "checkpoint_saved" in types
     assert json.loads((tmp_path / "run" / "run_config.json").read_text())["verifier"]["url"] == server.url
     # A tiny random model writes no proof: every attempt fails the format check and scores 0.
-    assert eval_code == 0 and evaluation["pass@1"] == 0.0 and evaluation["problems"] == 1
-    assert "best@2/mean" in evaluation and "retry/pass@1" in evaluation  # the preset evaluates 2 samples
+    metrics = evaluation["metrics"]
+    assert eval_code == 0 and metrics["pass@1"] == 0.0 and metrics["problems"] == 1 and metrics["problems_scored"] == 1
+    assert metrics["acc/pass@1"] == 0.0  # nor does Lean, without the format gate: there is no proof to check
+    assert "best@2/mean" in metrics and "retry/pass@1" in metrics  # the preset evaluates 2 samples
+    assert "censored" in evaluation["censored_handling"] and set(evaluation["metric_names"]) == {"pass@k", "acc/pass@k"}
+    samples = [json.loads(line) for line in (tmp_path / "samples-step0.jsonl").read_text().splitlines()]
+    assert [(s["problem_id"], s["turn"], s["sample_index"]) for s in samples] == [("add", "first", 0), ("add", "first", 1)]
+    assert all(s["reward"] == 0.0 and s["lean_valid"] == 0.0 and s["format_error"] for s in samples)
+    # --step labels the report; the sampling seed stays the config's.
+    assert relabelled_code == 0 and relabelled["step"] == 5 and relabelled["seed"] == evaluation["seed"] == 0
+    relabelled_samples = [json.loads(line) for line in (tmp_path / "samples-step5.jsonl").read_text().splitlines()]
+    assert [s["response"] for s in relabelled_samples] == [s["response"] for s in samples]
 
     assert trainer_main(["export", "--checkpoint", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
     assert (tmp_path / "hf" / "model.safetensors").is_file() and (tmp_path / "hf" / "tokenizer.json").is_file()
+
+
+def test_eval_of_a_model_without_its_run_config_says_to_pass_one(tmp_path, capsys):
+    model = tmp_path / "exported"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text(json.dumps({"problem_id": "add", "formal_statement": "theorem add : (2 : ℕ) + 3 = 5 := by"}) + "\n")
+    code = trainer_main(["eval", "--checkpoint", str(model), "--promptset", str(promptset)])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert "run_config.json" in error and "--config" in error and "--preset" in error

@@ -57,17 +57,26 @@ def test_without_first_messages_the_problems_first_prompt_is_used(problem):
     ("case", "reason"),
     [
         ({"format_check": FormatCheck(FormatError.NO_VALID_THINK_BLOCK, "no <think>")}, RetryDropReason.FORMAT_INVALID),
-        ({"verification": VerificationResult(Verdict.TIMEOUT, reasons=("timeout after 60 s",))}, RetryDropReason.CENSORED),
         ({"verification": VerificationResult(Verdict.INFRA_ERROR, reasons=("stand-in cannot decide",))}, RetryDropReason.CENSORED),
         ({"verification": VerificationResult(Verdict.VALID)}, RetryDropReason.ACCEPTED),
         ({"verification": VerificationResult(Verdict.SORRY, (LeanMessage("warning", "declaration uses 'sorry'", 10, 2),))}, RetryDropReason.EMPTY_FEEDBACK),
         ({"verification": VerificationResult(Verdict.LEAN_ERROR)}, RetryDropReason.EMPTY_FEEDBACK),
         ({"count_tokens": lambda messages: 8193}, RetryDropReason.PROMPT_TOO_LONG),
     ],
-    ids=["format-invalid", "timeout", "infra-error", "accepted", "sorry-only-warning", "no-messages", "prompt-too-long"],
+    ids=["format-invalid", "infra-error", "accepted", "sorry-only-warning", "no-messages", "prompt-too-long"],
 )
 def test_it_drops_attempts_with_nothing_to_correct_or_no_room(problem, case, reason):
     assert attempt(problem, **case) is reason
+
+
+def test_a_proof_that_ran_into_leans_timeout_becomes_a_system_error_retry(problem):
+    timed_out = VerificationResult(
+        Verdict.TIMEOUT, reasons=("Lean timed out",), system_error="Lean REPL command timed out in 60.0 seconds"
+    )
+    retry = attempt(problem, verification=timed_out)
+    assert isinstance(retry, RetryPrompt)
+    assert retry.feedback == "# System Error:\nError message: \nLean REPL command timed out in 60.0 seconds\n\n"
+    assert retry.messages[-1] == {"role": "user", "content": retry.feedback}
 
 
 def test_feedback_longer_than_the_limit_drops_the_retry_and_feedback_at_the_limit_keeps_it(problem):

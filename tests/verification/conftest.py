@@ -59,12 +59,19 @@ def checked(body: str, statement: str = "theorem two_plus_two : (2 : ℕ) + 2 = 
     return build_checked_code(problem(statement), body)
 
 
-def verify(url: str, codes, **verifier):
-    """Verdicts for ``codes`` from a fresh LeanVerifier (its stats come back too)."""
+def verify(url: str, codes, after_probe=None, **verifier):
+    """Verdicts for ``codes`` from a fresh LeanVerifier (its stats come back too).
+
+    ``after_probe``, when given, runs once the verifier has asked the server how it numbers lines
+    and before the first proof is sent: tests that make the server fail or slow down use it, so
+    what they inject reaches the proofs, not the probe."""
 
     async def go():
         lean = LeanVerifier(make_config(url, **verifier).verifier, environment="standin-test")
         try:
+            if after_probe is not None:
+                await lean.line_numbering()
+                after_probe()
             results = await lean.verify_many([(code, f"k{index}") for index, code in enumerate(codes)])
             return results, lean.stats()
         finally:

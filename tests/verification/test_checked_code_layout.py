@@ -4,6 +4,7 @@ import pytest
 
 from trainer.problems import Problem
 from trainer.verification.checked_code import build_checked_code, leading_import_line_count
+from trainer.verification.line_numbering import LineNumbering
 
 
 def test_it_checks_the_canonical_statement_followed_by_the_proof_body_and_an_axioms_query(helpers):
@@ -25,10 +26,17 @@ def test_every_snippet_starts_with_identical_import_lines_whatever_the_problems_
 
 def test_it_maps_lean_lines_counted_after_the_import_header_back_to_the_checked_code(helpers):
     code = build_checked_code(helpers.problem(), "\n  norm_num\n  decide")
-    # kimina-lean-server runs the import lines as the environment; Lean numbers lines after them.
+    # kimina-lean-server 2.0.0 runs the import lines as the environment; Lean numbers lines after them.
     lean_line_of_decide = code.body_line + 1 - code.import_line_count
-    assert code.lean_line_to_code_line(lean_line_of_decide) == code.body_line + 1
+    assert code.lean_line_to_code_line(lean_line_of_decide, LineNumbering.AFTER_HEADER) == code.body_line + 1
     assert code.split("\n")[code.body_line] == "  decide"
+
+
+def test_it_keeps_lean_lines_counted_in_the_code_as_sent(helpers):
+    code = build_checked_code(helpers.problem(), "\n  norm_num\n  decide")
+    # kimina-lean-server since #56 adds the header back itself.
+    assert code.lean_line_to_code_line(code.body_line + 1, LineNumbering.AS_SENT) == code.body_line + 1
+    assert code.lean_line_to_code_line(None, LineNumbering.AS_SENT) is None
 
 
 def test_a_body_written_at_column_zero_is_indented_under_the_statement(helpers):

@@ -63,7 +63,7 @@ def test_lean_standin_serves_the_kimina_api_on_the_given_port(helpers):
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "trainer", "lean-standin", "--port", str(port), "--api-key", "k",
-         "--latency-ms", "1", "--max-concurrency", "2"],
+         "--latency-ms", "1", "--max-concurrency", "2", "--line-numbering", "as-sent"],
         cwd=REPOSITORY_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
@@ -78,8 +78,11 @@ def test_lean_standin_serves_the_kimina_api_on_the_given_port(helpers):
                 time.sleep(0.1)
         assert health.json() == {"status": "ok", "standin": True}
         assert httpx.get(url + "/health", trust_env=False).status_code == 401
-        [result], _ = helpers.verify(url, [helpers.checked("\n  norm_num")], api_key="k")
-        assert result.verdict.value == "valid" and result.is_standin_verdict
+        code = helpers.checked("\n  norm_num\n  decide")
+        [result], stats = helpers.verify(url, [code], api_key="k")
+        assert result.verdict.value == "lean_error" and result.is_standin_verdict
+        assert stats["line_numbering"] == "as-sent"
+        assert result.errors[0].line == code.body_line + 1  # the `decide`, in lines of the checked code
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -11,7 +11,7 @@ def test_an_identical_proof_is_verified_once_and_counted_as_a_cache_hit(fresh_st
     code = helpers.checked("\n  norm_num")
     results, stats = helpers.verify(fresh_standin.url, [code, code, code])
     assert [result.verdict for result in results] == [Verdict.VALID] * 3
-    assert fresh_standin.app.snippets_checked == 1
+    assert fresh_standin.app.snippets_checked == 1 + 1  # the line-numbering probe, then the proof once
     assert stats["cache_misses"] == 1 and stats["cache_hits"] == 2
     assert abs(stats["cache_hit_rate"] - 2 / 3) < 1e-9
     assert sum(result.is_cached for result in results) == 2
@@ -57,6 +57,7 @@ def test_a_rollout_is_sent_as_soon_as_it_is_finished_not_with_the_whole_batch(fr
 
     async def go():
         verifier = LeanVerifier(config.verifier, environment="standin-test")
+        await verifier.line_numbering()  # asked once, when the verifier starts
         started = time.perf_counter()
         finished = {}
 

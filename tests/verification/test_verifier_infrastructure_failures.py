@@ -10,31 +10,47 @@ from trainer.verification.verdicts import Verdict
 
 
 def test_a_server_error_is_retried_and_then_answered(fresh_standin, helpers):
-    fresh_standin.app.settings.injected_faults[:] = ["500", "502"]
-    [result], stats = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")])
+    faults = fresh_standin.app.settings.injected_faults
+    [result], stats = helpers.verify(
+        fresh_standin.url, [helpers.checked("\n  norm_num")], after_probe=lambda: faults.extend(["500", "502"])
+    )
     assert result.verdict is Verdict.VALID
     assert stats["retries"] == 2
 
 
 def test_a_server_that_keeps_failing_gives_infra_error_after_the_retries(fresh_standin, helpers):
-    fresh_standin.app.settings.injected_faults[:] = ["500"] * 10
-    [result], _ = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")], max_retries=2)
+    faults = fresh_standin.app.settings.injected_faults
+    [result], _ = helpers.verify(
+        fresh_standin.url, [helpers.checked("\n  norm_num")], max_retries=2, after_probe=lambda: faults.extend(["500"] * 10)
+    )
     assert result.verdict is Verdict.INFRA_ERROR and result.is_censored
     assert "HTTP 500" in result.reasons[0] and "after 3 tries" in result.reasons[0]
-    assert fresh_standin.app.requests_received == 3
+    assert fresh_standin.app.requests_received == 1 + 3  # the probe, then the proof's three tries
+
+
+def test_a_server_that_fails_the_line_numbering_probe_censors_the_proofs_with_the_reason(fresh_standin, helpers):
+    fresh_standin.app.settings.injected_faults[:] = ["500"] * 10
+    [result], stats = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")], max_retries=2)
+    assert result.verdict is Verdict.INFRA_ERROR and result.is_censored
+    assert "numbers lines" in result.reasons[0] and "HTTP 500" in result.reasons[0] and "after 3 tries" in result.reasons[0]
+    assert stats["line_numbering"] is None
 
 
 def test_a_failed_batch_is_retried_snippet_by_snippet(fresh_standin, helpers):
-    fresh_standin.app.settings.injected_faults[:] = ["429"]
     codes = [helpers.checked(body) for body in ("\n  norm_num", "\n  decide", "\n  sorry")]
-    results, _ = helpers.verify(fresh_standin.url, codes)
+    results, _ = helpers.verify(
+        fresh_standin.url, codes, after_probe=lambda: fresh_standin.app.settings.injected_faults.append("429")
+    )
     assert [result.verdict for result in results] == [Verdict.VALID, Verdict.VALID, Verdict.SORRY]
-    assert fresh_standin.app.requests_received == 1 + 3
+    assert fresh_standin.app.requests_received == 1 + 1 + 3  # the probe, the batch, each snippet alone
 
 
 def test_a_server_that_never_answers_is_an_infra_error(fresh_standin, helpers):
-    fresh_standin.app.settings.injected_faults[:] = ["hang"]
-    [result], _ = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=0.5, http_timeout_margin_s=0.5)
+    faults = fresh_standin.app.settings.injected_faults
+    [result], _ = helpers.verify(
+        fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=0.5, http_timeout_margin_s=0.5,
+        after_probe=lambda: faults.append("hang"),
+    )
     assert result.verdict is Verdict.INFRA_ERROR
     assert "did not answer" in result.reasons[0]
 

@@ -1,7 +1,8 @@
 """Every verdict category, from the stand-in server over real HTTP."""
 
-from trainer.verification.client import interpret_answer
+from trainer.verification.client import interpret_answer as _interpret_answer
 from trainer.verification.kimina_compat import ReplResponse
+from trainer.verification.line_numbering import LineNumbering
 from trainer.verification.verdicts import Verdict
 
 
@@ -45,11 +46,21 @@ def test_the_stand_ins_cannot_decide_is_a_censored_infra_error(standin, helpers)
     assert stats["censored"] == 1
 
 
-def test_a_lean_timeout_is_a_censored_timeout(fresh_standin, helpers):
-    fresh_standin.app.settings.latency_s = 2.0  # longer than the 1 s Lean timeout below
-    [result], _ = helpers.verify(fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=1.0)
+def test_a_lean_timeout_is_the_proofs_fault_not_censored(fresh_standin, helpers):
+    # Longer than the 1 s Lean timeout below, from the first proof on (the probe comes before it).
+    [result], _ = helpers.verify(
+        fresh_standin.url, [helpers.checked("\n  norm_num")], timeout_s=1.0,
+        after_probe=lambda: setattr(fresh_standin.app.settings, "latency_s", 2.0),
+    )
     assert result.verdict is Verdict.TIMEOUT
-    assert result.is_censored
+    assert not result.is_censored
+    assert result.system_error == "Lean REPL command timed out in 1.0 seconds"
+
+
+def test_a_timeout_loading_the_imports_is_censored(helpers):
+    header_timeout = ReplResponse(id="x", error="Lean REPL header command timed out in 60.0 seconds")
+    result = _interpret_answer(header_timeout, helpers.checked(" rfl"), line_numbering=LineNumbering.AS_SENT)
+    assert result.verdict is Verdict.INFRA_ERROR and result.is_censored
 
 
 def _answer(messages, sorries=None):
@@ -58,6 +69,11 @@ def _answer(messages, sorries=None):
 
 def _axioms_message(code, text):
     return {"severity": "info", "pos": {"line": code.axioms_line - code.import_line_count, "column": 0}, "data": text}
+
+
+def interpret_answer(response, code, **options):
+    """The 2.0.0 image's numbering, which the hand-made answers below use."""
+    return _interpret_answer(response, code, line_numbering=LineNumbering.AFTER_HEADER, **options)
 
 
 def test_a_sorry_that_shows_only_as_the_warning_is_still_sorry(helpers):

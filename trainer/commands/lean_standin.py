@@ -22,9 +22,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="A proof that waits this long for a free slot fails its request with 429, as the real server does.",
     )
     parser.add_argument("--api-key", default=None, help="Require 'Authorization: Bearer KEY' on every request.")
+    parser.add_argument(
+        "--line-numbering", choices=["after-header", "as-sent"], default="after-header",
+        help="Which kimina-lean-server build to imitate: 'after-header' counts message lines after the import "
+             "header it strips (the 2.0.0 image deploy/ pins), 'as-sent' counts lines of the code as sent (the "
+             "server since its fix #56 of 2025-10-24). The trainer probes for either (default: after-header).",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
+    from trainer.verification.line_numbering import LineNumbering
     from trainer.verification.standin_server import StandinSettings, serve
 
     if args.max_concurrency < 1:
@@ -38,9 +45,11 @@ def main(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency,
         max_wait_s=args.max_wait_s,
         api_key=args.api_key or None,
+        line_numbering=LineNumbering(args.line_numbering),
     )
     print(
-        f"stand-in Lean server (not Lean: decides a small arithmetic fragment) on http://{args.host}:{args.port}",
+        f"stand-in Lean server (not Lean: decides a small arithmetic fragment) on http://{args.host}:{args.port}, "
+        f"numbering message lines {args.line_numbering}",
         file=sys.stderr,
         flush=True,
     )

@@ -98,7 +98,7 @@ def _resolve_config(args: argparse.Namespace):
         except json.JSONDecodeError as error:
             raise CommandError(f"--config {args.config}: not JSON ({error.msg}, line {error.lineno}); give the "
                                "run_config.json a run wrote", EXIT_MALFORMED_INPUT) from None
-        return RunConfig.model_validate(_deep_merge(base, overrides))
+        return RunConfig.from_saved(_deep_merge(base, overrides))
     return RunConfig.from_preset(args.preset or "h100x8", overrides)
 
 

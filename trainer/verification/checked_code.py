@@ -11,14 +11,19 @@ weaken it. The code is laid out as
     #print axioms NAME          so Lean itself says which axioms the accepted proof uses
 
 kimina-lean-server strips the leading import (and blank) lines and runs them as the REPL's
-environment, so the positions in Lean's messages count lines from the first line after them.
-``CheckedCode.lean_line_to_code_line`` undoes that shift.
+environment. Depending on its build, the positions in Lean's messages count lines from the
+first line after them or lines of the code as sent (``trainer.verification.line_numbering``
+finds out which, per server). ``CheckedCode.lean_line_to_code_line`` is the one place that
+turns them into lines of this text; everything downstream (the verdict, the retry prompt, the
+stored messages, the proof viewer) uses those lines as they are.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from trainer.verification.line_numbering import LineNumbering
 
 AXIOMS_QUERY = "#print axioms"
 
@@ -52,9 +57,11 @@ class CheckedCode(str):
             setattr(instance, key, value)
         return instance
 
-    def lean_line_to_code_line(self, lean_line: int | None) -> int | None:
-        """Lean's line (counted after the stripped import header) as a line of this text."""
-        return None if lean_line is None else lean_line + self.import_line_count
+    def lean_line_to_code_line(self, lean_line: int | None, numbering: LineNumbering) -> int | None:
+        """Lean's line, as the server numbered it, as a line of this text."""
+        if lean_line is None:
+            return None
+        return lean_line + self.import_line_count if numbering is LineNumbering.AFTER_HEADER else lean_line
 
 
 def leading_import_line_count(code: str) -> int:

@@ -18,9 +18,17 @@ from the environment; the API key is sent only when one is set.
 
 Verdicts: Lean's messages decide ``valid`` / ``sorry`` / ``lean_error``; a sorry that
 shows only as the "declaration uses 'sorry'" warning is caught here (kimina-client's
-``analyze()`` misses it). Lean's timeouts, server errors, unreachable servers, bad
-responses and the stand-in's "cannot decide" are censored (``timeout``, ``infra_error``):
-a Lean outage is not a wrong proof. A proof Lean accepts must also pass the axioms check:
+``analyze()`` misses it). A proof that runs into Lean's timeout is ``timeout``: the proof's
+fault, scored 0, as in the release (which recognises it, as kimina-client does, by "timed
+out" in the server's error). Server errors, unreachable servers, bad responses, the
+environment's imports timing out and the stand-in's "cannot decide" are censored
+(``infra_error``): a Lean outage is not a wrong proof.
+
+Line numbers: before its first snippet, and again after every reconnect (a failed connection,
+or a request that leaves an idle verifier over a new connection: the server may have been
+replaced meanwhile), the verifier asks the server how it numbers lines
+(``trainer.verification.line_numbering``); every message is converted once, here, into lines of
+the checked code. A proof Lean accepts must also pass the axioms check:
 the ``#print axioms`` answer at the end of the checked code may name only the standard
 three, otherwise the verdict is ``rejected``.
 
@@ -46,6 +54,7 @@ import httpx
 from trainer.verification.checked_code import CheckedCode
 from trainer.verification.integrity import disallowed_axioms, parse_axioms_report
 from trainer.verification.kimina_compat import CheckRequest, CheckResponse, ReplResponse, Snippet
+from trainer.verification.line_numbering import PROBE_CODE, LineNumbering, ProbeFailed, numbering_from_probe
 from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
@@ -53,18 +62,24 @@ from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResu
 _SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
 
 
+_PROBE_ID = "line-numbering-probe"
+# The probe may be the first snippet of its import header on a cold server, which then loads
+# Mathlib before it answers: it gets at least this long (it is sent once per start or reconnect).
+_PROBE_MIN_TIMEOUT_S = 300.0
+
+
 @dataclass(frozen=True)
 class _Failure:
-    """No Lean answer for a snippet: why, and whether it is Lean's timeout rather than an outage."""
+    """No Lean answer for a snippet, and why: always censored."""
 
     reason: str
-    is_timeout: bool = False
 
 
 @dataclass(frozen=True)
 class _Answer:
     outcome: Any  # ReplResponse or _Failure
     is_standin: bool
+    numbering: LineNumbering | None = None  # how the server that answered numbers lines
 
 
 @dataclass
@@ -75,9 +90,17 @@ class _Pending:
 
 
 def interpret_answer(
-    response: ReplResponse, checked_code: str, *, is_standin: bool = False, allow_native_decide: bool = False
+    response: ReplResponse,
+    checked_code: str,
+    *,
+    line_numbering: LineNumbering,
+    is_standin: bool = False,
+    allow_native_decide: bool = False,
 ) -> VerificationResult:
-    """Lean's answer to one snippet, as a verdict with messages in the checked code's lines."""
+    """Lean's answer to one snippet, as a verdict with messages in the checked code's lines.
+
+    ``line_numbering`` is how the server that answered counts lines (its probe's finding).
+    """
     code = checked_code if isinstance(checked_code, CheckedCode) else CheckedCode(checked_code)
     if response.error is not None:
         if response.error.startswith(CANNOT_DECIDE_PREFIX):
@@ -88,8 +111,20 @@ def interpret_answer(
                 is_standin_verdict=True,
             )
         if "timed out" in response.error:
+            if "header" in response.error:
+                # kimina-lean-server's "Lean REPL header command timed out": loading our imports
+                # took too long, before the proof ran. The environment's fault, not the proof's.
+                return VerificationResult(
+                    Verdict.INFRA_ERROR,
+                    reasons=(f"the Lean server timed out loading the imports, before the proof ran ({response.error}); "
+                             "censored, not scored",),
+                    is_standin_verdict=is_standin,
+                )
             return VerificationResult(
-                Verdict.TIMEOUT, reasons=(f"Lean timed out: {response.error}; censored, not scored",), is_standin_verdict=is_standin
+                Verdict.TIMEOUT,
+                reasons=(f"Lean timed out on the proof ({response.error}): scored 0, as in the release",),
+                is_standin_verdict=is_standin,
+                system_error=response.error,
             )
         return VerificationResult(
             Verdict.INFRA_ERROR,
@@ -103,7 +138,7 @@ def interpret_answer(
             reasons=(f"the Lean REPL failed: {answer['message']}; censored, not scored",),
             is_standin_verdict=is_standin,
         )
-    messages = tuple(_lean_message(raw, code) for raw in answer.get("messages") or ())
+    messages = tuple(_lean_message(raw, code, line_numbering) for raw in answer.get("messages") or ())
     errors = [message for message in messages if message.severity == "error"]
     if errors:
         first = errors[0]
@@ -161,15 +196,15 @@ def interpret_answer(
     return VerificationResult(Verdict.VALID, messages, is_standin_verdict=is_standin, extra=extra)
 
 
-def _lean_message(raw: dict, code: CheckedCode) -> LeanMessage:
+def _lean_message(raw: dict, code: CheckedCode, numbering: LineNumbering) -> LeanMessage:
     position = raw.get("pos") or {}
     end = raw.get("endPos") or {}
     return LeanMessage(
         severity=raw.get("severity", "info"),
         text=raw.get("data", ""),
-        line=code.lean_line_to_code_line(position.get("line")),
+        line=code.lean_line_to_code_line(position.get("line"), numbering),
         column=position.get("column"),
-        end_line=code.lean_line_to_code_line(end.get("line")),
+        end_line=code.lean_line_to_code_line(end.get("line"), numbering),
         end_column=end.get("column"),
     )
 
@@ -195,6 +230,12 @@ class LeanVerifier:
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 0
         self._counts: Counter[str] = Counter()
+        # How the server numbers lines: None until probed, and again after a reconnect.
+        self._numbering: LineNumbering | None = None
+        self._numbering_lock: asyncio.Lock | None = None
+        self._probes_started = 0
+        self._last_probe_failure: ProbeFailed | None = None
+        self._requests_in_flight = 0
 
     # ------------------------------------------------------------------ public
 
@@ -225,13 +266,15 @@ class LeanVerifier:
         try:
             answer = await self._check(checked_code, key)
             if isinstance(answer.outcome, _Failure):
-                verdict = Verdict.TIMEOUT if answer.outcome.is_timeout else Verdict.INFRA_ERROR
                 result = VerificationResult(
-                    verdict, reasons=(answer.outcome.reason + "; censored, not scored",), is_standin_verdict=answer.is_standin
+                    Verdict.INFRA_ERROR,
+                    reasons=(answer.outcome.reason + "; censored, not scored",),
+                    is_standin_verdict=answer.is_standin,
                 )
             else:
                 result = interpret_answer(
-                    answer.outcome, checked_code, is_standin=answer.is_standin, allow_native_decide=self.allow_native_decide
+                    answer.outcome, checked_code, line_numbering=answer.numbering, is_standin=answer.is_standin,
+                    allow_native_decide=self.allow_native_decide,
                 )
             result = _with(result, seconds=time.perf_counter() - started)
             if not result.is_censored and self.config.cache_size:
@@ -260,6 +303,28 @@ class LeanVerifier:
         response.raise_for_status()
         return response.json()
 
+    async def line_numbering(self) -> LineNumbering:
+        """How the server numbers the lines of its messages: probed before the first snippet and
+        again after a reconnect. Raises ProbeFailed (with the reason) when the server cannot say."""
+        self._event_loop()
+        if self._numbering is not None:
+            return self._numbering
+        probes_before = self._probes_started
+        async with self._numbering_lock:
+            if self._numbering is not None:
+                return self._numbering
+            if self._probes_started != probes_before and self._last_probe_failure is not None:
+                # A probe failed while this caller waited: share its answer rather than queue another.
+                raise self._last_probe_failure
+            self._probes_started += 1
+            try:
+                self._numbering = await self._probe()
+            except ProbeFailed as failure:
+                self._last_probe_failure = failure
+                raise
+            self._last_probe_failure = None
+            return self._numbering
+
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
@@ -282,6 +347,8 @@ class LeanVerifier:
             "requests": self._counts["requests"],
             "retries": self._counts["retries"],
             "snippets_sent": self._counts["snippets_sent"],
+            "line_numbering": self._numbering.value if self._numbering is not None else None,
+            "line_probes": self._probes_started,
         }
 
     def state_dict(self) -> dict:
@@ -315,6 +382,8 @@ class LeanVerifier:
             self._slots = asyncio.Semaphore(self.config.max_in_flight)
             self._queue = []
             self._flush_scheduled = False
+            self._numbering_lock = asyncio.Lock()
+            self._numbering = None  # new connections: ask again
         return loop
 
     def _client(self) -> httpx.AsyncClient:
@@ -380,6 +449,12 @@ class LeanVerifier:
         ).model_dump(mode="json")
         attempt = 0
         while True:
+            try:
+                await self.line_numbering()  # a server that cannot say how it numbers lines gets no proofs
+            except ProbeFailed as failure:
+                for item in batch:
+                    item.future.set_result(_Answer(_Failure(str(failure)), False))
+                return
             failure, is_retryable, is_standin = await self._post(batch, payload)
             if failure is None:
                 return
@@ -399,48 +474,114 @@ class LeanVerifier:
             backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
             await asyncio.sleep(backoff * (0.5 + random.random()))
 
+    async def _probe(self) -> LineNumbering:
+        """Sends ``PROBE_CODE`` (with the batches' retries and backoff) and reads the numbering from its answer."""
+        lean_timeout_s = max(self.config.timeout_s, _PROBE_MIN_TIMEOUT_S)
+        payload = CheckRequest(
+            snippets=[Snippet(id=_PROBE_ID, code=PROBE_CODE)],
+            timeout=round(lean_timeout_s),
+            debug=False,
+            reuse=True,
+            infotree=None,
+        ).model_dump(mode="json")
+        attempt = 0
+        while True:
+            results, failure, is_retryable, _ = await self._request(payload, lean_timeout_s=lean_timeout_s)
+            if failure is None:
+                if _PROBE_ID not in results:
+                    raise ProbeFailed("the Lean server returned no result for the line-numbering probe")
+                return numbering_from_probe(results[_PROBE_ID])
+            if not is_retryable or attempt >= self.config.max_retries:
+                tries = f" after {attempt + 1} tries" if is_retryable else ""
+                raise ProbeFailed(f"cannot learn how the Lean server numbers lines: {failure}{tries}")
+            attempt += 1
+            backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+
     async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, bool, bool]:
         """Sends one batch; resolves its futures on success. Returns (failure, is_retryable, is_standin)."""
         self._counts["requests"] += 1
         self._counts["snippets_sent"] += len(batch)
-        url = self.config.url
+        by_id, failure, is_retryable, is_standin = await self._request(payload, watch_reconnects=True)
+        if failure is not None:
+            return failure, is_retryable, is_standin
         try:
-            response = await self._client().post("/api/check", json=payload)
+            # Read after the answer: a reconnect while this batch was out has asked the server again.
+            numbering = await self.line_numbering()
+        except ProbeFailed as probe_failure:
+            for item in batch:
+                item.future.set_result(_Answer(_Failure(str(probe_failure)), is_standin))
+            return None, False, is_standin
+        for item in batch:
+            result = by_id.get(item.snippet_id)
+            if result is None:
+                item.future.set_result(_Answer(_Failure("the Lean server returned no result for this snippet"), is_standin))
+            else:
+                item.future.set_result(_Answer(result, is_standin, numbering))
+        return None, False, is_standin
+
+    async def _request(
+        self, payload: dict, *, watch_reconnects: bool = False, lean_timeout_s: float | None = None
+    ) -> tuple[dict[str, ReplResponse], str | None, bool, bool]:
+        """One POST /api/check. Returns (results by id, failure, is_retryable, is_standin).
+
+        With ``watch_reconnects``, a request that leaves an idle verifier over a new TCP connection
+        (its earlier connections expired or were closed: the server may have been restarted or
+        replaced meanwhile) makes the verifier ask the server its line numbering again.
+        """
+        url = self.config.url
+        self._requests_in_flight += 1
+        starts_from_idle = self._requests_in_flight == 1
+
+        async def trace(event: str, info: dict) -> None:
+            if starts_from_idle and event == "connection.connect_tcp.complete":
+                self._numbering = None  # set before any answer over this connection is read
+
+        extensions = {"trace": trace} if watch_reconnects else {}
+        lean_timeout_s = self.config.timeout_s if lean_timeout_s is None else lean_timeout_s
+        read_timeout_s = lean_timeout_s + self.config.http_timeout_margin_s
+        try:
+            response = await self._client().post(
+                "/api/check", json=payload, extensions=extensions,
+                timeout=httpx.Timeout(10.0, read=read_timeout_s, pool=None),
+            )
         except httpx.ReadTimeout:
+            self._numbering = None  # whoever answers next may be another server build: ask again
             return (
-                f"the Lean server at {url} did not answer within {self.config.timeout_s + self.config.http_timeout_margin_s:.0f} s "
-                "(verifier.timeout_s + verifier.http_timeout_margin_s)",
+                {},
+                f"the Lean server at {url} did not answer within {read_timeout_s:.0f} s "
+                "(the Lean timeout + verifier.http_timeout_margin_s)",
                 False,
                 False,
             )
         except httpx.ConnectError as error:
-            return f"the Lean server at {url} is unreachable ({error!r}); start it or fix verifier.url", True, False
+            self._numbering = None
+            return {}, f"the Lean server at {url} is unreachable ({error!r}); start it or fix verifier.url", True, False
         except httpx.TransportError as error:
-            return f"transport error talking to the Lean server at {url}: {error!r}", True, False
+            self._numbering = None
+            return {}, f"transport error talking to the Lean server at {url}: {error!r}", True, False
+        finally:
+            self._requests_in_flight -= 1
         is_standin = response.headers.get(STANDIN_HEADER) == "1"
         if response.status_code in (401, 403):
             return (
+                {},
                 f"the Lean server at {url} refused the API key (HTTP {response.status_code}: {_detail(response)}); "
                 "set verifier.api_key to the server's key",
                 False,
                 is_standin,
             )
         if response.status_code == 429 or response.status_code >= 500:
-            return f"the Lean server answered HTTP {response.status_code}: {_detail(response)}", True, is_standin
+            return {}, f"the Lean server answered HTTP {response.status_code}: {_detail(response)}", True, is_standin
         if response.status_code != 200:
-            return f"the Lean server rejected the request (HTTP {response.status_code}: {_detail(response)})", False, is_standin
+            return (
+                {}, f"the Lean server rejected the request (HTTP {response.status_code}: {_detail(response)})", False, is_standin
+            )
         try:
             parsed = CheckResponse.model_validate(response.json())
         except (ValueError, json.JSONDecodeError) as error:
-            return f"bad response from the Lean server: {str(error)[:200]}", True, is_standin
-        by_id = {result.id: result for result in parsed.results}
-        for item in batch:
-            result = by_id.get(item.snippet_id)
-            if result is None:
-                item.future.set_result(_Answer(_Failure("the Lean server returned no result for this snippet"), is_standin))
-            else:
-                item.future.set_result(_Answer(result, is_standin))
-        return None, False, is_standin
+            return {}, f"bad response from the Lean server: {str(error)[:200]}", True, is_standin
+        return {result.id: result for result in parsed.results}, None, False, is_standin
 
 
 def _detail(response: httpx.Response) -> str:

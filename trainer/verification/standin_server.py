@@ -13,6 +13,11 @@ snippet holds one of ``max_concurrency`` slots for ``latency_s`` seconds; a snip
 latency exceeds the request's timeout answers the real server's timeout error, and one that
 waits ``max_wait_s`` for a slot fails its whole request with 429, as the real server does.
 
+``line_numbering`` picks which kimina-lean-server build it imitates: ``after-header`` numbers
+lines after the import header, as the 2.0.0 image ``deploy/`` pins does; ``as-sent`` numbers
+lines of the code as sent, as the server does since its fix of 2025-10-24 (#56). The trainer's
+verifier probes for it (``trainer.verification.line_numbering``), so tests run against both.
+
 It is a plain ASGI application served by uvicorn (no web framework needed for two routes).
 """
 
@@ -26,6 +31,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from trainer.verification.checked_code import leading_import_line_count
+from trainer.verification.line_numbering import LineNumbering
 from trainer.verification.standin import CannotDecide, decide_snippet
 
 STANDIN_HEADER = "x-lean-standin"
@@ -43,6 +50,8 @@ class StandinSettings:
     # Failures to answer the next POST /api/check requests with, one per request, for tests:
     # an HTTP status ("500", "429"), "hang" (never answer), or "garbage" (200 with a non-JSON body).
     injected_faults: list[str] = field(default_factory=list)
+    # Which kimina-lean-server build to imitate in message positions (see the module's docstring).
+    line_numbering: LineNumbering = LineNumbering.AFTER_HEADER
 
 
 class _NoFreeSlot(Exception):
@@ -147,13 +156,24 @@ class StandinLeanServer:
             await asyncio.sleep(self.settings.latency_s)
         self.snippets_checked += 1
         try:
-            response = decide_snippet(code)
+            response = decide_snippet(code)  # positions counted after the import header, as the REPL sees the body
         except CannotDecide as reason:
             return {"id": snippet_id, "time": time.perf_counter() - started, "error": CANNOT_DECIDE_PREFIX + str(reason)}
+        if self.settings.line_numbering is LineNumbering.AS_SENT:
+            _shift_lines(response, leading_import_line_count(code))
         return {"id": snippet_id, "time": round(time.perf_counter() - started, 6), "response": response}
 
     async def _reply(self, send, status: int, payload: dict) -> None:
         await _send_raw(send, status, json.dumps(payload, ensure_ascii=False).encode(), b"application/json")
+
+
+def _shift_lines(response: dict, offset: int) -> None:
+    """What kimina-lean-server's fix #56 does to the REPL's answer: every position moves down by
+    the import header it stripped, so lines count in the code as sent."""
+    for item in [*(response.get("messages") or ()), *(response.get("sorries") or ())]:
+        for key in ("pos", "endPos"):
+            if item.get(key) and item[key].get("line") is not None:
+                item[key]["line"] += offset
 
 
 async def _read_body(receive) -> bytes:
@@ -196,17 +216,18 @@ def serve(settings: StandinSettings, host: str = "127.0.0.1", port: int = 12332)
 
 
 class StandinServerThread:
-    """The stand-in on a free loopback port in a background thread; a context manager for tests.
+    """The stand-in on a loopback port (a free one unless ``port`` is given) in a background thread;
+    a context manager for tests.
 
     ``url`` is its base URL; ``app.settings`` may be changed while it runs (faults, latency).
     """
 
-    def __init__(self, settings: StandinSettings | None = None, host: str = "127.0.0.1"):
+    def __init__(self, settings: StandinSettings | None = None, host: str = "127.0.0.1", port: int = 0):
         self.app = StandinLeanServer(settings)
         self.host = host
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, 0))
+        self._socket.bind((host, port))  # port 0: a free one; a given port: a server restarted in its place
         self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         self._server = _uvicorn_server(self.app, host, self.port)

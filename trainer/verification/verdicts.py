@@ -10,7 +10,9 @@ class Verdict(StrEnum):
     VALID = "valid"  # no error-severity message, no sorry, integrity rules passed
     SORRY = "sorry"
     LEAN_ERROR = "lean_error"
-    TIMEOUT = "timeout"  # censored
+    # Lean ran out of time on the proof: the proof's fault, as in the release, so it scores 0 and
+    # its retry prompt is the release's "# System Error" feedback. Not censored.
+    TIMEOUT = "timeout"
     INFRA_ERROR = "infra_error"  # censored: server error, unreachable, bad response, stand-in "cannot decide"
     # Lean accepted the code, but it breaks an integrity rule (a forbidden construct, a non-standard
     # axiom, no axioms report): zero, never censored, the reason in ``reasons``.
@@ -19,7 +21,7 @@ class Verdict(StrEnum):
     @property
     def is_censored(self) -> bool:
         """Censored, not zero: a Lean outage or an undecided proof is not a wrong proof."""
-        return self in (Verdict.TIMEOUT, Verdict.INFRA_ERROR)
+        return self is Verdict.INFRA_ERROR
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class VerificationResult:
     is_standin_verdict: bool = False  # decided (or not) by the stand-in server, not by Lean
     is_cached: bool = False
     seconds: float = 0.0
+    # The server's own error for the snippet (a timeout's "Lean REPL command timed out in 60.0
+    # seconds"): the release quotes it as "# System Error" when Lean gave no error message.
+    system_error: str | None = None
     extra: dict = field(default_factory=dict)
 
     @property

@@ -132,6 +132,7 @@ class Run(models.Model):
             (shown.get("verifier") or {}).pop(secret, None)
         return shown
 
+    @property
     def planned_steps(self) -> int | None:
         """The step an RL run ends at: its schedule's total_epochs passes over the promptset version or
         its total_steps, whichever comes first (the trainer's own rule). None where that is unknown:

@@ -129,13 +129,14 @@ def test_a_preempted_run_is_stopped_and_queued_again_to_resume_from_its_checkpoi
     stopped = []
     monkeypatch.setattr("runs.ray_jobs.stop", stopped.append)
     run = launch(alice, "long one")
-    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, ray_job_id="run-1-attempt-1", attempt=1)
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, ray_job_id=f"run-{run.pk}-attempt-1", attempt=1)
     run.refresh_from_db()
     waiting = launch(alice, "next")
     with django_capture_on_commit_callbacks(execute=True):
         assert actions.preempt_run(run)
     run.refresh_from_db()
-    assert stopped == ["run-1-attempt-1"]
+    assert stopped == [f"run-{run.pk}-attempt-1"]  # the attempt's own job, by its predictable id
+    assert run.attempt == 2  # queued again as the next attempt: the stopped job's ending cannot touch it
     assert [c.state for c in run.state_changes.all()][-2:] == [RunState.CANCELLED, RunState.QUEUED]
     # It went to the back of the queue: the waiting run took the slot; the preempted one resumes after it.
     assert admitted(waiting, run) == [True, False]
@@ -168,7 +169,7 @@ def test_an_administrator_preempts_and_pauses_through_the_admin(
     client.force_login(admin_user)
     monkeypatch.setattr("runs.ray_jobs.stop", lambda job_id: None)
     run = launch(alice, "long one")
-    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, ray_job_id="run-1-attempt-1", attempt=1)
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, ray_job_id=f"run-{run.pk}-attempt-1", attempt=1)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("admin:runs_run_changelist"),
                                {"action": "preempt", "_selected_action": [run.pk]}, follow=True)

@@ -41,7 +41,11 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
     # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_plan.py).
     memory_errors = memory_plan.check_fits_by_field(config)
     if memory_errors:
-        raise LaunchError("the run would not fit in its GPUs' memory", memory_errors)
+        # On the launch field a person can change where there is one; else under the config's own name.
+        by_field: dict[str, list[str]] = {}
+        for path, messages in memory_errors.items():
+            by_field.setdefault(launch_contract.FIELD_FOR_CONFIG_PATH.get(path, path), []).extend(messages)
+        raise LaunchError("the run would not fit in its GPUs' memory", by_field)
     return config
 
 

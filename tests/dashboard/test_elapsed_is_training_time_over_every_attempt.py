@@ -14,6 +14,7 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
 def event(run, type, seconds, **payload):
     run.events.create(event_id=f"{run.pk}-{type}-{seconds}", seq=int(seconds * 1000), type=type,
+                      run_seq=run.events.count() + 1,
                       payload=payload, published_at=T0 + timedelta(seconds=seconds))
 
 

@@ -71,7 +71,7 @@ def test_the_run_page_marks_deleted_checkpoints_and_shows_the_disk_used(client, 
 
     client.force_login(alice)
     page = client.get(run.get_absolute_url()).content.decode()
-    assert "Disk used by this run: 4.0\xa0KB" in page
+    assert "Disk used by this run: 4.1 kB" in page  # 4,096 bytes
     assert "(retention: the latest 1 are kept)" in page
     assert page.count("export the model") == 1  # only the checkpoint still on disk offers downloads
     listed = client.get(f"/api/runs/{run.pk}/checkpoints").json()

@@ -43,14 +43,30 @@ def dispatched(monkeypatch):
     return calls
 
 
-def api_launch(client, version, overrides):
-    return client.post("/api/runs/", {"name": "big run", "promptset_version_id": version.pk, "preset": "h100x8",
-                                      "overrides": overrides}, content_type="application/json")
+@pytest.fixture
+def register_preset(monkeypatch):
+    """A preset of GPUs the tiny model does (or does not) fit: people launch presets, never GPU settings
+    (runs/launch_contract.py), so a configuration that will not fit comes from a preset."""
+    from runs import launch_contract
+
+    def register(name: str, values: dict) -> str:
+        monkeypatch.setitem(PRESETS, name, values)
+        monkeypatch.setitem(launch_contract.PRESET_BOUNDS, name, launch_contract.PRESET_BOUNDS["h100x8"])
+        monkeypatch.setattr(LaunchRunForm.base_fields["preset"], "choices", [(preset, preset) for preset in PRESETS])
+        return name
+
+    return register
 
 
-def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_client, promptset_version, dispatched):
-    response = api_launch(alices_client, promptset_version,
-                          nested(TINY_GPU_RUN, rollout={"vllm_gpu_memory_utilization": 0.95}))
+def api_launch(client, version, preset):
+    return client.post("/api/runs/", {"name": "big run", "promptset_version_id": version.pk, "preset": preset},
+                       content_type="application/json")
+
+
+def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_client, promptset_version, dispatched,
+                                                                      register_preset):
+    preset = register_preset("tiny-vllm-hog", nested(TINY_GPU_RUN, rollout={"vllm_gpu_memory_utilization": 0.95}))
+    response = api_launch(alices_client, promptset_version, preset)
     assert response.status_code == 422
     body = response.json()
     assert "would not fit in its GPUs' memory" in body["detail"]
@@ -59,22 +75,22 @@ def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_cli
     assert Run.objects.count() == 0 and dispatched == []
 
 
-def test_the_api_launches_the_same_run_when_it_fits(alices_client, promptset_version, dispatched):
-    response = api_launch(alices_client, promptset_version, TINY_GPU_RUN)
+def test_the_api_launches_the_same_run_when_it_fits(alices_client, promptset_version, dispatched, register_preset):
+    response = api_launch(alices_client, promptset_version, register_preset("tiny-fits", TINY_GPU_RUN))
     assert response.status_code == 201, response.json()
     assert Run.objects.get().config["cluster"]["gpu_memory_gib"] == 40.0
 
 
 def test_the_form_shows_which_part_is_over_by_how_much_on_the_field(alices_client, promptset_version, dispatched,
-                                                                   monkeypatch):
-    # A preset whose GPUs are too small for the learner: the form offers only presets, so register one.
-    monkeypatch.setitem(PRESETS, "tiny-on-2gib", nested(TINY_GPU_RUN, cluster={"gpu_memory_gib": 2.0},
-                                                        rollout={"vllm_gpu_memory_utilization": 0.05}))
-    monkeypatch.setattr(LaunchRunForm.base_fields["preset"], "choices", [(name, name) for name in PRESETS])
+                                                                   register_preset):
+    # A preset whose GPUs are too small for the learner.
+    register_preset("tiny-on-2gib", nested(TINY_GPU_RUN, cluster={"gpu_memory_gib": 2.0},
+                                           rollout={"vllm_gpu_memory_utilization": 0.05}))
     response = alices_client.post(reverse("runs:new"), {"name": "too big", "promptset_version": promptset_version.pk,
                                                         "preset": "tiny-on-2gib", "kind": "rl"})
     assert response.status_code == 200
     errors = response.context["form"].errors
+
     [learner_message] = errors["max_response_tokens"]
     assert learner_message.startswith("learner step: ") and "over the 1.8 GiB a rank may use" in learner_message
     assert "by " in learner_message and "GiB; lower optimizer.micro_batch_tokens" in learner_message

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -208,16 +208,9 @@ def list_checkpoints(request, run_id: int):
 @router.get("/{run_id}/checkpoints/{step}/{part}.zip", response={200: None})
 def download_checkpoint(request, run_id: int, step: int, part: str):
     """The model (a Hugging Face folder) or the whole checkpoint, streamed as a zip."""
-    from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
+    from runs.checkpoint_files import download_response
 
-    if part not in ("model", "checkpoint"):
-        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
-    run = _visible(request, run_id)
-    checkpoint = get_object_or_404(run.checkpoints, step=step)
     try:
-        folder = checkpoint_folder(checkpoint, model_only=part == "model")
-    except CheckpointUnavailable as error:
+        return download_response(_visible(request, run_id), step, part)
+    except Http404 as error:
         raise HttpError(404, str(error)) from None
-    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{part}.zip"'
-    return response

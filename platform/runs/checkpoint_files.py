@@ -74,3 +74,22 @@ def zip_stream(folder: Path) -> Iterator[bytes]:
                     yield buffer.take()
             yield buffer.take()
     yield buffer.take()
+
+
+def download_response(run, step: int, part: str):
+    """The run's checkpoint at ``step`` as a streamed zip: ``part`` is "model" (the Hugging Face folder)
+    or "checkpoint" (everything, optimizer state included). Http404 saying why when it cannot be offered;
+    the page and the API both answer with this."""
+    from django.http import Http404, StreamingHttpResponse
+    from django.shortcuts import get_object_or_404
+
+    if part not in ("model", "checkpoint"):
+        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
+    checkpoint = get_object_or_404(run.checkpoints, step=step)
+    try:
+        folder = checkpoint_folder(checkpoint, model_only=part == "model")
+    except CheckpointUnavailable as error:
+        raise Http404(str(error)) from None
+    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{part}.zip"'
+    return response

@@ -1,13 +1,13 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponseForbidden, StreamingHttpResponse
+from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
 from runs import actions, queries, scheduling, warm_start
-from runs.checkpoint_files import CheckpointUnavailable, checkpoint_folder, zip_stream
+from runs.checkpoint_files import download_response
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
 
@@ -134,18 +134,7 @@ def compare(request):
 
 @login_required
 def download_checkpoint(request, pk, step, part):
-    if part not in ("model", "checkpoint"):
-        raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
-    run = _visible_run(request, pk)
-    checkpoint = get_object_or_404(run.checkpoints, step=step)
-    try:
-        folder = checkpoint_folder(checkpoint, model_only=part == "model")
-    except CheckpointUnavailable as error:
-        raise Http404(str(error))
-    response = StreamingHttpResponse(zip_stream(folder), content_type="application/zip")
-    suffix = "model" if part == "model" else "checkpoint"
-    response["Content-Disposition"] = f'attachment; filename="run{run.pk}-step{step:06d}-{suffix}.zip"'
-    return response
+    return download_response(_visible_run(request, pk), step, part)
 
 
 @login_required

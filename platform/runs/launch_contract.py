@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runs.models import RunKind
-from trainer.config import PRESETS, ScheduleConfig
+from trainer.config import PRESETS, ScheduleConfig, TrackingBackend
 
 NAME_MAX_CHARS = 200
 # A registered model's name: letters, digits, '.', '_' and '-'; never a path separator.
@@ -93,6 +93,9 @@ class LaunchRequest(BaseModel):
     kind: Literal["rl", "sft"] = Field(RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning.")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
+    tracking: list[TrackingBackend] = Field(
+        [], description="Experiment trackers the run is mirrored to (wandb, mlflow, tensorboard); where they "
+                        "write is the deployment's (trainer/tracking.py).")
     total_steps: int | None = None
     total_epochs: int | None = None
     prompts_per_step: int | None = None
@@ -200,6 +203,8 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
     for name, value in request.settings().items():
         section, field, _, _ = SETTABLE_FIELDS[name]
         result.setdefault(section, {})[field] = value
+    if request.tracking:
+        result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result
 
 

@@ -114,7 +114,8 @@ def supervised_platform(platform_processes):
 @pytest.fixture
 def launch(alice, promptset_version, supervised_platform):
     def launch_smoke(name="fault") -> Run:
-        return actions.launch_run(owner=alice, name=name, promptset_version=promptset_version, preset="cpu-smoke")
+        return actions.launch_run(owner=alice, request={"name": name, "promptset_version_id": promptset_version.pk,
+                                                        "preset": "cpu-smoke"})
 
     return launch_smoke
 
@@ -140,7 +141,8 @@ def undisturbed(supervised_platform, django_db_blocker, platform_logs_session):
             problem = Problem.objects.create(promptset=promptset, problem_key=key, name=key, formal_statement=statement,
                                              header="import Mathlib", statement_hash=statement_hash(statement))
             VersionProblem.objects.create(version=version, problem=problem, position=position)
-        run = actions.launch_run(owner=owner, name="undisturbed", promptset_version=version, preset="cpu-smoke")
+        run = actions.launch_run(owner=owner, request={"name": "undisturbed", "promptset_version_id": version.pk,
+                                                       "preset": "cpu-smoke"})
         run = wait_for_end(run, platform_logs_session)
         assert run.state == RunState.SUCCEEDED, f"{run.failure_reason}\n{platform_logs_session()}"
         attempts = proof_attempts_of_the_final_attempt(run)  # the rows go with the next test's flush

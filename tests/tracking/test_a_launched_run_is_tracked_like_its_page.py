@@ -18,8 +18,8 @@ def test_a_tracked_run_holds_the_same_step_metrics_in_tensorboard_as_on_its_run_
         alice, promptset_version, platform_processes, platform_logs):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    run = actions.launch_run(owner=alice, name="tracked", promptset_version=promptset_version, preset="cpu-smoke",
-                             overrides={"tracking": {"backends": ["tensorboard"]}})
+    run = actions.launch_run(owner=alice, request={"name": "tracked", "promptset_version_id": promptset_version.pk,
+                                                   "preset": "cpu-smoke", "tracking": ["tensorboard"]})
     deadline = time.monotonic() + 420
     while time.monotonic() < deadline:
         run.refresh_from_db()

@@ -201,11 +201,14 @@ def test_cancel_asks_first_and_resume_without_a_checkpoint_says_it_starts_again(
 
 
 def test_a_starting_run_whose_job_waits_for_cpus_says_it_is_waiting_and_why(page, alice, make_run, ray_head):
+    from django.conf import settings
+    from ray.job_submission import JobSubmissionClient
+
     from runs import ray_jobs
 
     holder = make_run(state=RunState.RUNNING, name="holds the cpus")
     waiting = make_run(state=RunState.STARTING, name="waits")
-    client = ray_jobs.client()
+    client = JobSubmissionClient(settings.RAY_ADDRESS)  # jobs of no run, holding and waiting for the CPUs
     holder_job = client.submit_job(entrypoint="sleep 120", entrypoint_num_cpus=2)
     waiting_job = None
     try:

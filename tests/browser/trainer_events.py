@@ -13,8 +13,9 @@ def publish(run, type, payload=None, *, at=None):
 
     from trainer.events import RedisStreamSink, TrainerEvent
 
+    run.refresh_from_db(fields=["attempt"])  # as the trainer of the run's current attempt publishes it
     event = TrainerEvent(run_id=str(run.pk), seq=next(_seq), type=type, time=at if at is not None else time.time(),
-                         payload=payload or {})
+                         payload=payload or {}, attempt=run.attempt)
     RedisStreamSink(settings.REDIS_URL, str(run.pk)).write(event)
     return event
 

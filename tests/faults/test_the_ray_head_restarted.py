@@ -2,6 +2,7 @@
 nothing can bring that job back, so the run fails with a reason that says what happened and to resume
 (and resuming it then trains it to the end)."""
 
+import psutil
 import pytest
 
 from proofs.models import ProofAttempt
@@ -24,9 +25,16 @@ def test_a_run_whose_ray_head_restarted_fails_saying_to_resume_and_a_resume_fini
     run = launch()
     wait_until(lambda: ProofAttempt.objects.filter(run_id=run.pk).exists(), "the first stored rollout", platform_logs,
                every_s=0.05)
+    # Frozen first: a two-step run can otherwise finish in the seconds the head takes to go down.
+    frozen = trainer_processes(run)
+    for process in frozen:
+        process.suspend()
     _ray.stop()
-    for orphan in trainer_processes(run):  # a head killed outright leaves its job's driver behind
-        orphan.kill()
+    for orphan in {*frozen, *trainer_processes(run)}:  # a head killed outright leaves its job's driver behind
+        try:
+            orphan.kill()
+        except psutil.NoSuchProcess:
+            pass
     _ray.start()
     run = wait_for_end(run, platform_logs)
     assert run.state == RunState.FAILED, platform_logs()

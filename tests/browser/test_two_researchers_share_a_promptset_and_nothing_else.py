@@ -41,7 +41,7 @@ def test_two_researchers_see_only_their_own_runs_and_rollouts_and_the_queue_in_o
     promptset.is_public = True
     promptset.save()
     # Paused, so the four runs wait in the queue (no Ray job starts) and their order is what the test reads.
-    QueueState.objects.create(pk=1, is_paused=True, reason="maintenance")
+    QueueState.objects.update_or_create(pk=1, defaults={"is_paused": True, "reason": "maintenance"})
     alices, bobs = page, second_page
     log_in(alices, "alice", "alice-password")
     log_in(bobs, "bob", "bob-password")

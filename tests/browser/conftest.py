@@ -1,13 +1,8 @@
 """Headless Chromium (Debian's, driven by Playwright) against the platform's real ASGI server."""
 
-import os
 from pathlib import Path
 
 import pytest
-
-# Playwright's sync API keeps an asyncio loop running in the test thread; Django would then refuse
-# the tests' own (synchronous) database calls. Nothing here shares a connection across threads.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -23,7 +18,12 @@ def browser():
         pytest.fail(f"{CHROMIUM} is missing: run `deploy/bootstrap.sh --browser` (make test does) to install Debian's chromium")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    # Playwright's sync API keeps an asyncio loop running in the test thread; Django would then
+    # refuse the tests' own (synchronous) database calls. Nothing here shares a connection across
+    # threads. Only while the loop runs: the variable must not reach other tests' subprocesses
+    # (`check --deploy` rightly refuses it in production).
+    with pytest.MonkeyPatch.context() as env, sync_playwright() as playwright:
+        env.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         yield browser
         browser.close()

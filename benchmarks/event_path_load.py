@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import threading
 import time
 
@@ -87,7 +86,6 @@ def main() -> int:
         import redis
         from django.conf import settings
 
-        from deploy.services import PlatformProcess, free_port
         from runs.models import DeadLetter, RunEvent
         from trainer.events import BufferedStreamSink, EventPublisher, EventType, RedisStreamSink, stream_key
 
@@ -112,16 +110,7 @@ def main() -> int:
         baseline_s = publish_all("0")
         client.delete(stream_key("0"))
 
-        port = free_port()
-        processes = [
-            PlatformProcess(name="web", port=port, log_dir=root / "logs", argv=[
-                sys.executable, "-m", "uvicorn", "config.asgi:application", "--app-dir", "platform",
-                "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets", "--log-level", "warning"]),
-            PlatformProcess(name="ingester", port=0, log_dir=root / "logs", has_port=False,
-                            argv=[sys.executable, "manage.py", "ingest_events"]),
-        ]
-        for process in processes:
-            process.start()
+        port, processes = viewer_stack.start_web_and_ingester(root)
 
         from playwright.sync_api import sync_playwright
 

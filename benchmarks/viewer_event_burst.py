@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import sys
 import time
 
 import viewer_stack
@@ -52,7 +51,6 @@ def main() -> int:
         from django.conf import settings
         from django.test import Client
 
-        from deploy.services import PlatformProcess, free_port
         from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
         owner, version = viewer_stack.make_owner_and_version()
@@ -61,16 +59,7 @@ def main() -> int:
         client.force_login(owner)
         cookie = f"sessionid={client.cookies['sessionid'].value}"
 
-        port = free_port()
-        processes = [
-            PlatformProcess(name="web", port=port, log_dir=root / "logs", argv=[
-                sys.executable, "-m", "uvicorn", "config.asgi:application", "--app-dir", "platform",
-                "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets", "--log-level", "warning"]),
-            PlatformProcess(name="ingester", port=0, log_dir=root / "logs", has_port=False,
-                            argv=[sys.executable, "manage.py", "ingest_events"]),
-        ]
-        for process in processes:
-            process.start()
+        port, processes = viewer_stack.start_web_and_ingester(root)
         time.sleep(2)  # the ingester creates the run's consumer group on its first poll
 
         def publish() -> float:

@@ -38,6 +38,30 @@ def set_up_django() -> None:
     call_command("migrate", verbosity=0)
 
 
+def start_web_and_ingester(root: Path) -> tuple[int, list]:
+    """The ASGI server (uvicorn) and the event ingester, as the stack runs them; returns the port and both."""
+    from deploy.services import PlatformProcess, free_port
+
+    port = free_port()
+    processes = [
+        PlatformProcess(name="web", port=port, log_dir=root / "logs", argv=[
+            sys.executable, "-m", "uvicorn", "config.asgi:application", "--app-dir", "platform",
+            "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets", "--log-level", "warning"]),
+        PlatformProcess(name="ingester", port=0, log_dir=root / "logs", has_port=False,
+                        argv=[sys.executable, "manage.py", "ingest_events"]),
+    ]
+    started = []
+    try:
+        for process in processes:
+            process.start()
+            started.append(process)
+    except BaseException:
+        for process in reversed(started):
+            process.stop()
+        raise
+    return port, processes
+
+
 def make_owner_and_version():
     from django.contrib.auth import get_user_model
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.learner.tolerances import assert_within_its_scale
 from trainer.learner import (
     TrainingSequence,
     full_vocabulary_response_logprobs,
@@ -13,14 +14,6 @@ from trainer.learner import (
     response_logprobs,
     supports_packing,
 )
-
-
-def assert_within_its_scale(got, expected, name, tolerance=1e-5):
-    # Relative to the tensor's largest entry: float32 sums taken in another order (per chunk,
-    # per packed row) differ by a few ulps of the largest terms, not of each small entry.
-    error = (got - expected).abs().max().item()
-    scale = expected.abs().max().item()
-    assert error <= tolerance * scale, f"{name}: largest difference {error:.3g} against entries up to {scale:.3g}"
 
 
 def sequences() -> list[TrainingSequence]:

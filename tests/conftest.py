@@ -51,3 +51,18 @@ def make_run(alice, promptset_version):
                                   promptset_version=promptset_version, state=state, **fields)
 
     return make
+
+
+@pytest.fixture
+def alices_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    """The (run id, resume) pairs handed to Celery, in order, instead of reaching its broker; Celery and
+    Ray themselves are exercised in tests/integration."""
+    calls = []
+    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
+    return calls

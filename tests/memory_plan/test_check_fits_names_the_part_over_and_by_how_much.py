@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.memory_plan.conftest import tiny_gpu_config
+from tests.memory_plan.tiny_gpu import tiny_gpu_config
 from trainer import memory_plan
 from trainer.config import RunConfig
 

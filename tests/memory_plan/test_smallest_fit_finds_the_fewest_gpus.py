@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.memory_plan.conftest import tiny_gpu_config
+from tests.memory_plan.tiny_gpu import tiny_gpu_config
 from trainer import memory_plan
 
 

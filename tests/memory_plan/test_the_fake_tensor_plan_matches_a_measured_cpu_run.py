@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.memory_plan.conftest import tiny_gpu_config
+from tests.memory_plan.tiny_gpu import tiny_gpu_config
 from trainer import memory_plan
 from trainer.config import RunConfig
 

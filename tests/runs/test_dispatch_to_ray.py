@@ -1,24 +1,14 @@
 """Dispatch against the real local Ray head: submit, cancel (jobs that die without a word: test_sweeper_*)."""
 
 import json
-import time
 
 import pytest
 
-from runs import actions, ray_jobs
+from runs import actions
 from runs.models import RunState
+from tests.runs.jobs import wait_for_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for_job(job_id, states, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = ray_jobs.status(job_id)
-        if status.state in states:
-            return status
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
 
 
 def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, settings):

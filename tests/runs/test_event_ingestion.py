@@ -1,44 +1,21 @@
 """The ingester against the real Redis: streams in, Postgres rows and Channels messages out."""
 
 import pytest
-import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 
 from proofs.models import ProofAttempt, RetryFeedback
 from runs.ingest import GROUP, EventIngester
 from runs.models import RunEvent, RunState, StepMetrics
-from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished, stream_key
+from tests.runs.event_helpers import publisher_for, rollout
+from trainer.events import EventType, stream_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def redis_client():
-    """The session's Redis; each test's run streams are removed afterwards (run ids restart per test)."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    yield client
-    for key in client.scan_iter("trainer:run:*"):
-        client.delete(key)
-
-
-@pytest.fixture
 def running_run(make_run):
     return make_run(state="starting")
-
-
-def publisher_for(run):
-    return EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)))
-
-
-def rollout(step=1, key="s1-p0-r0", **fields):
-    base = dict(rollout_key=key, step=step, problem_id="add_small", problem_name="add_small",
-                formal_statement="theorem add_small : (2 : ℕ) + 3 = 5 := by", response="<think>x</think>",
-                reasoning="x", lean_code="theorem add_small : (2 : ℕ) + 3 = 5 := by\n  norm_num", verdict="valid",
-                reward=1.0, is_standin_verdict=True)
-    base.update(fields)
-    return RolloutFinished(**base)
 
 
 def test_it_stores_each_rollout_as_a_proof_attempt_linked_to_its_problem(running_run, redis_client):

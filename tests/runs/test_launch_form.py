@@ -8,20 +8,6 @@ from runs.models import Run, RunState
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alices_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def dispatched(monkeypatch):
-    """Records dispatches instead of reaching Celery's broker; Celery itself is exercised in tests/integration."""
-    calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
-    return calls
-
-
 def form_data(version, **overrides):
     data = {"name": "demo run", "promptset_version": version.pk, "preset": "cpu-demo", "kind": "rl"}
     data.update(overrides)

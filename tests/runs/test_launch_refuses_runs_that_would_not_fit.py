@@ -10,37 +10,10 @@ from django.urls import reverse
 
 from runs.forms import LaunchRunForm
 from runs.models import Run
+from tests.memory_plan.tiny_gpu import tiny_gpu_sections
 from trainer.config import PRESETS
 
 pytestmark = pytest.mark.django_db
-
-TINY_GPU_RUN = {
-    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
-    "rollout": {"max_prompt_tokens": 64, "max_response_tokens": 192, "prompts_per_step": 32},
-    "retry": {"max_prompt_tokens": 64},
-    "optimizer": {"micro_batch_tokens": 512},
-    "cluster": {"num_gpus": 2, "gpu_memory_gib": 40.0},
-}
-
-
-def nested(sections: dict, **changes: dict) -> dict:
-    merged = {section: dict(values) for section, values in sections.items()}
-    for section, values in changes.items():
-        merged.setdefault(section, {}).update(values)
-    return merged
-
-
-@pytest.fixture
-def alices_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def dispatched(monkeypatch):
-    calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
-    return calls
 
 
 @pytest.fixture
@@ -65,7 +38,7 @@ def api_launch(client, version, preset):
 
 def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_client, promptset_version, dispatched,
                                                                       register_preset):
-    preset = register_preset("tiny-vllm-hog", nested(TINY_GPU_RUN, rollout={"vllm_gpu_memory_utilization": 0.95}))
+    preset = register_preset("tiny-vllm-hog", tiny_gpu_sections(rollout={"vllm_gpu_memory_utilization": 0.95}))
     response = api_launch(alices_client, promptset_version, preset)
     assert response.status_code == 422
     body = response.json()
@@ -76,7 +49,7 @@ def test_the_api_refuses_a_vllm_share_that_leaves_the_learner_no_room(alices_cli
 
 
 def test_the_api_launches_the_same_run_when_it_fits(alices_client, promptset_version, dispatched, register_preset):
-    response = api_launch(alices_client, promptset_version, register_preset("tiny-fits", TINY_GPU_RUN))
+    response = api_launch(alices_client, promptset_version, register_preset("tiny-fits", tiny_gpu_sections()))
     assert response.status_code == 201, response.json()
     assert Run.objects.get().config["cluster"]["gpu_memory_gib"] == 40.0
 
@@ -84,7 +57,7 @@ def test_the_api_launches_the_same_run_when_it_fits(alices_client, promptset_ver
 def test_the_form_shows_which_part_is_over_by_how_much_on_the_field(alices_client, promptset_version, dispatched,
                                                                    register_preset):
     # A preset whose GPUs are too small for the learner.
-    register_preset("tiny-on-2gib", nested(TINY_GPU_RUN, cluster={"gpu_memory_gib": 2.0},
+    register_preset("tiny-on-2gib", tiny_gpu_sections(cluster={"gpu_memory_gib": 2.0},
                                            rollout={"vllm_gpu_memory_utilization": 0.05}))
     response = alices_client.post(reverse("runs:new"), {"name": "too big", "promptset_version": promptset_version.pk,
                                                         "preset": "tiny-on-2gib", "kind": "rl"})

@@ -11,6 +11,7 @@ from django.conf import settings as django_settings
 from runs import actions, ray_jobs
 from runs.models import Run, RunState
 from runs.sweeper import Sweeper
+from tests.runs.jobs import wait_for_job
 from trainer.events import EventPublisher, EventType, RedisStreamSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,16 +34,6 @@ def slow_trainer(settings, tmp_path):
     script.write_text("#!/bin/sh\nsleep 600\n")
     script.chmod(0o755)
     settings.TRAINER_PYTHON = str(script)
-
-
-def wait_for_job(job_id, states, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = ray_jobs.status(job_id)
-        if status.state in states:
-            return status
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
 
 
 def test_a_job_that_crashes_without_reporting_fails_the_run_with_the_log_and_how_to_resume(make_run, ray_head, settings):

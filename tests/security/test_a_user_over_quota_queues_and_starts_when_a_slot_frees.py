@@ -13,14 +13,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def dispatched(monkeypatch):
-    """Runs the scheduler handed to Celery, in order (Celery and Ray themselves: tests/integration)."""
-    calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
-    return calls
-
-
-@pytest.fixture
 def launch(django_capture_on_commit_callbacks, promptset_version):
     promptset_version.promptset.is_public = True
     promptset_version.promptset.save()

@@ -25,13 +25,6 @@ UNKNOWN_FIELDS = {
 }
 
 
-@pytest.fixture
-def dispatched(monkeypatch):
-    calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append(run_id))
-    return calls
-
-
 def out_of_bounds():
     for preset in PRESETS:
         for field, bound in bounds(preset).items():

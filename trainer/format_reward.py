@@ -33,10 +33,10 @@ The checks, in the release's order (the first that fails gives the category):
     one of the formal statement's paragraphs (import/set_option/open paragraphs skipped).
 
 "Comments" there are the release's: ``/-`` to the first ``-/`` (no nesting) and ``--`` to the end
-of the line, strings not excepted. Where we believe the release is wrong there is a named option
-in ``RewardConfig``, off by default: ``crlf_line_endings_accepted``,
-``axiom_check_by_token`` and ``comments_read_by_lean_lexer`` (the one Lean lexer,
-``trainer/lean_lexer.py``). Two checks of ours are there too, off by default:
+of the line, strings not excepted (``lean_lexer.CommentRule.KIMINA_RELEASE``). Where we believe
+the release is wrong there is a named option in ``RewardConfig``, off by default:
+``crlf_line_endings_accepted``, ``axiom_check_by_token`` and ``comments_read_by_lean_lexer`` (the
+one Lean lexer, ``trainer/lean_lexer.py``). Two checks of ours are there too, off by default:
 ``REASONING_COMMENT_DENSITY`` and ``CODE_COMMENT_DENSITY``.
 
 Every verdict says why in words and where: ``failure_lines`` are the line ranges of the answer
@@ -112,11 +112,6 @@ TACTICS_FENCE_LINE = "```tactics"
 WORD = re.compile(r"\b\w+\b")
 IDENTIFIER_CHARACTER = re.compile(r"[\w'.!?₀-₉ₐ-ₜ]")
 
-# The release's comment rule (proof_utils.remove_comments): not Lean's, but the one its verdicts
-# follow. ``/-`` runs to the first ``-/`` (``--/`` ends there too), ``--`` to the end of the line.
-RELEASE_BLOCK_COMMENT = re.compile(r"/-.*?(?:--/|-/)", re.DOTALL)
-RELEASE_LINE_COMMENT = re.compile(r"--.*")
-
 # Words the release's disallowed-keyword check looks for, as letters anywhere in the code.
 DISALLOWED_WORDS = ("axiom", "local_instance")
 # Paragraphs of a formal statement the release does not look for in the code.
@@ -138,17 +133,6 @@ COMMON_STOPWORDS = frozenset(
 
 
 # ------------------------------------------------------------------------------ comments
-
-
-def release_strip_comments(code: str) -> str:
-    """The code without comments, by the release's rule (see RELEASE_BLOCK_COMMENT)."""
-    return RELEASE_LINE_COMMENT.sub("", RELEASE_BLOCK_COMMENT.sub("", code))
-
-
-def strip_lean_comments(code: str) -> str:
-    """The code without its comments as Lean reads them (the one lexer, lenient on unterminated
-    ones); newlines inside block comments stay, so lines keep their numbers."""
-    return lean_lexer.strip_comments(code, strict=False)
 
 
 def comment_density(text: str) -> float:
@@ -483,7 +467,8 @@ def _tactic_block_line_limit(lean_code: str, config: RewardConfig) -> int | None
 
 
 def _strip_comments(code: str, config: RewardConfig) -> str:
-    return strip_lean_comments(code) if config.comments_read_by_lean_lexer else release_strip_comments(code)
+    rule = lean_lexer.CommentRule.LEAN if config.comments_read_by_lean_lexer else lean_lexer.CommentRule.KIMINA_RELEASE
+    return lean_lexer.strip_comments(code, strict=False, rule=rule)
 
 
 def _code_lines(code: str, config: RewardConfig) -> set[str]:

@@ -17,6 +17,13 @@ what another takes for a comment. So there is exactly one reading, and it is Lea
   starts: the ``'`` of ``h'`` belongs to the identifier;
 * ``«…»`` quotes a name that may contain anything, ``--`` included.
 
+One other reading lives here, and it is not Lean's: ``CommentRule.KIMINA_RELEASE``, the
+Kimina-Prover-RL release's comment rule, which ``strip_comments`` applies on request. The
+release's format checker removes comments that way, and our default format reward must give the
+release's verdict on every answer, so the default format check (``trainer/format_reward.py``)
+uses it. It decides format verdicts only; nothing that decides what Lean runs or what integrity
+allows reads it.
+
 What this reader cannot follow it refuses rather than guesses (``strict=True``): an unterminated
 comment, string or «name», and interpolated strings (``s!"…{…}…"``), whose braces hold code.
 With ``strict=False`` an unterminated construct runs to the end of the text, which is what the
@@ -45,6 +52,13 @@ class TokenKind(StrEnum):
 
 
 COMMENT_KINDS = frozenset({TokenKind.COMMENT, TokenKind.DOC_COMMENT})
+
+
+class CommentRule(StrEnum):
+    """Whose reading of comments ``strip_comments`` follows."""
+
+    LEAN = "lean"  # Lean 4's, as ``scan`` reads it: the one every security decision uses
+    KIMINA_RELEASE = "kimina_release"  # the release's format checker's, not Lean's (end of this module)
 
 
 @dataclass(frozen=True)
@@ -211,8 +225,16 @@ def blank_comments(text: str, *, strict: bool = True) -> str:
     return "".join(out)
 
 
-def strip_comments(text: str, *, strict: bool = False) -> str:
-    """``text`` without its comments; newlines inside block comments stay, so lines keep their numbers."""
+def strip_comments(text: str, *, strict: bool = False, rule: CommentRule = CommentRule.LEAN) -> str:
+    """``text`` without its comments; newlines inside block comments stay, so lines keep their numbers.
+
+    With ``rule=CommentRule.KIMINA_RELEASE``, the release's comments instead (see there): nothing of
+    them stays, newlines included, and nothing is refused, so ``strict`` must be False.
+    """
+    if CommentRule(rule) == CommentRule.KIMINA_RELEASE:
+        if strict:
+            raise ValueError("the Kimina release's comment rule refuses nothing: call strip_comments with strict=False")
+        return _strip_comments_as_the_kimina_release_does(text)
     pieces: list[str] = []
     cursor = 0
     for start, end in comment_spans(text, strict=strict):
@@ -221,3 +243,19 @@ def strip_comments(text: str, *, strict: bool = False) -> str:
         cursor = end
     pieces.append(text[cursor:])
     return "".join(pieces)
+
+
+# ------------------------------------------------------------------------------ the Kimina release's rule
+
+# The Kimina-Prover-RL release's comment rule (its proof_utils.remove_comments), kept because our
+# default format reward must give the release's checker's verdict on every answer
+# (tests/recipe/test_format_check_agrees_with_the_release.py). It is not Lean's: ``/-`` runs to the
+# first ``-/`` (no nesting; ``--/`` ends there too), then, in what is left, ``--`` runs to the end of
+# the line; strings, character literals and «names» hide nothing; an unclosed ``/-`` is no comment.
+# Its differences from Lean's are stated in tests/verification/test_lean_lexer_properties.py.
+_KIMINA_RELEASE_BLOCK_COMMENT = re.compile(r"/-.*?(?:--/|-/)", re.DOTALL)
+_KIMINA_RELEASE_LINE_COMMENT = re.compile(r"--.*")
+
+
+def _strip_comments_as_the_kimina_release_does(text: str) -> str:
+    return _KIMINA_RELEASE_LINE_COMMENT.sub("", _KIMINA_RELEASE_BLOCK_COMMENT.sub("", text))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RewardConfig
-from trainer.format_reward import check_format, find_statement_end, normalize_lean_whitespace, strip_lean_comments
+from trainer.format_reward import check_format, find_statement_end, normalize_lean_whitespace
+from trainer.lean_lexer import strip_comments
 
 from tests.recipe.answers import STATEMENT, make_answer
 
@@ -67,15 +68,15 @@ def test_the_first_of_two_copies_of_the_statement_starts_the_body():
 
 
 def test_a_string_with_dashes_is_not_a_comment():
-    assert strip_lean_comments('#eval "a -- b" -- note\nx') == '#eval "a -- b" \nx'
+    assert strip_comments('#eval "a -- b" -- note\nx') == '#eval "a -- b" \nx'
 
 
 def test_primes_in_names_do_not_open_a_character_literal():
-    assert strip_lean_comments("have h' : a' = a' := rfl -- fine") == "have h' : a' = a' := rfl "
+    assert strip_comments("have h' : a' = a' := rfl -- fine") == "have h' : a' = a' := rfl "
 
 
 def test_a_character_literal_holding_a_quote_does_not_open_a_string():
-    assert strip_lean_comments("#eval '\"' -- a quote") == "#eval '\"' "
+    assert strip_comments("#eval '\"' -- a quote") == "#eval '\"' "
 
 
 def test_normalisation_maps_each_character_back_to_the_original():

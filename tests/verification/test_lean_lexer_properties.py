@@ -1,5 +1,6 @@
 """The one Lean lexer, a security boundary: properties that must hold for any text, and the
-readers built on it (integrity rules, stand-in, promptset validation) agreeing with it."""
+readers built on it (integrity rules, stand-in, promptset validation) agreeing with it; and the
+Kimina release's comment rule, which is not Lean's, with its differences from Lean's stated."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer import lean_lexer
-from trainer.lean_lexer import COMMENT_KINDS, LexError, TokenKind, blank_comments, comment_spans, scan, strip_comments
+from trainer.lean_lexer import (
+    COMMENT_KINDS, CommentRule, LexError, TokenKind, blank_comments, comment_spans, scan, strip_comments,
+)
 
 # Text made of the characters that matter to a Lean reader, so examples hit the corners often.
 TRICKY = st.lists(st.sampled_from(list("-/\"'«»\n\\ r#!{}ab_.:=()0x1é₀") + ["--", "/-", "-/", "/--", "\r\n"]),
@@ -143,3 +146,44 @@ def test_the_integrity_rules_the_standin_and_validation_read_comments_as_the_lex
     assert standin_blank(text) == expected
     spans = [(t.start, t.end) for t in validation_scan(text) if t.kind in COMMENT_KINDS]
     assert spans == comment_spans(text)
+
+
+# ------------------------------------------------------------------------------ the Kimina release's rule
+
+NON_NESTED_COMMENTS = st.sampled_from([text for text in COMMENT_TEXTS if text.count("/-") < 2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(CODE_PIECES.filter(lambda p: not re.search("[\"'«]", p)), NON_NESTED_COMMENTS), max_size=15))
+def test_without_literals_or_nesting_the_releases_rule_removes_the_comments_lean_reads(pieces):
+    # Only the newlines inside block comments differ: Lean's strip keeps them, the release's does not.
+    text = "\n".join(pieces)
+    release = strip_comments(text, rule=CommentRule.KIMINA_RELEASE)
+    assert " ".join(release.split()) == " ".join(strip_comments(text).split())
+
+
+@pytest.mark.parametrize(("text", "by_the_release", "by_lean"), [
+    # Block comments do not nest: the first -/ closes, the rest is code.
+    ("/- a /- b -/ c -/ d", " c -/ d", " d"),
+    # Strings, «names» hide no delimiter: the release cuts them open.
+    ('#eval "a -- b" x', '#eval "a ', '#eval "a -- b" x'),
+    ('#eval "/- x" -/ y', '#eval " y', '#eval "/- x" -/ y'),
+    ("«a -- b» c", "«a ", "«a -- b» c"),
+    # Block comments go first, so a /- inside a line comment opens one, and the code after its -/
+    # joins the line comment.
+    ("-- a /- b\nc -/ d", "", "\nc -/ d"),
+    # The character after /- may close it: /--/ is a whole comment, not an open doc comment.
+    ("/--/ x -/ y", " x -/ y", " y"),
+    # An unclosed /- is no comment at all; Lean's lenient reading runs it to the end.
+    ("x /- never closed", "x /- never closed", "x "),
+    # Nothing of a block comment stays, its newlines neither.
+    ("/-\nnote\n-/x", "x", "\n\nx"),
+])
+def test_the_releases_rule_differs_from_leans_as_stated(text, by_the_release, by_lean):
+    assert strip_comments(text, rule=CommentRule.KIMINA_RELEASE) == by_the_release
+    assert strip_comments(text, rule=CommentRule.LEAN) == by_lean
+
+
+def test_the_releases_rule_has_no_strict_reading():
+    with pytest.raises(ValueError, match="strict=False"):
+        strip_comments("/- open", strict=True, rule=CommentRule.KIMINA_RELEASE)

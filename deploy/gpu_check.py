@@ -239,25 +239,38 @@ def _learner_step(learner, config, plan: dict) -> dict:
 def _transformers_generation(config, learner, tokenizer, args) -> dict:
     import torch
 
-    from trainer.rollout.base import SamplingSettings, build_engine
+    from trainer.rollout.base import build_engine
 
     print(f"\n[4] the transformers engine generates {args.samples} samples × {args.prompts} prompts, "
           f"{args.generate_tokens} tokens each")
     torch.cuda.empty_cache()
     engine = build_engine(config, learner.model, tokenizer)  # a bfloat16 copy of the float32 learner
-    prompt_ids = tokenizer(" ".join(f"w{index + 100}" for index in range(256)), add_special_tokens=False)["input_ids"]
+    try:
+        samples, tokens, seconds = _timed_generation(engine, _check_prompt(tokenizer), args)
+    finally:
+        engine.close()
+    return {"samples": samples, "tokens": tokens, "seconds": round(seconds, 2),
+            "tokens_per_second": round(tokens / seconds, 1)}
+
+
+def _check_prompt(tokenizer) -> list[int]:
+    return tokenizer(" ".join(f"w{index + 100}" for index in range(256)), add_special_tokens=False)["input_ids"]
+
+
+def _timed_generation(engine, prompt_ids: list[int], args) -> tuple[int, int, float]:
+    """``args.samples`` samples of each of ``args.prompts`` copies of the prompt: (samples, tokens, seconds)."""
+    from trainer.rollout.base import SamplingSettings
+
     sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1,
                                 max_tokens=args.generate_tokens, seed=0)
     started = time.perf_counter()
     generations = list(engine.generate([prompt_ids] * args.prompts, sampling))
     seconds = time.perf_counter() - started
     tokens = sum(g.num_tokens for g in generations)
-    engine.close()
     print(f"    {len(generations)} samples, {tokens:,} tokens in {seconds:.1f} s: {tokens / seconds:,.0f} tokens/s")
     if len(generations) != args.samples * args.prompts:
         raise CheckFailed(f"expected {args.samples * args.prompts} samples, got {len(generations)}")
-    return {"samples": len(generations), "tokens": tokens, "seconds": round(seconds, 2),
-            "tokens_per_second": round(tokens / seconds, 1)}
+    return len(generations), tokens, seconds
 
 
 def _vllm_checks(config, learner, tokenizer, args) -> dict:
@@ -266,7 +279,6 @@ def _vllm_checks(config, learner, tokenizer, args) -> dict:
     import vllm
 
     from trainer.config import RunConfig
-    from trainer.rollout.base import SamplingSettings
     from trainer.rollout.vllm_engine import VllmEngine
 
     print(f"\n[5] vLLM {vllm.__version__}: sampling, the hand-over and the weight push")
@@ -280,14 +292,8 @@ def _vllm_checks(config, learner, tokenizer, args) -> dict:
         torch.cuda.empty_cache()
         engine = VllmEngine.from_config(vllm_config, learner.model, tokenizer)
         try:
-            prompt_ids = tokenizer(" ".join(f"w{index + 100}" for index in range(256)), add_special_tokens=False)["input_ids"]
-            sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1,
-                                        max_tokens=args.generate_tokens, seed=0)
-            started = time.perf_counter()
-            generations = list(engine.generate([prompt_ids] * args.prompts, sampling))
-            seconds = time.perf_counter() - started
-            tokens = sum(g.num_tokens for g in generations)
-            print(f"    {tokens:,} tokens in {seconds:.1f} s: {tokens / seconds:,.0f} tokens/s")
+            prompt_ids = _check_prompt(tokenizer)
+            _, tokens, seconds = _timed_generation(engine, prompt_ids, args)
 
             fixed = prompt_ids[:64]
             before = _vllm_token_logprobs(engine, fixed)

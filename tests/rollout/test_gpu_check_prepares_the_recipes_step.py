@@ -35,3 +35,19 @@ def test_its_sequences_carry_both_signs_of_advantage_at_the_requested_lengths():
     assert [(len(s.prompt_ids), len(s.response_ids)) for s in sequences] == [(8192, 24576)] * 2
     assert sorted(s.advantage for s in sequences) == [-0.5, 0.5]
     assert max(max(s.prompt_ids + s.response_ids) for s in sequences) < 151_936
+
+
+def test_its_generation_check_runs_the_transformers_engine_and_counts_what_it_asked_for():
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from trainer.config import RunConfig
+
+    tokenizer = gpu_check._tokenizer_of_the_vocabulary()
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=151_936, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    figures = gpu_check._transformers_generation(RunConfig.from_preset("cpu-smoke"), SimpleNamespace(model=model),
+                                                 tokenizer, arguments(generate_tokens=8, samples=2, prompts=3))
+    assert figures["samples"] == 6 and 0 < figures["tokens"] <= 6 * 8
+    assert figures["tokens_per_second"] > 0

@@ -440,13 +440,7 @@ class LeanVerifier:
                 raise
 
     async def _send_with_retries(self, batch: list[_Pending]) -> None:
-        payload = CheckRequest(
-            snippets=[Snippet(id=item.snippet_id, code=item.code) for item in batch],
-            timeout=max(1, round(self.config.timeout_s)),
-            debug=False,
-            reuse=True,
-            infotree=None,
-        ).model_dump(mode="json")
+        payload = _check_request([Snippet(id=item.snippet_id, code=item.code) for item in batch], self.config.timeout_s)
         attempt = 0
         while True:
             try:
@@ -471,19 +465,12 @@ class LeanVerifier:
                 return
             attempt += 1
             self._counts["retries"] += 1
-            backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
-            await asyncio.sleep(backoff * (0.5 + random.random()))
+            await self._wait_before_retry(attempt)
 
     async def _probe(self) -> LineNumbering:
         """Sends ``PROBE_CODE`` (with the batches' retries and backoff) and reads the numbering from its answer."""
         lean_timeout_s = max(self.config.timeout_s, _PROBE_MIN_TIMEOUT_S)
-        payload = CheckRequest(
-            snippets=[Snippet(id=_PROBE_ID, code=PROBE_CODE)],
-            timeout=round(lean_timeout_s),
-            debug=False,
-            reuse=True,
-            infotree=None,
-        ).model_dump(mode="json")
+        payload = _check_request([Snippet(id=_PROBE_ID, code=PROBE_CODE)], lean_timeout_s)
         attempt = 0
         while True:
             results, failure, is_retryable, _ = await self._request(payload, lean_timeout_s=lean_timeout_s)
@@ -495,8 +482,12 @@ class LeanVerifier:
                 tries = f" after {attempt + 1} tries" if is_retryable else ""
                 raise ProbeFailed(f"cannot learn how the Lean server numbers lines: {failure}{tries}")
             attempt += 1
-            backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
-            await asyncio.sleep(backoff * (0.5 + random.random()))
+            await self._wait_before_retry(attempt)
+
+    async def _wait_before_retry(self, attempt: int) -> None:
+        """Exponential backoff from ``retry_backoff_s``, jittered so that many rollouts do not retry in step."""
+        backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
+        await asyncio.sleep(backoff * (0.5 + random.random()))
 
     async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, bool, bool]:
         """Sends one batch; resolves its futures on success. Returns (failure, is_retryable, is_standin)."""
@@ -595,3 +586,9 @@ def _with(result: VerificationResult, **changes: Any) -> VerificationResult:
     from dataclasses import replace
 
     return replace(result, **changes)
+
+
+def _check_request(snippets: list[Snippet], lean_timeout_s: float) -> dict:
+    """The body of one POST /verify: Lean's per-snippet timeout in whole seconds (at least 1), no debug output."""
+    return CheckRequest(snippets=snippets, timeout=max(1, round(lean_timeout_s)), debug=False, reuse=True,
+                        infotree=None).model_dump(mode="json")

@@ -24,18 +24,23 @@ def charlie(django_user_model):
     return django_user_model.objects.create_user("charlie", password="charlie-password")
 
 
-@pytest.fixture
-def promptset_version(alice):
-    """Version 1 of a three-problem promptset of alice's, made through the models directly."""
+def make_demo_promptset_version(owner):
+    """Version 1 of a promptset of the three demo statements, made through the models directly."""
     from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem, statement_hash
 
-    promptset = Promptset.objects.create(owner=alice, name="arith")
+    promptset = Promptset.objects.create(owner=owner, name="arith")
     version = PromptsetVersion.objects.create(promptset=promptset, number=1, problem_count=len(DEMO_STATEMENTS))
     for position, (key, statement) in enumerate(DEMO_STATEMENTS):
         problem = Problem.objects.create(promptset=promptset, problem_key=key, name=key, formal_statement=statement,
                                          header="import Mathlib", statement_hash=statement_hash(statement))
         VersionProblem.objects.create(version=version, problem=problem, position=position)
     return version
+
+
+@pytest.fixture
+def promptset_version(alice):
+    """Version 1 of a three-problem promptset of alice's."""
+    return make_demo_promptset_version(alice)
 
 
 @pytest.fixture

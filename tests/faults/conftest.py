@@ -130,17 +130,11 @@ def undisturbed(supervised_platform, django_db_blocker, platform_logs_session):
     """
     from django.contrib.auth import get_user_model
 
-    from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem, statement_hash
-    from tests.conftest import DEMO_STATEMENTS
+    from tests.conftest import make_demo_promptset_version
 
     with django_db_blocker.unblock():
         owner = get_user_model().objects.create_user("baseline", password="baseline-password")
-        promptset = Promptset.objects.create(owner=owner, name="arith")
-        version = PromptsetVersion.objects.create(promptset=promptset, number=1, problem_count=len(DEMO_STATEMENTS))
-        for position, (key, statement) in enumerate(DEMO_STATEMENTS):
-            problem = Problem.objects.create(promptset=promptset, problem_key=key, name=key, formal_statement=statement,
-                                             header="import Mathlib", statement_hash=statement_hash(statement))
-            VersionProblem.objects.create(version=version, problem=problem, position=position)
+        version = make_demo_promptset_version(owner)
         run = actions.launch_run(owner=owner, request={"name": "undisturbed", "promptset_version_id": version.pk,
                                                        "preset": "cpu-smoke"})
         run = wait_for_end(run, platform_logs_session)

@@ -57,3 +57,44 @@ def test_the_run_command_shows_progress_beside_its_json_events(tmp_path, capsys)
     assert all(json.loads(line) for line in captured.out.splitlines())  # standard output stays JSON Lines
     assert "run 3: step 1/2" in captured.err and "run 3: step 2/2" in captured.err
     assert "run 3: succeeded at step 2" in captured.err
+
+
+def test_the_eval_command_counts_its_scored_samples_on_a_terminal_and_keeps_standard_output_json(
+        tmp_path, capsys, monkeypatch):
+    from trainer.__main__ import main as trainer_main
+    from trainer.verification.standin_server import StandinServerThread
+
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text("".join(json.dumps({"problem_id": name, "formal_statement": f"theorem {name} : (2 : ℕ) + 3 = 5 := by"})
+                                 + "\n" for name in ("a", "b", "c")))
+    with StandinServerThread() as server:
+        assert trainer_main(["run", "--preset", "cpu-smoke", "--promptset", str(promptset), "--run-id", "4",
+                             "--output", str(tmp_path / "run"), "--lean-url", server.url,
+                             "--set", "schedule.total_steps=1"]) == 0
+        capsys.readouterr()
+        stderr = Terminal()
+        monkeypatch.setattr("sys.stderr", stderr)
+        code = trainer_main(["eval", "--checkpoint", str(tmp_path / "run"), "--promptset", str(promptset),
+                             "--lean-url", server.url])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["samples_per_problem"] == 2
+    drawn = stderr.getvalue()
+    assert "eval: first attempts" in drawn and "6/6" in drawn  # three problems, two samples each, all scored
+
+
+def test_the_eval_command_draws_nothing_where_standard_error_is_a_file_as_the_score_command(tmp_path, capsys):
+    from trainer.__main__ import main as trainer_main
+    from trainer.verification.standin_server import StandinServerThread
+
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text(json.dumps({"problem_id": "add", "formal_statement": "theorem add : (2 : ℕ) + 3 = 5 := by"}) + "\n")
+    with StandinServerThread() as server:
+        assert trainer_main(["run", "--preset", "cpu-smoke", "--promptset", str(promptset), "--run-id", "5",
+                             "--output", str(tmp_path / "run"), "--lean-url", server.url,
+                             "--set", "schedule.total_steps=1"]) == 0
+        capsys.readouterr()
+        code = trainer_main(["eval", "--checkpoint", str(tmp_path / "run"), "--promptset", str(promptset),
+                             "--lean-url", server.url])
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["metrics"]["problems"] == 1
+    assert "eval:" not in captured.err and "\r" not in captured.err

@@ -98,3 +98,21 @@ def test_the_eval_command_draws_nothing_where_standard_error_is_a_file_as_the_sc
     captured = capsys.readouterr()
     assert code == 0 and json.loads(captured.out)["metrics"]["problems"] == 1
     assert "eval:" not in captured.err and "\r" not in captured.err
+
+
+def test_the_demonstrations_command_counts_its_problems_on_a_terminal(tmp_path, capsys, monkeypatch):
+    from trainer.__main__ import main as trainer_main
+
+    stderr = Terminal()
+    monkeypatch.setattr("sys.stderr", stderr)
+    assert trainer_main(["demonstrations", "--generate", "12", "--out", str(tmp_path / "demonstrations.jsonl")]) == 0
+    assert "for 12 of 12 problems" in capsys.readouterr().out
+    drawn = stderr.getvalue()
+    assert "demonstrations" in drawn and "12/12" in drawn
+
+
+def test_the_demonstrations_command_draws_nothing_where_standard_error_is_a_file(tmp_path, capsys):
+    from trainer.__main__ import main as trainer_main
+
+    assert trainer_main(["demonstrations", "--generate", "12", "--out", str(tmp_path / "demonstrations.jsonl")]) == 0
+    assert capsys.readouterr().err == ""

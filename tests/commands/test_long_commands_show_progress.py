@@ -1,5 +1,6 @@
 """Long trainer commands show their progress on standard error: a bar on a terminal, one line per
-step in a log file, read from the run's own events (which stay untouched on standard output)."""
+step in a log file, read from the run's own events (which stay untouched on standard output); commands
+that count items (eval's samples, demonstrations' problems) draw a bar on a terminal and nothing in a log."""
 
 from __future__ import annotations
 
@@ -8,11 +9,6 @@ import json
 
 from trainer.events import EventPublisher, EventType, ListSink
 from trainer.progress import ProgressSink
-
-
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
 
 
 def publish_a_short_run(publisher):
@@ -35,9 +31,8 @@ def test_a_run_logged_to_a_file_prints_one_line_per_step_and_its_end(monkeypatch
     assert [event.type for event in events.events][0] == EventType.RUN_STARTED and len(events.events) == 7
 
 
-def test_a_run_on_a_terminal_draws_a_bar_that_reaches_the_last_step(monkeypatch):
-    stderr = Terminal()
-    monkeypatch.setattr("sys.stderr", stderr)
+def test_a_run_on_a_terminal_draws_a_bar_that_reaches_the_last_step(terminal_stderr):
+    stderr = terminal_stderr()
     publish_a_short_run(EventPublisher("9", ProgressSink(ListSink(), "run 9")))
     drawn = stderr.getvalue()
     assert "2/2" in drawn and "reward/mean 0.5" in drawn and drawn.rstrip().endswith("succeeded at step 2")
@@ -60,7 +55,7 @@ def test_the_run_command_shows_progress_beside_its_json_events(tmp_path, capsys)
 
 
 def test_the_eval_command_counts_its_scored_samples_on_a_terminal_and_keeps_standard_output_json(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, capsys, terminal_stderr):
     from trainer.__main__ import main as trainer_main
     from trainer.verification.standin_server import StandinServerThread
 
@@ -72,8 +67,7 @@ def test_the_eval_command_counts_its_scored_samples_on_a_terminal_and_keeps_stan
                              "--output", str(tmp_path / "run"), "--lean-url", server.url,
                              "--set", "schedule.total_steps=1"]) == 0
         capsys.readouterr()
-        stderr = Terminal()
-        monkeypatch.setattr("sys.stderr", stderr)
+        stderr = terminal_stderr()
         code = trainer_main(["eval", "--checkpoint", str(tmp_path / "run"), "--promptset", str(promptset),
                              "--lean-url", server.url])
     report = json.loads(capsys.readouterr().out)
@@ -100,11 +94,10 @@ def test_the_eval_command_draws_nothing_where_standard_error_is_a_file_as_the_sc
     assert "eval:" not in captured.err and "\r" not in captured.err
 
 
-def test_the_demonstrations_command_counts_its_problems_on_a_terminal(tmp_path, capsys, monkeypatch):
+def test_the_demonstrations_command_counts_its_problems_on_a_terminal(tmp_path, capsys, terminal_stderr):
     from trainer.__main__ import main as trainer_main
 
-    stderr = Terminal()
-    monkeypatch.setattr("sys.stderr", stderr)
+    stderr = terminal_stderr()
     assert trainer_main(["demonstrations", "--generate", "12", "--out", str(tmp_path / "demonstrations.jsonl")]) == 0
     assert "for 12 of 12 problems" in capsys.readouterr().out
     drawn = stderr.getvalue()

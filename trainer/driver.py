@@ -640,16 +640,18 @@ class TrainingRun:
 
     # --- evaluation and checkpoints ---------------------------------------------------------------
 
-    def evaluate(self, step: int, seed: int | None = None) -> dict:
+    def evaluate(self, step: int, seed: int | None = None, show_progress: bool = False) -> dict:
         """pass@k, best@k and mean@n on the evaluation problems, for our gated reward and the release's
         acc, then the same after one retry per failed attempt (``trainer.evaluation``).
 
         ``seed`` defaults to ``schedule.seed + step``, so each evaluation of a run samples afresh.
+        ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;
+        a training run shows its evaluations through its events instead).
         """
         from trainer.evaluation import evaluation_report
 
         started = time.perf_counter()
-        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed)
+        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
         values = evaluation_report(first_outcomes, retry_outcomes)
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
@@ -662,7 +664,8 @@ class TrainingRun:
         if is_checkpoint_writer():
             record_evaluation(self.output_dir, step, values)
 
-    def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None) -> tuple[dict, dict]:
+    def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None,
+                           show_progress: bool = False) -> tuple[dict, dict]:
         """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
 
         Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
@@ -678,7 +681,7 @@ class TrainingRun:
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
         sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
-        first = self._score_all(slots, sampling, f"eval{step}")
+        first = self._score_all(slots, sampling, f"eval{step}", "eval: first attempts" if show_progress else None)
         first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
         self.evaluation_samples = []
         retry_slots, retry_owner = [], []
@@ -702,7 +705,8 @@ class TrainingRun:
                 n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
                 max_tokens=max_tokens, seed=sampling.seed,
             )
-            retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry")
+            retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry",
+                                      "eval: retries" if show_progress else None)
             for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
                 retry_outcomes[problem_id][sample_index] = outcome
@@ -710,16 +714,30 @@ class TrainingRun:
                 self.evaluation_samples.append({**record, "sample_index": sample_index})
         return first_outcomes, retry_outcomes
 
-    def _score_all(self, slots, sampling, key_prefix) -> dict:
-        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``."""
+    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None) -> dict:
+        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``; with a
+        ``progress_description``, a bar on standard error counts the samples as they are scored."""
+        from trainer.progress import progress_bar
+
+        bar = progress_bar(total=len(slots) * sampling.n, desc=progress_description, unit="sample",
+                           disable=progress_description is None)
+
+        async def score_and_count(problem, generation, key):
+            outcome = await self._score_for_evaluation(problem, generation, sampling.max_tokens, key)
+            bar.update(1)  # on the scoring loop's thread, before the caller's result() can return
+            return outcome
+
         futures = {}
-        for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
-            slot = slots[generation.prompt_index]
-            key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
-            futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
-                self._score_for_evaluation(slot.problem, generation, sampling.max_tokens, key)
-            ))
-        return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
+        try:
+            for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
+                slot = slots[generation.prompt_index]
+                key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
+                futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
+                    score_and_count(slot.problem, generation, key)
+                ))
+            return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
+        finally:
+            bar.close()
 
     async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
         from trainer.evaluation import Outcome

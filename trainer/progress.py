@@ -1,8 +1,10 @@
 """Progress of long terminal work on standard error, with one library (tqdm) everywhere.
 
-A run's progress is read from its own events (``ProgressSink`` passes each one on untouched), so the
-driver needs no printing of its own: a bar on a terminal; where standard error is a file or a
-Ray job's log, one line per step instead of a bar redrawn with carriage returns.
+A run's progress (``run``, ``sft``, the warm start) is read from its own events (``ProgressSink`` passes
+each one on untouched), so the driver needs no printing of its own: a bar on a terminal; where standard
+error is a file or a Ray job's log, one line per step instead of a bar redrawn with carriage returns.
+Work counted in items rather than steps (``score``'s answers, ``eval``'s samples, a promptset import's
+bytes) uses ``progress_bar``: a bar on a terminal, nothing in a log.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ def is_terminal(stream=None) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def progress_bar(**options):
-    """A tqdm bar on standard error; where that is not a terminal, it draws nothing (callers print lines)."""
+def progress_bar(*, disable: bool = False, **options):
+    """A tqdm bar on standard error; where that is not a terminal, or with ``disable``, it draws nothing
+    (callers that want a log of their progress print lines)."""
     from tqdm import tqdm
 
-    return tqdm(file=sys.stderr, dynamic_ncols=True, disable=not is_terminal(), **options)
+    return tqdm(file=sys.stderr, dynamic_ncols=True, disable=disable or not is_terminal(), **options)
 
 
 class ProgressSink:

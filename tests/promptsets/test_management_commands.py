@@ -62,3 +62,25 @@ def test_import_promptset_uses_the_same_validation(tmp_path, alice):
         call_command("import_promptset", write(tmp_path, rows), "--owner", "alice", "--name", "cli")
     call_command("import_promptset", write(tmp_path, rows), "--owner", "alice", "--name", "cli", "--skip-invalid-rows")
     assert Promptset.objects.get(name="cli").latest_version.problem_count == 2
+
+
+@pytest.mark.django_db
+def test_import_promptset_shows_the_bytes_and_rows_it_has_read_on_a_terminal(tmp_path, alice, terminal_stderr):
+    path = write(tmp_path, kimina_rows(40))
+    stderr = terminal_stderr()
+    call_command("import_promptset", path, "--owner", "alice", "--name", "cli")
+    drawn = stderr.getvalue()
+    assert "rows.jsonl: 100%" in drawn and "13.2k/13.2k" in drawn and "40 rows" in drawn  # the file is 13.2 KiB
+    assert Promptset.objects.get(name="cli").latest_version.problem_count == 40
+
+
+@pytest.mark.django_db
+def test_import_promptset_draws_no_bar_where_standard_error_is_a_file(tmp_path, alice, capsys):
+    call_command("import_promptset", write(tmp_path, kimina_rows(3)), "--owner", "alice", "--name", "cli")
+    assert capsys.readouterr().err == ""
+
+
+def test_validate_promptset_shows_its_reading_on_a_terminal_too(tmp_path, terminal_stderr, capsys):
+    stderr = terminal_stderr()
+    call_command("validate_promptset", write(tmp_path, kimina_rows(5), "k.csv"))
+    assert "5 rows" in stderr.getvalue() and "100%" in stderr.getvalue()

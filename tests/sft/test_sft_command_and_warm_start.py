@@ -73,13 +73,17 @@ def tiny_warm_start(monkeypatch):
     return warm_start
 
 
-def test_the_warm_start_is_built_once_under_the_data_dir_and_found_again(tiny_warm_start, tmp_path):
+def test_the_warm_start_is_built_once_under_the_data_dir_and_found_again(tiny_warm_start, tmp_path, capsys):
     data_dir = tmp_path / "var"
     path = tiny_warm_start.warm_start_checkpoint_path(data_dir)
     assert path.is_relative_to(data_dir / "warm-start")
     assert tiny_warm_start.warm_start_status(data_dir)["state"] == "absent"
 
-    assert tiny_warm_start.build_warm_start(data_dir, show_progress=False) == path
+    assert tiny_warm_start.build_warm_start(data_dir) == path
+    # Its progress on standard error, as `trainer sft` shows it: a line per step where that is a log.
+    progress = capsys.readouterr().err.splitlines()
+    assert progress[0].startswith("warm start (SFT of SmolLM2 on demonstrations): step 1/")
+    assert "sft_loss" in progress[0] and progress[-1].endswith("succeeded at step 1")
     assert (path / "config.json").is_file()
     assert tiny_warm_start.warm_start_status(data_dir) == {"state": "ready", "path": str(path)}
     build_dir = tiny_warm_start.warm_start_build_dir(data_dir)

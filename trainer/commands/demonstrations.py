@@ -27,13 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
     from trainer.problems import load_problems_jsonl
+    from trainer.progress import progress_bar
 
     try:
         if args.promptset:
             problems = load_problems_jsonl(args.promptset)
         else:
             problems = generate_fragment_problems(args.generate, seed=args.seed)
-        demonstrations = demonstrations_for(problems, args.per_problem, args.flawed_share, seed=args.seed)
+        # The stand-in checks several proofs per problem (about 10 ms): a large promptset takes minutes.
+        with progress_bar(iterable=problems, total=len(problems), desc="demonstrations", unit="problem") as shown:
+            demonstrations = demonstrations_for(shown, args.per_problem, args.flawed_share, seed=args.seed)
     except (OSError, ValueError) as error:
         print(f"demonstrations: {error}", file=sys.stderr)
         return 2

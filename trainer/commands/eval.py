@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
     evaluation = TrainingRun(config, problems, Path("."), EventPublisher("eval", ListSink()), install_signal_handlers=False)
     try:
         evaluation.prepare_for_evaluation()
-        values = evaluation.evaluate(args.step, seed=seed)
+        values = evaluation.evaluate(args.step, seed=seed, show_progress=True)
     finally:
         evaluation.tear_down()
     if output is not None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 from django.core.management.base import CommandError
 
-from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, ColumnMapping, RowLimits
+from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 
@@ -39,3 +43,31 @@ def row_limits(options) -> RowLimits:
     if options["max_statement_chars"] < 100 or options["max_row_bytes"] < 1024:
         raise CommandError("--max-statement-chars must be at least 100 and --max-row-bytes at least 1024")
     return RowLimits(max_row_bytes=options["max_row_bytes"], max_statement_chars=options["max_statement_chars"])
+
+
+class ReadingShown:
+    """A ``FileCheck`` whose reading shows on standard error as the trainer's long commands show theirs
+    (``trainer.progress``): a bar over the file's bytes with the rows read so far, on a terminal only."""
+
+    def __init__(self, check: FileCheck):
+        self.check = check
+
+    @property
+    def report(self):
+        return self.check.report
+
+    def candidates(self) -> Iterator[CandidateProblem]:
+        from trainer.progress import progress_bar
+
+        file = self.check.file
+        size = os.fstat(file.fileno()).st_size
+        name = Path(self.check.filename).name
+        with progress_bar(total=size, desc=name, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+            for candidate in self.check.candidates():
+                # The position of the reader's buffer, not of this row: close enough for a bar.
+                bar.update(file.tell() - bar.n)
+                bar.set_postfix_str(f"{self.check.report.rows_read:,} rows", refresh=False)
+                yield candidate
+            if not self.check.report.file_error:
+                bar.update(size - bar.n)
+                bar.set_postfix_str(f"{self.check.report.rows_read:,} rows", refresh=False)

@@ -6,7 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from promptsets import actions
-from promptsets.management.commands._options import add_file_options, column_mapping, row_limits
+from promptsets.intake import FileCheck
+from promptsets.management.commands._options import ReadingShown, add_file_options, column_mapping, row_limits
 
 
 class Command(BaseCommand):
@@ -31,11 +32,13 @@ class Command(BaseCommand):
             raise CommandError(f"cannot open {options['file']!r}: {error.strerror}") from None
         with file:
             try:
+                check = FileCheck(file, filename=options["file"], file_format=options["format"],
+                                  mapping=column_mapping(options["column"]), limits=row_limits(options),
+                                  default_header=options["default_header"])
                 result = actions.import_promptset(
-                    owner, options["name"], file, filename=options["file"], file_format=options["format"],
-                    mapping=column_mapping(options["column"]), skip_invalid_rows=options["skip_invalid_rows"],
-                    description=options["description"], is_public=options["public"],
-                    default_header=options["default_header"], limits=row_limits(options),
+                    owner, options["name"], file, filename=options["file"],
+                    skip_invalid_rows=options["skip_invalid_rows"], description=options["description"],
+                    is_public=options["public"], check=ReadingShown(check),
                 )
             except actions.PromptsetNameTaken as error:
                 raise CommandError(str(error)) from None

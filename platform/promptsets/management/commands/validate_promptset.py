@@ -10,7 +10,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from promptsets.intake import FileCheck
-from promptsets.management.commands._options import add_file_options, column_mapping, row_limits
+from promptsets.management.commands._options import ReadingShown, add_file_options, column_mapping, row_limits
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
             check = FileCheck(file, filename=options["file"], file_format=options["format"],
                               mapping=column_mapping(options["column"]), limits=row_limits(options),
                               default_header=options["default_header"])
-            for _ in check.candidates():
+            for _ in ReadingShown(check).candidates():
                 pass
         report = check.report
         if options["json"]:

@@ -55,6 +55,7 @@ import torch.distributed as dist
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.driver import Rollout, RunCancelled, RunStatus, TrainingRun, rewards_matrix
 from trainer.events import EventPublisher, EventType, TrainerEvent
+from trainer.learner import with_token_rates
 from trainer.rollout.base import rollout_dtype
 from trainer.rollout.replica import ReplicaRolloutEngine
 
@@ -367,7 +368,8 @@ def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
 
     Each rank's loss is its part of the batch scaled by world_size (the learner's micro-batch
     scale), so their mean is the batch's loss; tokens and sequences add up; clip fractions are
-    recounted over all tokens; the gradient norm is already global (clipping reduces it).
+    recounted over all tokens (None when no rank trained a token); the gradient norm is already
+    global (clipping reduces it).
     """
     combined = dict(per_rank[0])
     tokens = sum(metrics["tokens"] for metrics in per_rank)
@@ -375,13 +377,9 @@ def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
     combined["trained_sequences"] = sum(metrics["trained_sequences"] for metrics in per_rank)
     combined["tokens"] = tokens
     for name in ("clip_low", "clip_high", "dual_clip"):
-        # The learner divides by max(tokens, 1); multiplying back recovers each rank's count.
-        count = sum(metrics[f"{name}_fraction"] * max(metrics["tokens"], 1) for metrics in per_rank)
-        combined[f"{name}_fraction"] = count / max(tokens, 1)
-    combined["clip_fraction"] = combined["clip_low_fraction"] + combined["clip_high_fraction"]
+        combined[f"{name}_tokens"] = sum(metrics[f"{name}_tokens"] for metrics in per_rank)
     combined["seconds"] = max(metrics["seconds"] for metrics in per_rank)
-    combined["tokens_per_second"] = tokens / combined["seconds"] if combined["seconds"] > 0 else 0.0
-    return combined
+    return with_token_rates(combined)
 
 
 class DataParallelRun(TrainingRun):

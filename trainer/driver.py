@@ -612,9 +612,9 @@ class TrainingRun:
             "censored": sum(1 for r in rollouts if r.reward is None),
             "standin_verdicts": sum(1 for r in rollouts if r.scored.is_standin_verdict),
             "format_errors": dict(format_errors),
-            "format_error_share": sum(format_errors.values()) / len(rollouts) if rollouts else 0.0,
+            "format_error_share": sum(format_errors.values()) / len(rollouts) if rollouts else None,
             "response_length/mean": _mean(lengths),
-            "response_length/max": max(lengths, default=0),
+            "response_length/max": max(lengths, default=None),
             "response_length/truncated_share": _mean([1.0 if r.generation.is_truncated else 0.0 for r in rollouts]),
             "retries/added": retry_counts.get("added", 0),
             "retries/dropped": {k.split(":", 1)[1]: v for k, v in retry_counts.items() if k.startswith("dropped:")},
@@ -632,7 +632,8 @@ class TrainingRun:
             "time/verification_total_s": sum(r.verification_seconds for r in rollouts),
             "time/learning_s": timings["learning_s"],
             "time/weight_sync_s": timings["weight_sync_s"],
-            "generation/tokens_per_second": generated_tokens / timings["generation_s"] if timings["generation_s"] > 0 else 0.0,
+            "generation/tokens_per_second": (generated_tokens / timings["generation_s"] if generated_tokens and timings["generation_s"] > 0
+                                            else None),
         }
         if self.verifier is not None:
             metrics["verifier/cache_hit_rate"] = self.verifier.stats()["cache_hit_rate"]

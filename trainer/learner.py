@@ -532,6 +532,19 @@ def init_distributed_from_env(num_gpus: int) -> bool:
 # --- the learner ---------------------------------------------------------------------------------
 
 
+def with_token_rates(metrics: dict) -> dict:
+    """Clip fractions and tokens per second from a learner step's token counts and seconds.
+
+    A step that trained no token (every advantage 0) measured neither: they are None, never 0.
+    """
+    tokens = metrics["tokens"]
+    for name in ("clip_low", "clip_high", "dual_clip"):
+        metrics[f"{name}_fraction"] = metrics[f"{name}_tokens"] / tokens if tokens else None
+    metrics["clip_fraction"] = (metrics["clip_low_tokens"] + metrics["clip_high_tokens"]) / tokens if tokens else None
+    metrics["tokens_per_second"] = tokens / metrics["seconds"] if tokens and metrics["seconds"] > 0 else None
+    return metrics
+
+
 class Learner:
     """Owns the policy's optimizer; ``step`` turns one batch of scored rollouts into updates."""
 
@@ -717,13 +730,9 @@ class Learner:
 
         metrics["loss"] /= max(len(batches), 1)
         metrics["grad_norm"] /= max(metrics["optimizer_steps"], 1)
-        tokens = max(metrics["tokens"], 1)
-        for name, count in clip_counts.items():
-            metrics[f"{name}_fraction"] = count / tokens
-        metrics["clip_fraction"] = (clip_counts["clip_low"] + clip_counts["clip_high"]) / tokens
+        metrics.update({f"{name}_tokens": count for name, count in clip_counts.items()})
         metrics["seconds"] = time.perf_counter() - started
-        metrics["tokens_per_second"] = metrics["tokens"] / metrics["seconds"] if metrics["seconds"] > 0 else 0.0
-        return metrics
+        return with_token_rates(metrics)
 
     def _set_learning_rate(self) -> None:
         # Adam's own step count survives a resume (it is in the optimizer's state), so the

@@ -335,7 +335,7 @@ class SupervisedFineTuning:
         seconds = time.perf_counter() - started
         return {
             "sft_loss": total_loss,
-            "tokens_per_second": token_count / seconds if seconds > 0 else 0.0,
+            "tokens_per_second": token_count / seconds if token_count and seconds > 0 else None,
             "tokens": token_count,
             "sequences": len(batch),
             "learning_rate": learning_rate,

@@ -94,9 +94,9 @@ def test_the_watch_leaves_a_run_that_finishes_by_itself_within_the_grace_alone(s
 def test_learner_metrics_of_the_ranks_combine_into_the_whole_batchs():
     # Each rank's loss is its half of the batch's, scaled by the 2 ranks; 10 + 30 tokens, 1 + 6 clipped low.
     rank0 = {"loss": 0.2, "grad_norm": 1.5, "tokens": 10, "trained_sequences": 2, "seconds": 1.0,
-             "clip_low_fraction": 0.1, "clip_high_fraction": 0.0, "dual_clip_fraction": 0.0}
+             "clip_low_tokens": 1, "clip_high_tokens": 0, "dual_clip_tokens": 0}
     rank1 = {"loss": 0.6, "grad_norm": 1.5, "tokens": 30, "trained_sequences": 3, "seconds": 2.0,
-             "clip_low_fraction": 0.2, "clip_high_fraction": 0.1, "dual_clip_fraction": 0.0}
+             "clip_low_tokens": 6, "clip_high_tokens": 3, "dual_clip_tokens": 0}
     combined = combine_learner_metrics([rank0, rank1])
     assert combined["loss"] == pytest.approx(0.4)
     assert combined["grad_norm"] == 1.5
@@ -104,3 +104,12 @@ def test_learner_metrics_of_the_ranks_combine_into_the_whole_batchs():
     assert combined["clip_low_fraction"] == pytest.approx(7 / 40)
     assert combined["clip_fraction"] == pytest.approx(10 / 40)
     assert combined["tokens_per_second"] == pytest.approx(20.0)
+
+
+def test_a_step_no_rank_trained_a_token_in_measures_no_rate_and_no_clip_fraction():
+    # Every advantage 0 (all answers equally wrong): nothing was trained, so nothing was measured.
+    idle = {"loss": 0.0, "grad_norm": 0.0, "tokens": 0, "trained_sequences": 0, "seconds": 0.5,
+            "clip_low_tokens": 0, "clip_high_tokens": 0, "dual_clip_tokens": 0}
+    combined = combine_learner_metrics([idle, dict(idle)])
+    assert combined["tokens_per_second"] is None
+    assert combined["clip_fraction"] is None and combined["clip_low_fraction"] is None

@@ -5,6 +5,7 @@ The gradient's scale is pinned in test_gradients_equal_the_releases_at_micro_bat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -43,6 +44,19 @@ def test_the_first_mini_batch_loss_is_minus_the_advantage_weighted_token_count_o
     assert metrics["optimizer_steps"] == 1
     assert metrics["tokens"] == 3 + 5 + 2  # the zero-advantage answer is not run
     assert metrics["clip_fraction"] == 0.0
+
+
+def test_a_step_with_every_advantage_zero_trains_no_token_and_measures_no_rate(tiny_policy):
+    # All four answers equally good: Dr.GRPO has nothing to learn, and a rate over no tokens is not 0.
+    config = tiny_run_config(
+        rollout={"prompts_per_step": 2}, optimizer={"mini_batch_prompts": 2, "micro_batch_sequences": 4}
+    )
+    model, tokenizer = tiny_policy()
+    idle = [dataclasses.replace(sequence, advantage=0.0) for sequence in four_sequences()]
+    metrics = Learner(config, model, tokenizer).step(idle)
+    assert (metrics["tokens"], metrics["trained_sequences"]) == (0, 0)
+    assert metrics["tokens_per_second"] is None
+    assert metrics["clip_fraction"] is None and metrics["dual_clip_fraction"] is None
 
 
 def test_a_step_takes_one_optimizer_step_per_mini_batch_of_prompts(tiny_policy):

@@ -22,7 +22,7 @@ export function colour(index) {
  * function. New series (a format error category seen for the first time) rebuild the chart.
  */
 export class StepChart {
-  constructor(figure, { series = [], dynamicSeries = null, yLabel = "" } = {}) {
+  constructor(figure, { series = [], dynamicSeries = null, yLabel = "", yAtLeast = null } = {}) {
     this.figure = figure;
     this.rows = new Map();
     if (!figure) return; // this kind of run has no such chart (an SFT run has no rewards)
@@ -30,6 +30,9 @@ export class StepChart {
     this.fixedSeries = series;
     this.dynamicSeries = dynamicSeries; // (rows) => [{label, pick}]
     this.yLabel = yLabel;
+    // [low, high] the y axis always shows, for bounded values (shares, rewards): a constant 0 or 1
+    // must not be drawn on uPlot's padded automatic range (0 to 100, or 0 to 2).
+    this.yAtLeast = yAtLeast;
     this.plot = null;
     this.seriesKey = "";
     this.empty = figure.appendChild(document.createElement("p"));
@@ -71,7 +74,8 @@ export class StepChart {
     this.seriesKey = key;
     this.plot = new uPlot({
       ...this.size(),
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, ...(this.yAtLeast && { y: { range: (u, min, max) => [
+        Math.min(this.yAtLeast[0], min ?? this.yAtLeast[0]), Math.max(this.yAtLeast[1], max ?? this.yAtLeast[1])] } }) },
       axes: [{ label: "step", stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, incrs: STEP_INCREMENTS },
              { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, values: axisValues }],
       series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: false, points: { show: sorted.length < 40 } }))],

@@ -30,9 +30,9 @@ const stepCharts = {
   reward: new StepChart(figure("reward"), { series: [
     { label: "mean", pick: value("reward/mean") },
     { label: "first attempts", pick: value("reward/first_attempt") },
-    { label: "retries", pick: value("reward/retry") }] }),
-  accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }] }),
-  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers" }),
+    { label: "retries", pick: value("reward/retry") }], yAtLeast: [0, 1] }),
+  accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }], yAtLeast: [0, 1] }),
+  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers", yAtLeast: [0, 1] }),
   response_length: new StepChart(figure("response_length"), { series: [
     { label: "mean", pick: value("response_length/mean") }, { label: "max", pick: value("response_length/max") }], yLabel: "tokens" }),
   time_split: new StepChart(figure("time_split"), { series: [
@@ -49,7 +49,7 @@ const stepCharts = {
   grad_norm: new StepChart(figure("grad_norm"), { series: [{ label: "gradient norm", pick: value("grad_norm") }] }),
   sft_tokens_per_second: new StepChart(figure("sft_tokens_per_second"), { series: [{ label: "tokens/s", pick: value("tokens_per_second") }] }),
 };
-const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries });
+const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries, yAtLeast: [0, 1] });
 
 function showLatestMetrics(row) {
   const body = document.querySelector("#latest-metrics tbody");

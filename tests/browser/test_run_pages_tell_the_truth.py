@@ -118,6 +118,10 @@ def test_an_rl_run_draws_gaps_integer_steps_and_says_when_it_evaluates_and_what_
     points.check(retries is not None and retries[0] is None and retries[2] is None,
                  f"steps without retries draw the retries' reward: {retries}")
     points.check(not any(reward["spans"][1:]), "lines are drawn across steps where nothing was measured (spanGaps)")
+    for bounded in ("reward", "format_errors", "accuracy"):
+        y = page.evaluate(f"(() => {{ const s = document.querySelector('[data-chart={bounded}]').stepChart?.plot?.scales.y;"
+                          " return s ? [s.min, s.max] : null; })()")
+        points.check(y == [0, 1], f"the {bounded} chart's axis runs {y}, not from 0 to 1 (a share or a reward)")
     ticks = page.evaluate("document.querySelector('[data-chart=reward]').stepChart?.plot.axes[0]._values ?? null")
     points.check(ticks and all(re.fullmatch(r"\d+", str(tick)) for tick in ticks), f"fractional step ticks: {ticks}")
     note = page.locator("[data-chart=evaluation] .chart-empty").inner_text()

@@ -19,11 +19,15 @@ from tests.conftest import DEMO_STATEMENTS
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 LEANRL = Path(sys.executable).parent / "leanrl"  # the console script the project installs
+REPO_DIR = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def leanrl(tmp_path):
-    environment = {**os.environ, "LEANRL_CONFIG": str(tmp_path / "credentials.json")}
+    # The console script imports leanrl through the shared editable install; PYTHONPATH puts this
+    # checkout's leanrl first, so the code under test is the code of this tree.
+    environment = {**os.environ, "LEANRL_CONFIG": str(tmp_path / "credentials.json"),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))}
     environment.pop("LEANRL_TOKEN", None)
     environment.pop("LEANRL_SERVER", None)
 

@@ -14,7 +14,6 @@ import pytest
 from django.conf import settings
 
 from promptsets.models import Promptset, PromptsetUpload
-from tests.cli.test_leanrl_drives_the_real_server import leanrl  # noqa: F401 (the fixture)
 from tests.promptsets.conftest import kimina_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -58,7 +57,7 @@ def test_the_api_imports_a_folder_through_the_worker_and_only_its_owner_follows_
 
 
 def test_leanrl_imports_a_save_to_disk_folder_and_says_why_when_it_cannot(
-        alice, platform_processes, leanrl, dataset_folder):  # noqa: F811 (the fixture)
+        alice, platform_processes, leanrl, dataset_folder):
     import datasets
 
     from accounts.models import ApiToken, TokenScope

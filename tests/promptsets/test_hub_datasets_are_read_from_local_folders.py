@@ -3,7 +3,6 @@ tests can reach: no machine here reaches the Hub), one row at a time, into the u
 
 from __future__ import annotations
 
-import json
 import re
 
 import pyarrow as pa

@@ -2,6 +2,7 @@
 
     leanrl login --server https://leanrl.lab.example          # asks for an API token, checks it, saves it
     leanrl promptsets upload problems.jsonl --name minif2f
+    leanrl promptsets import --dataset AI-MO/Kimina-Prover-Promptset --split train --name kimina
     leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo
     leanrl runs follow 12                                      # a progress bar per step, the last rollouts
     leanrl rollouts 12 --verdict lean_error > failed.jsonl     # JSON Lines
@@ -92,14 +93,32 @@ def promptsets_upload(client: PlatformClient, args) -> int:
         form["description"] = args.description
     with file.open("rb") as handle:
         upload = client.call("promptsets_api_upload_promptset", data=form, files={"file": (file.name, handle)})
-    # The server's worker checks every row; follow the upload until it is imported or rejected.
+    return follow_upload(client, upload, file.name)
+
+
+def promptsets_import(client: PlatformClient, args) -> int:
+    """A dataset from the Hub, or a dataset folder on the server: the server's worker reads it, then checks it."""
+    body = {"name": args.name, "is_public": args.public, "skip_invalid_rows": args.skip_invalid, "split": args.split}
+    body.update({key: value for key, value in (("dataset", args.dataset), ("folder", args.folder),
+                                               ("config", args.config), ("revision", args.revision),
+                                               ("description", args.description)) if value})
+    upload = client.call("promptsets_api_import_dataset", json_body=body)
+    return follow_upload(client, upload, args.name)
+
+
+def follow_upload(client: PlatformClient, upload: dict, label: str) -> int:
+    """Follow an upload until the server's worker has imported or rejected it; say which, and why."""
+    staged = -1
     while not upload["is_finished"]:
+        if upload["state"] == "staging" and upload["rows_read"] != staged:
+            staged = upload["rows_read"]
+            print(f"{label}: {staged:,} rows read from the dataset", file=sys.stderr)
         time.sleep(0.5)
         upload = client.call("promptsets_api_get_upload", path={"upload_id": upload["id"]})
     report = upload.get("report") or {}
     if upload["state"] != "imported":
         rejected = "\n".join(f"  row {r['row']}: {r['reason']}" for r in report.get("rejections", [])[:20])
-        print(f"{file.name}: {upload['failure'] or 'rejected'}" + (f"\n{rejected}" if rejected else ""), file=sys.stderr)
+        print(f"{label}: {upload['failure'] or 'rejected'}" + (f"\n{rejected}" if rejected else ""), file=sys.stderr)
         return EXIT_SERVER
     promptset = client.call("promptsets_api_get_promptset", path={"promptset_id": upload["promptset_id"]})
     version = promptset["versions"][-1]
@@ -280,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--token", help="An API token (default: asked for, not echoed).")
     sub.set_defaults(handler=login, needs_client=False)
 
-    promptsets = commands.add_parser("promptsets", help="List or upload promptsets.").add_subparsers(
+    promptsets = commands.add_parser("promptsets", help="List, upload or import promptsets.").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     sub = promptsets.add_parser("list", help="Your promptsets and the public ones, with their versions.")
     sub.set_defaults(handler=promptsets_list)
@@ -291,6 +310,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
     sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
     sub.set_defaults(handler=promptsets_upload)
+    sub = promptsets.add_parser("import", help="Import a dataset from the Hugging Face Hub, or a dataset folder on "
+                                               "the server, as a new promptset.")
+    where = sub.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dataset", help="owner/name on the Hub, e.g. AI-MO/Kimina-Prover-Promptset (the server "
+                                         "must reach the Hub).")
+    where.add_argument("--folder", help="A dataset folder on the server, under one of its PROMPTSET_IMPORT_ROOTS.")
+    sub.add_argument("--config", help="The dataset's config (default: its default one).")
+    sub.add_argument("--split", default="train", help="Default: train.")
+    sub.add_argument("--revision", help="A branch, tag or commit (default: main).")
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--description", default="")
+    sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
+    sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
+    sub.set_defaults(handler=promptsets_import)
 
     runs = commands.add_parser("runs", help="Launch, list, follow, cancel or resume runs.").add_subparsers(
         dest="action", required=True, metavar="ACTION")

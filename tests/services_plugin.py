@@ -42,6 +42,8 @@ os.environ.setdefault("RAY_ADDRESS", _ray.address)
 os.environ.setdefault("LEAN_SERVER_URL", _lean.url)
 os.environ.setdefault("ARTIFACTS_DIR", str(_root / "artifacts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Dataset folders the platform's own processes may import from (tests/promptsets put theirs here).
+os.environ.setdefault("PROMPTSET_IMPORT_ROOTS", str(_root / "datasets"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 TEST_ROOT = _root
@@ -91,6 +93,7 @@ def _platform_env() -> dict:
         "RAY_ADDRESS": django_settings.RAY_ADDRESS,
         "LEAN_SERVER_URL": django_settings.LEAN_SERVER_URL,
         "ARTIFACTS_DIR": str(django_settings.ARTIFACTS_DIR),
+        "PROMPTSET_IMPORT_ROOTS": os.pathsep.join(str(root) for root in django_settings.PROMPTSET_IMPORT_ROOTS),
         "PYTHONUNBUFFERED": "1",
         "HF_HUB_OFFLINE": "1",
     }

@@ -117,6 +117,9 @@ LEAN_SERVER_API_KEY = os.environ.get("LEAN_SERVER_API_KEY") or None
 LEAN_SERVER_IS_STANDIN = os.environ.get("LEAN_SERVER_IS_STANDIN", "1") == "1"
 ARTIFACTS_DIR = Path(os.environ.get("ARTIFACTS_DIR", REPO_DIR / "var" / "artifacts"))
 TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
+# Folders on the server that people may import a dataset folder from (separated like PATH); none by default,
+# so no one can make the server read a path of their choosing.
+PROMPTSET_IMPORT_ROOTS = [Path(p) for p in os.environ.get("PROMPTSET_IMPORT_ROOTS", "").split(os.pathsep) if p]
 # Every call to Ray's head gives up after this many seconds: a slow head must not stall a worker or the sweeper.
 RAY_CALL_TIMEOUT_S = float(os.environ.get("RAY_CALL_TIMEOUT_S", "10"))
 # The sweeper (manage.py sweep_runs): how often it looks, and how long a run may wait in each state

@@ -1,4 +1,4 @@
-"""What people do with promptsets: import a file, curate a version, add variants.
+"""What people do with promptsets: import a file or a dataset, curate a version, add variants.
 
 The upload form, the API and the management commands call these functions, so they apply
 the same validation. Each runs in one transaction: a failed import leaves nothing behind.
@@ -24,6 +24,7 @@ from promptsets.intake import (
     RowLimits,
     statement_fingerprint,
 )
+from promptsets.hub_import import HubSource, HubSourceError, allowed_folder, stage_dataset
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion, VersionProblem
 
 INSERT_BATCH_ROWS = 2000
@@ -314,22 +315,12 @@ def stage_upload(owner, name: str, uploaded, *, options: dict) -> "PromptsetUplo
     skip_invalid_rows, description, is_public, default_header, limits). Raises PromptsetNameTaken,
     or ImportRejected for a Parquet file whose footer already says a row is too large.
     """
-    import uuid
-
-    from django.conf import settings
-
     from promptsets.models import PromptsetUpload
     from promptsets.parsing import FileFormatError, precheck
 
-    name = name.strip()
-    if not name:
-        raise PromptsetNameTaken("a promptset needs a name")
-    if Promptset.objects.filter(owner=owner, name=name).exists():
-        raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
-    folder = settings.ARTIFACTS_DIR / "uploads"
-    folder.mkdir(parents=True, exist_ok=True)
+    name = _free_name(owner, name)
     suffix = "".join(c for c in Path(uploaded.name or "").suffix.lower() if c.isalnum() or c == ".")[:10]
-    staged = folder / f"{uuid.uuid4().hex}{suffix}"
+    staged = _staged_path(suffix)
     size = 0
     with staged.open("wb") as out:
         for chunk in uploaded.chunks(UPLOAD_COPY_CHUNK_BYTES):
@@ -350,6 +341,59 @@ def stage_upload(owner, name: str, uploaded, *, options: dict) -> "PromptsetUplo
     return upload
 
 
+def _free_name(owner, name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise PromptsetNameTaken("a promptset needs a name")
+    if Promptset.objects.filter(owner=owner, name=name).exists():
+        raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
+    return name
+
+
+def _staged_path(suffix: str) -> Path:
+    import uuid
+
+    from django.conf import settings
+
+    folder = settings.ARTIFACTS_DIR / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{uuid.uuid4().hex}{suffix}"
+
+
+def checked_source(source: HubSource) -> HubSource:
+    """``source`` as it may be read: a folder resolved and inside PROMPTSET_IMPORT_ROOTS, or HubSourceError."""
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    if not source.path:
+        return source
+    return replace(source, path=str(allowed_folder(source.path, settings.PROMPTSET_IMPORT_ROOTS)))
+
+
+def stage_dataset_import(owner, name: str, source: HubSource, *, options: dict,
+                         check_in_this_process: bool = False) -> "PromptsetUpload":
+    """An upload that reads a Hub dataset or a server folder: the worker stages its rows as JSON Lines, then
+    checks and imports them as it does a file. Refuses at once a taken name (PromptsetNameTaken) or a folder
+    outside PROMPTSET_IMPORT_ROOTS (HubSourceError); the dataset itself is read by the worker.
+
+    ``options`` are stage_upload's; the format is always the staged JSON Lines. A management command
+    passes ``check_in_this_process`` and runs run_upload itself instead of queueing the worker.
+    """
+    from promptsets.models import UploadSource
+
+    name = _free_name(owner, name)
+    source = checked_source(source)
+    with transaction.atomic():
+        upload = PromptsetUpload.objects.create(
+            owner=owner, name=name, filename=source.describe()[:300], staged_path=str(_staged_path(".jsonl")),
+            source=UploadSource.FOLDER if source.path else UploadSource.HUB, dataset=source.as_dict(),
+            options={**options, "file_format": "jsonl"})
+        if not check_in_this_process:
+            transaction.on_commit(lambda: _enqueue_check(upload.pk))
+    return upload
+
+
 def _enqueue_check(upload_id: int) -> None:
     from promptsets.tasks import check_upload
 
@@ -363,10 +407,16 @@ def run_upload(upload_id: int) -> None:
     from promptsets.isolated_check import IsolatedFileCheck
     from promptsets.models import PromptsetUpload, UploadState
 
-    claimed = PromptsetUpload.objects.filter(pk=upload_id, state=UploadState.PENDING).update(state=UploadState.CHECKING)
+    upload = PromptsetUpload.objects.filter(pk=upload_id).first()
+    if upload is None:
+        return  # deleted before a worker came to it
+    source = upload.hub_source()
+    first_state = UploadState.CHECKING if source is None else UploadState.STAGING
+    claimed = PromptsetUpload.objects.filter(pk=upload_id, state=UploadState.PENDING).update(state=first_state)
     if not claimed:
         return  # already checked (a redelivered task)
-    upload = PromptsetUpload.objects.get(pk=upload_id)
+    if source is not None and not _stage(upload, source):
+        return
     options = upload.options
 
     def progress(rows_read: int, bytes_read: int, bytes_total: int) -> None:
@@ -400,6 +450,32 @@ def run_upload(upload_id: int) -> None:
         PromptsetUpload.objects.filter(pk=upload_id).update(**fields)
         Path(upload.staged_path).unlink(missing_ok=True)
         check.close()
+
+
+def _stage(upload: "PromptsetUpload", source: HubSource) -> bool:
+    """Write the dataset's rows to the upload's staged file (rows_read counts them), or end the upload
+    rejected with the reason; True when the check may begin."""
+    from django.utils import timezone
+
+    from promptsets.models import UploadState
+
+    uploads = PromptsetUpload.objects.filter(pk=upload.pk)
+    staged = Path(upload.staged_path)
+    try:
+        stage_dataset(checked_source(source), staged, on_progress=lambda rows: uploads.update(rows_read=rows))
+    except HubSourceError as error:
+        report = IntakeReport(filename=upload.filename, file_error=str(error))
+        uploads.update(state=UploadState.REJECTED, failure=str(error), report=_stored_report(report),
+                       finished_at=timezone.now())
+        return False
+    except Exception as error:  # the upload must end, with the reason, whatever went wrong
+        uploads.update(state=UploadState.REJECTED, failure=f"the dataset could not be staged: {error}",
+                       finished_at=timezone.now())
+        staged.unlink(missing_ok=True)
+        raise
+    upload.bytes_total = staged.stat().st_size
+    uploads.update(state=UploadState.CHECKING, bytes_total=upload.bytes_total, rows_read=0)
+    return True
 
 
 def _stored_report(report: IntakeReport) -> dict:

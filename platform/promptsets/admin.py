@@ -41,7 +41,8 @@ class ProblemAdmin(ReadOnlyAdmin):
 class PromptsetUploadAdmin(ReadOnlyAdmin):
     """Uploads as the worker checked them: progress, the report, the child's peak memory."""
 
-    list_display = ("name", "owner", "filename", "state", "rows_read", "bytes_total", "peak_memory_bytes", "created_at")
-    list_filter = ("state",)
+    list_display = ("name", "owner", "source", "filename", "state", "rows_read", "bytes_total", "peak_memory_bytes",
+                    "created_at")
+    list_filter = ("state", "source")
     search_fields = ("name", "filename", "owner__username", "failure")
     list_select_related = ("owner",)

@@ -15,6 +15,7 @@ from config.api_schemas import StrictSchema, refuse_unknown_fields
 from promptsets import actions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.forms import import_options
+from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
 from promptsets.isolated_check import IsolatedFileCheck
 from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
@@ -87,12 +88,13 @@ class DetailOut(Schema):
     detail: str
 
 
-class UploadIn(StrictSchema):
+class _ImportChoicesIn(StrictSchema):
+    """What every import takes, from a file or a dataset: the name and the form's choices."""
+
     name: str
     description: str = ""
     is_public: bool = False
     skip_invalid_rows: bool = False
-    file_format: str | None = None
     default_header: str = RECIPE_HEADER
     max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
     formal_statement_column: str | None = None
@@ -109,6 +111,31 @@ class UploadIn(StrictSchema):
             problem_key=self.problem_key_column, name=self.name_column, header=self.header_column,
             source=self.source_column, win_rate=self.win_rate_column,
         )
+
+    def options(self, file_format: str | None) -> dict:
+        return import_options(
+            file_format=file_format, mapping=self.mapping(), skip_invalid_rows=self.skip_invalid_rows,
+            description=self.description, is_public=self.is_public, default_header=self.default_header,
+            limits=_limits(self.max_statement_chars))
+
+
+class UploadIn(_ImportChoicesIn):
+    file_format: str | None = None
+
+
+class ImportIn(_ImportChoicesIn):
+    """A dataset on the Hub (``dataset``, owner/name) or a dataset folder on the server (``folder``)."""
+
+    dataset: str | None = None
+    folder: str | None = None
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+
+    def source(self) -> HubSource:
+        return HubSource(name=(self.dataset or "").strip(), path=(self.folder or "").strip(),
+                         config=(self.config or "").strip() or None, split=self.split.strip(),
+                         revision=(self.revision or "").strip() or None)
 
 
 def _version_out(version: PromptsetVersion) -> dict:
@@ -146,6 +173,8 @@ class UploadOut(Schema):
     id: int
     name: str
     filename: str
+    source: str
+    dataset: dict
     state: str
     state_label: str
     is_finished: bool
@@ -159,7 +188,8 @@ class UploadOut(Schema):
 
 
 def _upload_out(upload: PromptsetUpload) -> dict:
-    return {"id": upload.pk, "name": upload.name, "filename": upload.filename, "state": upload.state,
+    return {"id": upload.pk, "name": upload.name, "filename": upload.filename, "source": upload.source,
+            "dataset": upload.dataset, "state": upload.state,
             "state_label": upload.get_state_display(), "is_finished": upload.is_finished,
             "bytes_total": upload.bytes_total, "bytes_read": upload.bytes_read, "rows_read": upload.rows_read,
             "failure": upload.failure, "report": upload.report, "promptset_id": upload.promptset_id,
@@ -172,16 +202,31 @@ def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
     imported (``promptset_id``) or rejected (``report`` lists every rejected row; nothing is stored).
     A Parquet file whose metadata already shows a row over the limit is refused at once (422)."""
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
-    options = import_options(
-        file_format=data.file_format or None, mapping=data.mapping(), skip_invalid_rows=data.skip_invalid_rows,
-        description=data.description, is_public=data.is_public, default_header=data.default_header,
-        limits=_limits(data.max_statement_chars))
+    options = data.options(data.file_format or None)
     try:
         upload = actions.stage_upload(request.user, data.name, file, options=options)
     except actions.PromptsetNameTaken as error:
         return 409, {"detail": str(error)}
     except actions.ImportRejected as rejected:
         return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
+    return 202, _upload_out(upload)
+
+
+@router.post("/imports", response={202: UploadOut, 409: DetailOut, 422: DetailOut})
+def import_dataset(request, data: ImportIn):
+    """Import a dataset: from the Hub by ``dataset`` (owner/name; the server must reach the Hub), or from a
+    ``folder`` on the server under one of PROMPTSET_IMPORT_ROOTS, with its ``config``, ``split`` and
+    ``revision``. 202 with the upload: a worker reads the split (``state`` staging, ``rows_read`` rows so
+    far), then checks every row as for a file; follow ``status_url`` as for an upload. A bad name or a
+    folder outside the allowed ones is refused at once (422); a dataset that cannot be read ends the upload
+    rejected, its ``failure`` saying why."""
+    try:
+        upload = actions.stage_dataset_import(request.user, data.name, data.source(),
+                                              options=data.options("jsonl"))
+    except actions.PromptsetNameTaken as error:
+        return 409, {"detail": str(error)}
+    except HubSourceError as error:
+        return 422, {"detail": str(error)}
     return 202, _upload_out(upload)
 
 

@@ -4,6 +4,7 @@ from django import forms
 from pydantic import ValidationError
 
 from promptsets.curation import WinRateSource, parse_rule
+from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, ColumnMapping, RowLimits
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
@@ -42,7 +43,7 @@ class UploadForm(forms.Form):
     def clean_default_header(self):
         # A client that does not send the field at all (a script, a test) gets the recipe's
         # header; someone who empties the box in the form gets none.
-        if "default_header" not in self.data:
+        if self.add_prefix("default_header") not in self.data:
             return RECIPE_HEADER
         return self.cleaned_data["default_header"]
 
@@ -67,6 +68,41 @@ class UploadForm(forms.Form):
             skip_invalid_rows=self.cleaned_data["skip_invalid_rows"], description=self.cleaned_data["description"],
             is_public=self.cleaned_data["is_public"], default_header=self.cleaned_data["default_header"],
             limits=self.limits())
+
+
+class HubImportForm(UploadForm):
+    """A dataset instead of a file (a Hub name, or a folder on the server), with the upload's other choices."""
+
+    file = None
+    file_format = None
+    dataset = forms.CharField(required=False, max_length=200, label="Dataset on the Hub",
+                              help_text="owner/name, e.g. AI-MO/Kimina-Prover-Promptset. The server must reach the Hub.")
+    folder = forms.CharField(required=False, max_length=1000, label="Or a dataset folder on the server",
+                             help_text="Its absolute path, under a folder the operator allowed (PROMPTSET_IMPORT_ROOTS): "
+                                       "the Hub's layout (data/*.parquet) or one written by save_to_disk.")
+    config = forms.CharField(required=False, max_length=100, help_text="Leave empty for the dataset's default.")
+    split = forms.CharField(max_length=100, initial="train")
+    revision = forms.CharField(required=False, max_length=200, help_text="A branch, tag or commit; empty for main.")
+
+    field_order = ["name", "dataset", "folder", "config", "split", "revision", "description", "is_public"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            cleaned["source"] = HubSource(name=cleaned["dataset"].strip(), path=cleaned["folder"].strip(),
+                                          config=cleaned["config"].strip() or None, split=cleaned["split"].strip(),
+                                          revision=cleaned["revision"].strip() or None)
+        except HubSourceError as error:
+            self.add_error(None, str(error))
+        return cleaned
+
+    def import_options(self) -> dict:
+        return import_options(
+            file_format="jsonl", mapping=self.column_mapping(), skip_invalid_rows=self.cleaned_data["skip_invalid_rows"],
+            description=self.cleaned_data["description"], is_public=self.cleaned_data["is_public"],
+            default_header=self.cleaned_data["default_header"], limits=self.limits())
 
 
 def import_options(*, file_format, mapping: ColumnMapping, skip_invalid_rows: bool, description: str, is_public: bool,

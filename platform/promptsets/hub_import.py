@@ -5,18 +5,30 @@ folder, streamed into a staged JSON Lines file that then goes through the same c
 dataset), a folder in the Hub's layout (``data/*.parquet`` or a ``README.md`` with ``configs``) is
 read file by file, and a folder written by ``Dataset.save_to_disk`` is memory-mapped. Rows are written
 as they arrive, so memory holds one batch whatever the dataset's size.
+
+A local folder is a path on the server: ``allowed_folder`` lets one through only when it lies, once
+resolved (``..`` and symlinks followed), under one of the roots the operator allowed
+(``PROMPTSET_IMPORT_ROOTS``), and every file in it does too. A Hub name is always read from the Hub,
+never from a server folder that happens to bear the same relative path.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 BATCH_ROWS = 2000
 # What Dataset.save_to_disk and DatasetDict.save_to_disk leave at the folder's top.
 SAVE_TO_DISK_MARKERS = ("dataset_dict.json", "state.json")
+ROOTS_SETTING = "PROMPTSET_IMPORT_ROOTS"
+# datasets' own rule for split names (datasets.splits._split_re), so a bad one is refused before a worker starts.
+SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+CONFIG_NAME = re.compile(r"^\w[\w.+-]{0,99}$")
+REVISION = re.compile(r"^\w[\w./+-]{0,199}$")
 
 
 class HubSourceError(ValueError):
@@ -36,6 +48,14 @@ class HubSource:
     def __post_init__(self):
         if bool(self.name) == bool(self.path):
             raise HubSourceError("give a dataset name (e.g. AI-MO/Kimina-Prover-Promptset) or a local folder, not both")
+        if self.name:
+            _check_dataset_name(self.name)
+        if not SPLIT_NAME.match(self.split):
+            raise HubSourceError(f"split {self.split!r} is not a split name: letters, digits and _ (e.g. train, test)")
+        if self.config is not None and not CONFIG_NAME.match(self.config):
+            raise HubSourceError(f"config {self.config!r} is not a config name: up to 100 letters, digits, _ . + -")
+        if self.revision is not None and (not REVISION.match(self.revision) or ".." in self.revision):
+            raise HubSourceError(f"revision {self.revision!r} is not a branch, tag or commit: letters, digits, _ . / + -")
 
     def describe(self) -> str:
         where = self.name or self.path
@@ -46,49 +66,101 @@ class HubSource:
         return asdict(self)
 
 
-def dataset_rows(source: HubSource) -> Iterator[dict]:
-    """The rows of the source's split, one dict each, in order."""
-    import datasets
+def _check_dataset_name(name: str) -> None:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
-        if source.path and any((Path(source.path) / marker).is_file() for marker in SAVE_TO_DISK_MARKERS):
-            loaded = datasets.load_from_disk(source.path)
-            if isinstance(loaded, datasets.DatasetDict):
-                if source.split not in loaded:
-                    raise HubSourceError(f"{source.path} has no split {source.split!r}; it has {', '.join(loaded)}")
-                loaded = loaded[source.split]
-            rows = loaded
-        else:
-            rows = datasets.load_dataset(source.name or source.path, source.config, split=source.split,
-                                         revision=source.revision, streaming=True)
+        validate_repo_id(name)
+    except HFValidationError as error:
+        raise HubSourceError(f"{name!r} is not a dataset name: {error}") from None
+    if name.count("/") != 1:
+        raise HubSourceError(f"{name!r} is not a dataset name: give it as owner/name, e.g. AI-MO/NuminaMath-LEAN")
+
+
+def allowed_folder(path: str, roots: Sequence[str | Path]) -> Path:
+    """``path`` resolved, if it is a folder under one of ``roots`` and holds nothing that leads outside them."""
+    if not roots:
+        raise HubSourceError(f"importing from a folder on the server is off: the operator lists the folders it may "
+                             f"read in the {ROOTS_SETTING} setting, which is empty")
+    resolved_roots = [Path(root).resolve() for root in roots]
+    folder = Path(path).expanduser()
+    if not folder.is_absolute():
+        raise HubSourceError(f"{path!r}: give the folder's absolute path, under {_listed(resolved_roots)}")
+    folder = folder.resolve()
+
+    def inside(candidate: Path) -> bool:
+        return any(candidate == root or candidate.is_relative_to(root) for root in resolved_roots)
+
+    if not inside(folder):
+        raise HubSourceError(f"{path!r} is not under a folder the server may read ({ROOTS_SETTING}: "
+                             f"{_listed(resolved_roots)})")
+    if not folder.is_dir():
+        raise HubSourceError(f"{path!r}: no such folder")
+    # A symlink inside the folder must not reach outside the roots either.
+    for parent, folders, files in os.walk(folder):
+        for entry in (*folders, *files):
+            if not inside((Path(parent) / entry).resolve()):
+                raise HubSourceError(f"{Path(parent) / entry} leads outside the folders the server may read "
+                                     f"({ROOTS_SETTING}); copy the files in instead of linking them")
+    return folder
+
+
+def _listed(roots: Sequence[Path]) -> str:
+    return ", ".join(str(root) for root in roots)
+
+
+def dataset_rows(source: HubSource) -> Iterator[dict]:
+    """The rows of the source's split, one dict each, in order; HubSourceError says why not."""
+    try:
+        yield from _rows(source)
     except HubSourceError:
         raise
     except FileNotFoundError as error:
         raise HubSourceError(f"{source.describe()}: not found ({error}); check the name, or that the folder "
                              "holds a dataset") from None
-    except ValueError as error:  # datasets' own words for a bad config or split
+    except ValueError as error:  # datasets' own words for a bad config or split, or pyarrow's for a bad file
         raise HubSourceError(f"{source.describe()}: {error}") from None
-    except Exception as error:  # the Hub unreachable, a gated dataset, …
+    except Exception as error:  # the Hub unreachable, a gated dataset, a shard that breaks off, …
         raise HubSourceError(f"{source.describe()}: cannot be read ({type(error).__name__}: {error})") from None
-    yield from rows
+
+
+def _rows(source: HubSource) -> Iterator[dict]:
+    import datasets
+
+    if source.path and any((Path(source.path) / marker).is_file() for marker in SAVE_TO_DISK_MARKERS):
+        loaded = datasets.load_from_disk(source.path)
+        if isinstance(loaded, datasets.DatasetDict):
+            if source.split not in loaded:
+                raise HubSourceError(f"{source.path} has no split {source.split!r}; it has {', '.join(loaded)}")
+            loaded = loaded[source.split]
+        yield from loaded
+        return
+    # "hf://datasets/" makes datasets go to the Hub even where a folder of that relative path exists.
+    where = source.path or f"hf://datasets/{source.name}"
+    yield from datasets.load_dataset(where, source.config, split=source.split, revision=source.revision,
+                                     streaming=True)
 
 
 def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable[[int], None] | None = None) -> int:
     """Write the source's rows to ``destination`` as JSON Lines; returns the number of rows."""
     count = 0
     partial = destination.with_name(destination.name + ".partial")
-    with partial.open("w", encoding="utf-8") as out:
-        batch = []
-        for row in dataset_rows(source):
-            batch.append(json.dumps(row, ensure_ascii=False, default=str))
-            count += 1
-            if len(batch) >= BATCH_ROWS:
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            batch = []
+            for row in dataset_rows(source):
+                batch.append(json.dumps(row, ensure_ascii=False, default=str))
+                count += 1
+                if len(batch) >= BATCH_ROWS:
+                    out.write("\n".join(batch) + "\n")
+                    batch = []
+                    if on_progress:
+                        on_progress(count)
+            if batch:
                 out.write("\n".join(batch) + "\n")
-                batch = []
-                if on_progress:
-                    on_progress(count)
-        if batch:
-            out.write("\n".join(batch) + "\n")
+    except BaseException:
+        partial.unlink(missing_ok=True)  # never half a dataset left behind
+        raise
     partial.replace(destination)
     if on_progress:
         on_progress(count)

@@ -182,21 +182,34 @@ class VersionProblem(models.Model):
 
 class UploadState(models.TextChoices):
     PENDING = "pending", "Waiting for a worker"
+    STAGING = "staging", "Reading the dataset"
     CHECKING = "checking", "Checking every row"
     IMPORTED = "imported", "Imported"
     REJECTED = "rejected", "Rejected"
 
 
-class PromptsetUpload(models.Model):
-    """An uploaded file on its way to becoming a promptset: parsed by a Celery task, never the web process.
+class UploadSource(models.TextChoices):
+    FILE = "file", "An uploaded file"
+    HUB = "hub", "A dataset on the Hugging Face Hub"
+    FOLDER = "folder", "A dataset folder on the server"
 
-    The page of an upload follows ``rows_read`` and ``bytes_read``; a rejected upload keeps its
-    report (the rejected rows) and stores no promptset.
+
+class PromptsetUpload(models.Model):
+    """An uploaded file, or a dataset to read, on its way to becoming a promptset: parsed by a Celery task,
+    never the web process.
+
+    A dataset (``source`` hub or folder, ``dataset`` holding hub_import.HubSource's fields) is first
+    written by the task to ``staged_path`` as JSON Lines (state ``staging``, ``rows_read`` counting
+    the rows staged), then checked like a file. The page of an upload follows ``rows_read`` and
+    ``bytes_read``; a rejected upload keeps its report (the rejected rows) and stores no promptset.
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="promptset_uploads")
     name = models.CharField(max_length=200)
-    filename = models.CharField(max_length=300)
+    filename = models.CharField(max_length=300, help_text="The uploaded file's name, or the dataset described.")
+    source = models.CharField(max_length=8, choices=UploadSource.choices, default=UploadSource.FILE)
+    dataset = models.JSONField(default=dict, blank=True,
+                               help_text="The dataset's name or folder, config, split and revision; empty for a file.")
     staged_path = models.CharField(max_length=1000, help_text="The file on the artifact volume until it is checked.")
     options = models.JSONField(default=dict, help_text="The form's choices: format, mapping, limits, header, …")
     state = models.CharField(max_length=16, choices=UploadState.choices, default=UploadState.PENDING)
@@ -219,3 +232,9 @@ class PromptsetUpload(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in (UploadState.IMPORTED, UploadState.REJECTED)
+
+    def hub_source(self):
+        """The dataset to stage (a promptsets.hub_import.HubSource), or None for an uploaded file."""
+        from promptsets.hub_import import HubSource
+
+        return HubSource(**self.dataset) if self.source != UploadSource.FILE else None

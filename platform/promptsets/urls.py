@@ -7,6 +7,7 @@ app_name = "promptsets"
 urlpatterns = [
     path("", views.promptset_list, name="list"),
     path("upload/", views.promptset_upload, name="upload"),
+    path("import/", views.promptset_import, name="import"),
     path("uploads/<int:upload_pk>/", views.upload_status, name="upload_status"),
     path("<int:pk>/", views.promptset_detail, name="detail"),
     path("<int:pk>/versions/<int:number>/", views.version_detail, name="version"),

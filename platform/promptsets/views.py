@@ -14,7 +14,8 @@ from pygments.lexers import Lean4Lexer
 
 from promptsets import actions
 from promptsets.curation import describe_rule
-from promptsets.forms import CurationForm, UploadForm, VariantsForm
+from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
+from promptsets.hub_import import HubSourceError
 from promptsets.models import PART_LABELS, Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
@@ -67,6 +68,18 @@ def promptset_list(request):
     return render(request, "promptsets/list.html", {"page": page, "query": query})
 
 
+HUB_FORM_PREFIX = "hub"
+
+
+def _upload_page(request, *, form=None, hub_form=None, report=None, failure=None):
+    """The upload page: the file form and the Hub dataset form side by side, one of them perhaps posted."""
+    return render(request, "promptsets/upload.html", {
+        "form": form or UploadForm(), "hub_form": hub_form or HubImportForm(prefix=HUB_FORM_PREFIX),
+        "report": report, "failure": failure,
+        "rejections_shown": report.rejections[:REPORT_ROWS_SHOWN] if report else [],
+    })
+
+
 @login_required
 def promptset_upload(request):
     form = UploadForm(request.POST or None, request.FILES or None)
@@ -83,10 +96,25 @@ def promptset_upload(request):
             report, failure = rejected.report, str(rejected)
         else:
             return redirect(upload)
-    return render(request, "promptsets/upload.html", {
-        "form": form, "report": report, "failure": failure,
-        "rejections_shown": report.rejections[:REPORT_ROWS_SHOWN] if report else [],
-    })
+    return _upload_page(request, form=form, report=report, failure=failure)
+
+
+@login_required
+@require_POST
+def promptset_import(request):
+    """A dataset from the Hub or a server folder: a worker reads it, then checks it as it does a file."""
+    hub_form = HubImportForm(request.POST, prefix=HUB_FORM_PREFIX)
+    if hub_form.is_valid():
+        try:
+            upload = actions.stage_dataset_import(request.user, hub_form.cleaned_data["name"],
+                                                  hub_form.cleaned_data["source"], options=hub_form.import_options())
+        except actions.PromptsetNameTaken as error:
+            hub_form.add_error("name", str(error))
+        except HubSourceError as error:
+            hub_form.add_error(None, str(error))
+        else:
+            return redirect(upload)
+    return _upload_page(request, hub_form=hub_form)
 
 
 @login_required

@@ -4,12 +4,8 @@ launch form's fields, follow it to its end, fetch its rollouts as JSON Lines and
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -17,21 +13,6 @@ from proofs.models import ProofAttempt
 from tests.conftest import DEMO_STATEMENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-LEANRL = Path(sys.executable).parent / "leanrl"  # the console script the project installs
-
-
-@pytest.fixture
-def leanrl(tmp_path):
-    environment = {**os.environ, "LEANRL_CONFIG": str(tmp_path / "credentials.json")}
-    environment.pop("LEANRL_TOKEN", None)
-    environment.pop("LEANRL_SERVER", None)
-
-    def run(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([str(LEANRL), *argv], capture_output=True, text=True, timeout=timeout,
-                              env=environment, cwd=tmp_path)
-
-    return run
 
 
 def test_a_researcher_uploads_launches_follows_and_fetches_from_the_terminal(

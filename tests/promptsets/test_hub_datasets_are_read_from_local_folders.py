@@ -3,13 +3,13 @@ tests can reach: no machine here reaches the Hub), one row at a time, into the u
 
 from __future__ import annotations
 
-import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from promptsets.hub_import import HubSource, HubSourceError, dataset_rows, stage_dataset
+from promptsets.hub_import import HubSource, HubSourceError, allowed_folder, dataset_rows, stage_dataset
 
 ROWS = [{"statement_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : ℕ) + 0 = {i} := by",
          "natural_language": f"Problem {i}", "rl_data": {"win_rate": i / 10}} for i in range(5)]
@@ -57,3 +57,59 @@ def test_a_missing_dataset_says_what_to_check(tmp_path):
         list(dataset_rows(HubSource(path=str(tmp_path / "nowhere"))))
     with pytest.raises(HubSourceError, match="not both"):
         HubSource(name="AI-MO/NuminaMath-LEAN", path=str(tmp_path))
+
+
+def test_a_hub_name_is_read_from_the_hub_even_where_a_server_folder_bears_that_path(hub_layout, tmp_path, monkeypatch):
+    (tmp_path / "AI-MO").mkdir()
+    hub_layout.rename(tmp_path / "AI-MO" / "Kimina-Prover-Promptset")
+    monkeypatch.chdir(tmp_path)  # the worker's working directory now holds AI-MO/Kimina-Prover-Promptset
+    with pytest.raises(HubSourceError, match="Couldn't reach 'AI-MO/Kimina-Prover-Promptset' on the Hub"):
+        list(dataset_rows(HubSource(name="AI-MO/Kimina-Prover-Promptset")))
+
+
+@pytest.mark.parametrize("name, says", [
+    ("gpt2", "give it as owner/name"), ("../etc/passwd", "is not a dataset name"),
+    ("AI-MO/Kimina/extra", "is not a dataset name"), ("AI-MO/a..b", "Cannot have -- or .."),
+])
+def test_a_dataset_name_must_be_owner_slash_name(name, says):
+    with pytest.raises(HubSourceError, match=re.escape(says)):
+        HubSource(name=name)
+
+
+@pytest.mark.parametrize("field, value", [("split", "train[:10]"), ("config", "a b"), ("revision", "main/../x")])
+def test_split_config_and_revision_are_refused_when_they_cannot_be_names(field, value):
+    with pytest.raises(HubSourceError, match=f"{field} '"):
+        HubSource(name="AI-MO/NuminaMath-LEAN", **{field: value})
+
+
+def test_a_folder_is_allowed_only_under_the_roots_once_resolved(hub_layout, tmp_path):
+    root = hub_layout.parent
+    assert allowed_folder(str(hub_layout), [root]) == hub_layout.resolve()
+    with pytest.raises(HubSourceError, match="PROMPTSET_IMPORT_ROOTS setting, which is empty"):
+        allowed_folder(str(hub_layout), [])
+    with pytest.raises(HubSourceError, match="not under a folder the server may read"):
+        allowed_folder(str(hub_layout / ".." / ".."), [root])
+    with pytest.raises(HubSourceError, match="absolute path"):
+        allowed_folder("Kimina-Prover-Promptset", [root])
+    (root / "escape").symlink_to("/etc", target_is_directory=True)
+    with pytest.raises(HubSourceError, match="not under a folder the server may read"):
+        allowed_folder(str(root / "escape"), [root])
+
+
+def test_a_link_inside_an_allowed_folder_may_not_lead_outside_the_roots(hub_layout, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.parquet").write_bytes(b"not yours")
+    (hub_layout / "data" / "validation-00000-of-00001.parquet").symlink_to(outside / "secret.parquet")
+    with pytest.raises(HubSourceError, match="validation-00000-of-00001.parquet leads outside"):
+        allowed_folder(str(hub_layout), [hub_layout])
+
+
+def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path):
+    shard = hub_layout / "data" / "train-00001-of-00002.parquet"
+    shard.write_bytes(shard.read_bytes()[:-40])  # the second shard is cut short: the first one is read, then it fails
+    staged = tmp_path / "staging" / "staged.jsonl"
+    staged.parent.mkdir()
+    with pytest.raises(HubSourceError, match="Parquet"):
+        stage_dataset(HubSource(path=str(hub_layout)), staged)
+    assert list(staged.parent.iterdir()) == []

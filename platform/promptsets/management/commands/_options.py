@@ -16,6 +16,11 @@ from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 def add_file_options(parser) -> None:
     parser.add_argument("file", help="A .jsonl, .json, .parquet or .csv file.")
     parser.add_argument("--format", choices=[f.value for f in FileFormat], help="Override the format the name implies.")
+    add_row_options(parser)
+
+
+def add_row_options(parser) -> None:
+    """How rows are read, whatever they come from: column mapping, default header, limits."""
     parser.add_argument(
         "--column", action="append", default=[], metavar="FIELD=COLUMN",
         help=f"Read FIELD from COLUMN (fields: {', '.join(FIELD_LABELS)}); repeatable. "

@@ -70,8 +70,7 @@ class LaunchRunForm(forms.Form):
         cleaned = super().clean()
         unknown = sorted(set(self.data) - set(self.fields) - _FORM_MACHINERY) if self.is_bound else []
         for key in unknown:
-            self.add_error(None, f"{key!r} is not a launch field; the launch fields are "
-                                 f"{', '.join(launch_contract.field_names())}")
+            self.add_error(None, launch_contract.unknown_field_message(key))
         if self.errors:
             return cleaned
         try:

@@ -150,6 +150,12 @@ def field_names() -> list[str]:
     return list(LaunchRequest.model_fields)
 
 
+def unknown_field_message(field: str) -> str:
+    """The refusal of a key outside the contract, whichever door it came through."""
+    return (f"{field!r} is not a launch field; the launch fields are {', '.join(field_names())} "
+            "(everything else comes from the preset and the deployment)")
+
+
 def parse(data: dict[str, Any]) -> LaunchRequest:
     """A LaunchRequest from what a door received, or LaunchError with an error per field."""
     if not isinstance(data, dict):
@@ -169,8 +175,7 @@ def _field_errors(error: ValidationError) -> dict[str, list[str]]:
     for problem in error.errors():
         field = str(problem["loc"][0]) if problem["loc"] else "__all__"
         if problem["type"] == "extra_forbidden":
-            message = (f"{field!r} is not a launch field; the launch fields are {', '.join(field_names())} "
-                       "(everything else comes from the preset and the deployment)")
+            message = unknown_field_message(field)
         else:
             message = problem["msg"].removeprefix("Value error, ")
             shown = problem.get("input")

@@ -5,18 +5,12 @@ from django.db.models import Case, Value, When
 
 from promptsets.models import PromptsetVersion
 from runs import launch_contract
-from runs.launch_contract import PRESET_BOUNDS, SETTABLE_FIELDS, LaunchError
+from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
-
-
-def _bounds_help(name: str) -> str:
-    ranges = "; ".join(f"{preset} {bounds[name].describe()}" for preset, bounds in PRESET_BOUNDS.items()
-                       if name in bounds and preset in PRESETS)
-    return f"{SETTABLE_FIELDS[name][3]} Blank: the preset's value. Allowed: {ranges}."
 
 
 class LaunchRunForm(forms.Form):
@@ -50,9 +44,9 @@ class LaunchRunForm(forms.Form):
         ).select_related("run").order_by("-created_at")
         self.fields["model"].choices = [("", "the preset's model")] + [
             (name, name) for name in RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True)]
-        for name, (_, _, kind, _) in SETTABLE_FIELDS.items():
-            field_class = forms.IntegerField if kind is int else forms.FloatField
-            self.fields[name] = field_class(required=False, help_text=_bounds_help(name))
+        for name, settable in SETTABLE_FIELDS.items():
+            field_class = forms.IntegerField if settable.kind is int else forms.FloatField
+            self.fields[name] = field_class(required=False, help_text=launch_contract.describe_field(name))
 
     def launch_data(self) -> dict:
         """The contract's fields from the cleaned form (blank settable fields left out: the preset's value)."""

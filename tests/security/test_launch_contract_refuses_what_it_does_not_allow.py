@@ -28,7 +28,7 @@ UNKNOWN_FIELDS = {
 def out_of_bounds():
     for preset in PRESETS:
         for field, bound in bounds(preset).items():
-            kind = SETTABLE_FIELDS[field][2]
+            kind = SETTABLE_FIELDS[field].kind
             above = bound.high * 10 if kind is float else int(bound.high) + 1
             below = bound.low / 10 if kind is float and bound.low > 0 else (bound.low - 1 if kind is int else -1.0)
             yield pytest.param(preset, field, above, id=f"{preset}-{field}-above")
@@ -55,7 +55,7 @@ def test_every_presets_own_values_lie_within_its_bounds():
         assert set(PRESET_BOUNDS[preset]) >= set(SETTABLE_FIELDS), preset
         config = RunConfig.from_preset(preset).model_dump()
         for field, bound in bounds(preset).items():
-            section, name, _, _ = SETTABLE_FIELDS[field]
+            section, name = SETTABLE_FIELDS[field].section, SETTABLE_FIELDS[field].field
             value = config[section][name]
             assert value is None or bound.low <= value <= bound.high, (preset, field, value)
 
@@ -177,3 +177,17 @@ def test_the_command_line_reads_its_settings_as_the_leanrl_client_does(alice, pr
         call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
                      "--set", "total_steps=3", "--set", "total_steps=4")
     assert Run.objects.count() == 0
+
+
+def test_the_published_schema_describes_every_settable_field_with_its_bounds(client, alice):
+    client.force_login(alice)
+    schema = client.get("/api/openapi.json").json()
+    launch = schema["paths"]["/api/runs/"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    while "$ref" in launch:
+        launch = schema["components"]["schemas"][launch["$ref"].rsplit("/", 1)[-1]]
+    for field, settable in SETTABLE_FIELDS.items():
+        description = launch["properties"][field]["description"]  # what `leanrl runs launch --fields` prints
+        assert description.startswith(settable.meaning), field
+        assert all(f"{preset} {bound.describe()}" in description for preset, bound in
+                   ((preset, PRESET_BOUNDS[preset][field]) for preset in PRESETS)), field
+    assert launch["additionalProperties"] is False

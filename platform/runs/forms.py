@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from django import forms
-from django.db.models import Case, Value, When
 
 from promptsets.models import PromptsetVersion
 from runs import launch_contract
@@ -36,9 +35,7 @@ class LaunchRunForm(forms.Form):
         # What a launch offers first is what to train on: a split's held-out eval parts come last.
         self.fields["promptset_version"].queryset = PromptsetVersion.objects.filter(
             promptset__in=Promptset.objects.visible_to(user)
-        ).select_related("promptset").annotate(
-            held_out_last=Case(When(rule__kind="split", rule__part="eval", then=Value(1)), default=Value(0)),
-        ).order_by("held_out_last", "promptset__name", "-number")
+        ).select_related("promptset").with_held_out().order_by("held_out", "promptset__name", "-number")
         self.fields["starting_checkpoint"].queryset = Checkpoint.objects.filter(
             run__in=Run.objects.visible_to(user)
         ).select_related("run").order_by("-created_at")

@@ -120,6 +120,11 @@ class Run(models.Model):
     def is_editable_by(self, user) -> bool:
         return user.is_authenticated and self.owner_id == user.pk
 
+    def resume_checkpoint(self) -> "Checkpoint | None":
+        """What Resume continues from: the newest checkpoint whose files retention kept (the trainer
+        resumes from the newest complete one in the run's folder, or from step 0 without one)."""
+        return self.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
+
     @property
     def public_config(self) -> dict:
         """The config as pages and the API show it: without the deployment's Lean server address and key.

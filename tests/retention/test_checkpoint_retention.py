@@ -90,3 +90,15 @@ def test_the_run_page_marks_deleted_checkpoints_and_shows_the_disk_used(client, 
     listed = client.get(f"/api/runs/{run.pk}/checkpoints").json()
     assert [(c["step"], c["model_url"] is None) for c in listed] == [(5, True), (10, False)]
     redis.Redis.from_url(settings.REDIS_URL).delete(f"trainer:run:{run.pk}:events")
+
+
+@pytest.mark.django_db
+def test_resume_continues_from_the_newest_checkpoint_retention_kept(make_run):
+    from django.utils import timezone
+
+    run = make_run(state="failed")
+    assert run.resume_checkpoint() is None
+    run.checkpoints.create(step=5, path="/a")
+    run.checkpoints.create(step=10, path="/b", removed_at=timezone.now(), removal_reason="retention")
+    run.checkpoints.create(step=3, path="/c")
+    assert run.resume_checkpoint().step == 5

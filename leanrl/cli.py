@@ -3,7 +3,7 @@
     leanrl login --server https://leanrl.lab.example          # asks for an API token, checks it, saves it
     leanrl promptsets upload problems.jsonl --name minif2f
     leanrl promptsets import --dataset AI-MO/Kimina-Prover-Promptset --split train --name kimina
-    leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo
+    leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo learning_rate=1e-5
     leanrl runs follow 12                                      # a progress bar per step, the last rollouts
     leanrl rollouts 12 --verdict lean_error > failed.jsonl     # JSON Lines
     leanrl checkpoints download 12 20 -o model.zip
@@ -24,11 +24,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from leanrl.client import ApiError, PlatformClient
+from leanrl.fields import parse_assignments
 
 EXIT_RUN_DID_NOT_SUCCEED = 1
 EXIT_USAGE = 2
@@ -130,25 +130,6 @@ def follow_upload(client: PlatformClient, upload: dict, label: str) -> int:
 # --- runs --------------------------------------------------------------------------------------
 
 
-def parse_fields(pairs: list[str]) -> dict[str, Any]:
-    """``["name=x", "overrides.optimizer.learning_rate=1e-5"]`` → nested dict; values read as JSON when they parse."""
-    body: dict[str, Any] = {}
-    for pair in pairs:
-        key, separator, raw = pair.partition("=")
-        if not separator or not key:
-            raise UsageError(f"expected FIELD=VALUE, got {pair!r}; e.g. name=my-run (see `leanrl runs launch --fields`)")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        *parents, leaf = key.split(".")
-        target = body
-        for parent in parents:
-            target = target.setdefault(parent, {})
-        target[leaf] = value
-    return body
-
-
 def runs_launch(client: PlatformClient, args) -> int:
     fields = client.body_fields("runs_api_launch_run")
     if args.fields:
@@ -157,7 +138,10 @@ def runs_launch(client: PlatformClient, args) -> int:
             flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
             print(f"{name}\t{kind}\t{flag}\t{spec.get('description', '')}")
         return 0
-    body = parse_fields(args.field)
+    try:
+        body = parse_assignments(args.field)
+    except ValueError as error:
+        raise UsageError(f"{error} (see `leanrl runs launch --fields`)") from None
     unknown = sorted(set(body) - set(fields))
     if unknown:
         raise UsageError(f"unknown launch field(s) {', '.join(unknown)}; the server takes: {', '.join(fields)}")

@@ -47,17 +47,10 @@ def checkpoint_folder(output_dir: str | os.PathLike, step: int) -> Path:
     return Path(output_dir) / CHECKPOINTS_FOLDER / f"step_{step:06d}"
 
 
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    """The complete checkpoint with the highest step under ``output_dir``, or None."""
-    folder = Path(output_dir) / CHECKPOINTS_FOLDER
-    if not folder.is_dir():
-        return None
-    steps = []
-    for child in folder.iterdir():
-        match = STEP_FOLDER_PATTERN.match(child.name)
-        if match and child.is_dir() and (child / "trainer_state.pt").is_file():
-            steps.append((int(match.group(1)), child))
-    return max(steps)[1] if steps else None
+def step_of(checkpoint_dir: str | os.PathLike) -> int | None:
+    """The step a checkpoint folder is named for (``step_000020`` → 20), or None for another name."""
+    match = STEP_FOLDER_PATTERN.match(Path(checkpoint_dir).name)
+    return int(match.group(1)) if match else None
 
 
 def checkpoint_steps(output_dir: str | os.PathLike) -> list[int]:
@@ -65,8 +58,14 @@ def checkpoint_steps(output_dir: str | os.PathLike) -> list[int]:
     folder = Path(output_dir) / CHECKPOINTS_FOLDER
     if not folder.is_dir():
         return []
-    return sorted(int(match.group(1)) for child in folder.iterdir()
-                  if (match := STEP_FOLDER_PATTERN.match(child.name)) and (child / "trainer_state.pt").is_file())
+    return sorted(step for child in folder.iterdir()
+                  if (step := step_of(child)) is not None and (child / "trainer_state.pt").is_file())
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The complete checkpoint with the highest step under ``output_dir``, or None."""
+    steps = checkpoint_steps(output_dir)
+    return checkpoint_folder(output_dir, steps[-1]) if steps else None
 
 
 def checkpoints_to_remove(steps: list[int], *, keep_last: int, keep: set[int]) -> list[int]:

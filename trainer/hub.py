@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoint import export_hf, read_run_config_json
+from trainer.checkpoint import export_hf, read_run_config_json, step_of
 
 MODEL_CARD = """---
 base_model: {base_model}
@@ -33,7 +33,7 @@ accepts the proof, with one error-correction turn.
 
 - **Base model**: `{base_model}`
 - **Trained on**: {promptset}
-- **Checkpoint**: step {step} of the platform run `{run_name}` (weights in bfloat16)
+- **Checkpoint**: {checkpoint} of the platform run `{run_name}` (weights in bfloat16)
 - **Verifier**: {verifier}
 
 ## Recipe settings
@@ -70,22 +70,24 @@ def _setting(config: dict, dotted: str) -> Any:
     return value
 
 
-def model_card(config: dict, *, step: int, run_name: str, promptset: str, evaluation: dict | None,
+def model_card(config: dict, *, step: int | None, run_name: str, promptset: str, evaluation: dict | None,
                is_standin_verifier: bool) -> str:
+    # A folder not named step_N says nothing of its step: the card claims none rather than a wrong one.
+    checkpoint = f"step {step}" if step is not None else "a checkpoint"
     model = config.get("model", {})
     base_model = model.get("init_checkpoint") or model.get("name_or_path") or "unknown"
     rows = "\n".join(f"| {label} | `{_setting(config, dotted)}` |" for dotted, label in SETTINGS_SHOWN
                      if _setting(config, dotted) is not None)
     if evaluation:
         shown = {key: value for key, value in sorted(evaluation.items()) if isinstance(value, (int, float))}
-        evaluation_text = (f"At step {step}, on the run's evaluation problems:\n\n| metric | value |\n| --- | --- |\n"
+        evaluation_text = (f"At {checkpoint}, on the run's evaluation problems:\n\n| metric | value |\n| --- | --- |\n"
                            + "\n".join(f"| {key} | {value:.4g} |" for key, value in shown.items()))
     else:
         evaluation_text = "Not evaluated at this step: no figures are claimed."
     verifier = ("the platform's stand-in Lean server (a small arithmetic fragment; not Lean itself)"
                 if is_standin_verifier else "kimina-lean-server (Lean 4 with Mathlib)")
-    return MODEL_CARD.format(base_model=base_model, title=f"{run_name}, step {step}", promptset=promptset,
-                             step=step, run_name=run_name, verifier=verifier, settings_rows=rows,
+    return MODEL_CARD.format(base_model=base_model, title=f"{run_name}, {checkpoint}", promptset=promptset,
+                             checkpoint=checkpoint, run_name=run_name, verifier=verifier, settings_rows=rows,
                              evaluation=evaluation_text)
 
 
@@ -107,8 +109,7 @@ def prepare_model_repo(checkpoint_dir: str | Path, out_dir: str | Path, *, run_n
     model_config["dtype"] = "bfloat16"
     config_file.write_text(json.dumps(model_config, indent=2))
     run_config = read_run_config_json(checkpoint_dir)
-    step = int(checkpoint_dir.name.rsplit("_", 1)[-1]) if checkpoint_dir.name.startswith("step_") else 0
-    (folder / "README.md").write_text(model_card(run_config, step=step, run_name=run_name, promptset=promptset,
+    (folder / "README.md").write_text(model_card(run_config, step=step_of(checkpoint_dir), run_name=run_name, promptset=promptset,
                                                  evaluation=evaluation, is_standin_verifier=is_standin_verifier))
     return folder
 

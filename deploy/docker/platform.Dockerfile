@@ -29,6 +29,8 @@ RUN pip install --require-hashes --no-deps --find-links https://download.pytorch
 COPY manage.py ./
 COPY platform/ platform/
 COPY trainer/ trainer/
+# leanrl.fields: manage.py launch_run reads --set FIELD=VALUE by the client's own rule.
+COPY leanrl/ leanrl/
 COPY deploy/ deploy/
 COPY frontend/templates/ frontend/templates/
 COPY frontend/static/ frontend/static/

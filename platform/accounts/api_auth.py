@@ -6,12 +6,23 @@ from accounts.models import ApiToken
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
+def _bearer(request) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header, or None where the request sends none: the one
+    reading of the header, for the API (ApiTokenAuth) and its docs (login_or_token_required) alike."""
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    return raw.strip() if scheme.lower() == "bearer" else None
+
+
 class ApiTokenAuth(HttpBearer):
     """`Authorization: Bearer lrl_…` for scripts; the browser uses its session instead.
 
     The scope is enforced here, once for every route: a read-only token may only read, so a new
     endpoint that changes something cannot forget the check.
     """
+
+    def __call__(self, request):
+        raw = _bearer(request)
+        return None if raw is None else self.authenticate(request, raw)
 
     def authenticate(self, request, token):
         found = ApiToken.objects.find(token)
@@ -36,10 +47,10 @@ def login_or_token_required(view):
     @wraps(view)
     def guarded(request, *args, **kwargs):
         if not request.user.is_authenticated:
-            scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer":
+            raw = _bearer(request)
+            if raw is None:
                 return redirect_to_login(request.get_full_path())
-            token = ApiToken.objects.find(raw.strip())
+            token = ApiToken.objects.find(raw)
             if token is None:  # a script's token that is wrong, revoked or expired: 401, as the API answers
                 return JsonResponse({"detail": "Unauthorized"}, status=401)
             request.user = token.user

@@ -24,14 +24,9 @@ def _digest(raw_token: str) -> str:
 
 
 class ApiTokenQuerySet(models.QuerySet):
-    def authenticate(self, raw_token: str):
-        """The token's user, or None; only the digest is stored, so a leaked database leaks no tokens."""
-        if not raw_token.startswith(TOKEN_PREFIX):
-            return None
-        return getattr(self.find(raw_token), "user", None)
-
     def find(self, raw_token: str):
-        """The live token (not expired, its user active), its last use recorded; None otherwise."""
+        """The live token (not expired, its user active), its last use recorded; None otherwise. Only the
+        digest is stored, so a leaked database leaks no tokens."""
         if not raw_token.startswith(TOKEN_PREFIX):
             return None
         now = timezone.now()

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from promptsets.models import SplitPart
+
 
 class WinRateSource(StrEnum):
     FILE = "file"  # the win rate the uploaded file gave (e.g. Kimina's rl_data.win_rate)
@@ -93,7 +95,7 @@ class CuratedPart:
     """One new version: its entries in order, and what it is called in the rule's record."""
 
     entries: list[Entry]
-    part: str = ""  # "train" / "eval" for a split
+    part: SplitPart | str = ""  # a split's parts only
 
 
 def apply_rule(entries: list[Entry], rule: Rule) -> list[CuratedPart]:
@@ -123,8 +125,8 @@ def apply_rule(entries: list[Entry], rule: Rule) -> list[CuratedPart]:
         eval_count = min(len(entries) - 1, max(1, math.ceil(len(entries) * rule.eval_fraction)))
         held_out = set(order[:eval_count])
         return [
-            CuratedPart([entry for index, entry in enumerate(entries) if index not in held_out], part="train"),
-            CuratedPart([entry for index, entry in enumerate(entries) if index in held_out], part="eval"),
+            CuratedPart([entry for index, entry in enumerate(entries) if index not in held_out], part=SplitPart.TRAIN),
+            CuratedPart([entry for index, entry in enumerate(entries) if index in held_out], part=SplitPart.EVAL),
         ]
     raise TypeError(f"apply_rule cannot apply {type(rule).__name__}; variants are added by actions.add_variants")
 
@@ -143,8 +145,8 @@ def describe_rule(rule: dict) -> str:
     if kind == "sample":
         return f"Random sample of {rule.get('count')} (seed {rule.get('seed')}), in the parent's order"
     if kind == "split":
-        part = {"train": "training part", "eval": "held-out evaluation part"}.get(rule.get("part"), f"{rule.get('part')} part")
-        return f"Split: the {part} (eval fraction {rule.get('eval_fraction')}, seed {rule.get('seed')})"
+        return (f"Split: the {SplitPart(rule['part']).label} "
+                f"(eval fraction {rule.get('eval_fraction')}, seed {rule.get('seed')})")
     if kind == "variants":
         return f"Added {len(rule.get('added_keys', []))} variants of {rule.get('problem_key')}"
     return kind or "—"

@@ -127,7 +127,19 @@ class Problem(models.Model):
         }
 
 
-PART_LABELS = {"train": " (train part)", "eval": " (held-out eval part)"}
+class SplitPart(models.TextChoices):
+    """The two versions a split makes (``rule["part"]``), and how every page names them."""
+
+    TRAIN = "train", "train part"
+    EVAL = "eval", "held-out eval part"
+
+
+class PromptsetVersionQuerySet(models.QuerySet):
+    def with_held_out(self):
+        """Annotated with ``held_out``: whether a version is a split's eval part (``is_held_out``, in SQL)."""
+        return self.annotate(held_out=models.Case(
+            models.When(rule__kind="split", rule__part=SplitPart.EVAL.value, then=models.Value(True)),
+            default=models.Value(False), output_field=models.BooleanField()))
 
 
 class PromptsetVersion(models.Model):
@@ -141,22 +153,28 @@ class PromptsetVersion(models.Model):
     problem_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = PromptsetVersionQuerySet.as_manager()
+
     class Meta:
         ordering = ["promptset", "-number"]
         constraints = [models.UniqueConstraint(fields=["promptset", "number"], name="version_number_unique")]
 
     def __str__(self):
-        return f"{self.promptset.name} v{self.number}{PART_LABELS.get(self.part, '')}"
+        return f"{self.promptset.name} v{self.number}" + (f" ({self.part_label})" if self.part else "")
 
     @property
-    def part(self) -> str:
-        """"train" or "eval" for a version made by a split; empty otherwise."""
-        return self.rule.get("part", "") if self.rule.get("kind") == "split" else ""
+    def part(self) -> SplitPart | str:
+        """The SplitPart of a version made by a split; empty otherwise."""
+        return SplitPart(self.rule["part"]) if self.rule.get("kind") == "split" else ""
+
+    @property
+    def part_label(self) -> str:
+        return self.part.label if self.part else ""
 
     @property
     def is_held_out(self) -> bool:
         """The evaluation part of a split: never what a run should train on by default."""
-        return self.part == "eval"
+        return self.part == SplitPart.EVAL
 
     def get_absolute_url(self):
         return reverse("promptsets:version", args=[self.promptset_id, self.number])

@@ -16,7 +16,7 @@ from promptsets import actions
 from promptsets.curation import describe_rule
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
 from promptsets.hub_import import HubSourceError
-from promptsets.models import PART_LABELS, Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
+from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
 PAGE_SIZE = 50
@@ -189,7 +189,7 @@ def curate_version(request, pk, number):
             form.add_error(None, str(error))
         else:
             if len(created) > 1:  # a split: name both parts, so the held-out one is never mistaken for the other
-                made = " and ".join(f"v{new.number}{PART_LABELS[new.part]}" for new in created)
+                made = " and ".join(f"v{new.number} ({new.part_label})" for new in created)
                 messages.success(request, f"Created {made} from v{version.number}.")
             else:
                 messages.success(request, f"Created v{created[0].number} from v{version.number}: "

@@ -6,6 +6,8 @@ compress) to a buffer that is drained after every chunk.
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,12 +40,21 @@ def checkpoint_folder(checkpoint: Checkpoint, *, model_only: bool) -> Path:
     return folder
 
 
-def folder_size(path: str) -> int | None:
-    """Bytes in a checkpoint folder (what its download weighs), or None where it is not on this machine."""
-    root = Path(path)
-    if not root.is_dir():
+def folder_size(path: str | os.PathLike) -> int | None:
+    """Bytes of the files in a folder (a checkpoint's download, a run's artifacts), or None where it is not
+    on this machine. Links are not followed: they are not what the folder holds."""
+    if not Path(path).is_dir():
         return None
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    total = 0
+    for root, _folders, files in os.walk(path):
+        for name in files:
+            try:
+                status = os.lstat(os.path.join(root, name))
+            except OSError:  # removed while we walked (retention deleting a checkpoint)
+                continue
+            if stat.S_ISREG(status.st_mode):
+                total += status.st_size
+    return total
 
 
 class _DrainedBuffer:

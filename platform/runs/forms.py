@@ -1,22 +1,15 @@
 from __future__ import annotations
 
 from django import forms
-from django.db.models import Case, Value, When
 
 from promptsets.models import PromptsetVersion
 from runs import launch_contract
-from runs.launch_contract import PRESET_BOUNDS, SETTABLE_FIELDS, LaunchError
+from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
-
-
-def _bounds_help(name: str) -> str:
-    ranges = "; ".join(f"{preset} {bounds[name].describe()}" for preset, bounds in PRESET_BOUNDS.items()
-                       if name in bounds and preset in PRESETS)
-    return f"{SETTABLE_FIELDS[name][3]} Blank: the preset's value. Allowed: {ranges}."
 
 
 class LaunchRunForm(forms.Form):
@@ -42,17 +35,15 @@ class LaunchRunForm(forms.Form):
         # What a launch offers first is what to train on: a split's held-out eval parts come last.
         self.fields["promptset_version"].queryset = PromptsetVersion.objects.filter(
             promptset__in=Promptset.objects.visible_to(user)
-        ).select_related("promptset").annotate(
-            held_out_last=Case(When(rule__kind="split", rule__part="eval", then=Value(1)), default=Value(0)),
-        ).order_by("held_out_last", "promptset__name", "-number")
+        ).select_related("promptset").with_held_out().order_by("held_out", "promptset__name", "-number")
         self.fields["starting_checkpoint"].queryset = Checkpoint.objects.filter(
             run__in=Run.objects.visible_to(user)
         ).select_related("run").order_by("-created_at")
         self.fields["model"].choices = [("", "the preset's model")] + [
             (name, name) for name in RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True)]
-        for name, (_, _, kind, _) in SETTABLE_FIELDS.items():
-            field_class = forms.IntegerField if kind is int else forms.FloatField
-            self.fields[name] = field_class(required=False, help_text=_bounds_help(name))
+        for name, settable in SETTABLE_FIELDS.items():
+            field_class = forms.IntegerField if settable.kind is int else forms.FloatField
+            self.fields[name] = field_class(required=False, help_text=launch_contract.describe_field(name))
 
     def launch_data(self) -> dict:
         """The contract's fields from the cleaned form (blank settable fields left out: the preset's value)."""
@@ -70,8 +61,7 @@ class LaunchRunForm(forms.Form):
         cleaned = super().clean()
         unknown = sorted(set(self.data) - set(self.fields) - _FORM_MACHINERY) if self.is_bound else []
         for key in unknown:
-            self.add_error(None, f"{key!r} is not a launch field; the launch fields are "
-                                 f"{', '.join(launch_contract.field_names())}")
+            self.add_error(None, launch_contract.unknown_field_message(key))
         if self.errors:
             return cleaned
         try:

@@ -18,17 +18,16 @@ The attacks are in tests/security/.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from runs.models import RunKind
-from trainer.config import PRESETS, ScheduleConfig, TrackingBackend
+from runs.models import MODEL_NAME_PATTERN, RunKind
+from trainer.config import PRESETS, TrackingBackend
 
 NAME_MAX_CHARS = 200
-# A registered model's name: letters, digits, '.', '_' and '-'; never a path separator.
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 
 
 @dataclass(frozen=True)
@@ -40,21 +39,32 @@ class Bound:
         return f"{self.low:g} to {self.high:g}"
 
 
-# The settable fields: contract name → (config section, config field, Python type, what it is).
-SETTABLE_FIELDS: dict[str, tuple[str, str, type, str]] = {
-    "total_steps": ("schedule", "total_steps", int, "Training steps (one batch of prompts each)."),
-    "prompts_per_step": ("rollout", "prompts_per_step", int, "Prompts sampled per training step."),
-    "samples_per_prompt": ("rollout", "samples_per_prompt", int, "Rollouts per prompt (the GRPO group size)."),
-    "max_response_tokens": ("rollout", "max_response_tokens", int, "Generation budget per rollout, in tokens."),
-    "learning_rate": ("optimizer", "learning_rate", float, "AdamW's learning rate after the warm-up."),
-    "eval_every": ("schedule", "eval_every", int, "Steps between evaluations; 0 evaluates only at the end."),
-    "checkpoint_every": ("schedule", "checkpoint_every", int, "Steps between checkpoints; 0 saves only at the end."),
-    "eval_samples": ("schedule", "eval_samples", int, "Samples per problem at evaluation (the k of pass@k)."),
-    "seed": ("schedule", "seed", int, "Random seed of sampling and the prompt order."),
+class SettableField(NamedTuple):
+    """A number a person may set: where it lands in the trainer's config, and what it is."""
+
+    section: str
+    field: str
+    kind: type
+    meaning: str
+
+
+SETTABLE_FIELDS: dict[str, SettableField] = {
+    "total_steps": SettableField("schedule", "total_steps", int, "Training steps (one batch of prompts each)."),
+    "total_epochs": SettableField("schedule", "total_epochs", int, "Passes over the promptset."),
+    "prompts_per_step": SettableField("rollout", "prompts_per_step", int, "Prompts sampled per training step."),
+    "samples_per_prompt": SettableField("rollout", "samples_per_prompt", int,
+                                        "Rollouts per prompt (the GRPO group size)."),
+    "max_response_tokens": SettableField("rollout", "max_response_tokens", int,
+                                         "Generation budget per rollout, in tokens."),
+    "learning_rate": SettableField("optimizer", "learning_rate", float, "AdamW's learning rate after the warm-up."),
+    "eval_every": SettableField("schedule", "eval_every", int,
+                                "Steps between evaluations; 0 evaluates only at the end."),
+    "checkpoint_every": SettableField("schedule", "checkpoint_every", int,
+                                      "Steps between checkpoints; 0 saves only at the end."),
+    "eval_samples": SettableField("schedule", "eval_samples", int,
+                                  "Samples per problem at evaluation (the k of pass@k)."),
+    "seed": SettableField("schedule", "seed", int, "Random seed of sampling and the prompt order."),
 }
-# Epochs arrive in the trainer's schedule with the epoch-based schedule; offer them once it has them.
-if "total_epochs" in ScheduleConfig.model_fields:
-    SETTABLE_FIELDS["total_epochs"] = ("schedule", "total_epochs", int, "Passes over the promptset.")
 
 SEED_BOUND = Bound(0, 2**31 - 1)
 
@@ -82,8 +92,8 @@ PRESET_BOUNDS: dict[str, dict[str, Bound]] = {
 REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}
 
 
-class LaunchRequest(BaseModel):
-    """A launch as a person may ask for it. Unknown keys are refused (extra="forbid")."""
+class _LaunchChoices(BaseModel):
+    """What a launch names (LaunchRequest adds the settable numbers). Unknown keys are refused (extra="forbid")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -96,16 +106,6 @@ class LaunchRequest(BaseModel):
     tracking: list[TrackingBackend] = Field(
         [], description="Experiment trackers the run is mirrored to (wandb, mlflow, tensorboard); where they "
                         "write is the deployment's (trainer/tracking.py).")
-    total_steps: int | None = None
-    total_epochs: int | None = None
-    prompts_per_step: int | None = None
-    samples_per_prompt: int | None = None
-    max_response_tokens: int | None = None
-    learning_rate: float | None = None
-    eval_every: int | None = None
-    checkpoint_every: int | None = None
-    eval_samples: int | None = None
-    seed: int | None = None
 
     @field_validator("name")
     @classmethod
@@ -124,8 +124,6 @@ class LaunchRequest(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_is_a_name(cls, value: str | None) -> str | None:
-        import re
-
         if value in (None, ""):
             return None
         if not re.match(MODEL_NAME_PATTERN, value):
@@ -138,6 +136,23 @@ class LaunchRequest(BaseModel):
         return {name: getattr(self, name) for name in SETTABLE_FIELDS if getattr(self, name) is not None}
 
 
+def describe_field(name: str) -> str:
+    """A settable field in words, with its bounds per preset: the form's help and the API schema's description."""
+    ranges = "; ".join(f"{preset} {bounds[name].describe()}" for preset, bounds in PRESET_BOUNDS.items()
+                       if name in bounds and preset in PRESETS)
+    return f"{SETTABLE_FIELDS[name].meaning} Blank or left out: the preset's value. Allowed: {ranges}."
+
+
+# The settable fields come from SETTABLE_FIELDS alone, so the schema the `leanrl` client reads describes
+# each one with its bounds, and a new one cannot be settable in the contract but missing from the model.
+LaunchRequest = create_model(
+    "LaunchRequest", __base__=_LaunchChoices,
+    __doc__="A launch as a person may ask for it. Unknown keys are refused (extra=\"forbid\").",
+    **{name: (settable.kind | None, Field(None, description=describe_field(name)))
+       for name, settable in SETTABLE_FIELDS.items()},
+)
+
+
 class LaunchError(ValueError):
     """The run cannot be launched as asked; ``field_errors`` maps contract fields to messages."""
 
@@ -148,6 +163,12 @@ class LaunchError(ValueError):
 
 def field_names() -> list[str]:
     return list(LaunchRequest.model_fields)
+
+
+def unknown_field_message(field: str) -> str:
+    """The refusal of a key outside the contract, whichever door it came through."""
+    return (f"{field!r} is not a launch field; the launch fields are {', '.join(field_names())} "
+            "(everything else comes from the preset and the deployment)")
 
 
 def parse(data: dict[str, Any]) -> LaunchRequest:
@@ -169,8 +190,7 @@ def _field_errors(error: ValidationError) -> dict[str, list[str]]:
     for problem in error.errors():
         field = str(problem["loc"][0]) if problem["loc"] else "__all__"
         if problem["type"] == "extra_forbidden":
-            message = (f"{field!r} is not a launch field; the launch fields are {', '.join(field_names())} "
-                       "(everything else comes from the preset and the deployment)")
+            message = unknown_field_message(field)
         else:
             message = problem["msg"].removeprefix("Value error, ")
             shown = problem.get("input")
@@ -187,8 +207,6 @@ def bounds(preset: str) -> dict[str, Bound]:
 
 def bound_problems(request: LaunchRequest) -> dict[str, list[str]]:
     problems: dict[str, list[str]] = {}
-    if request.total_epochs is not None and "total_epochs" not in SETTABLE_FIELDS:
-        problems["total_epochs"] = ["this trainer counts steps, not epochs: set total_steps instead"]
     allowed = bounds(request.preset)
     for name, value in request.settings().items():
         bound = allowed[name]
@@ -201,11 +219,11 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
     """The settable fields nested by config section, as ``RunConfig.from_preset`` takes them."""
     result: dict[str, dict[str, Any]] = {}
     for name, value in request.settings().items():
-        section, field, _, _ = SETTABLE_FIELDS[name]
-        result.setdefault(section, {})[field] = value
+        settable = SETTABLE_FIELDS[name]
+        result.setdefault(settable.section, {})[settable.field] = value
     if request.tracking:
         result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result
 
 
-FIELD_FOR_CONFIG_PATH = {f"{section}.{field}": name for name, (section, field, _, _) in SETTABLE_FIELDS.items()}
+FIELD_FOR_CONFIG_PATH = {f"{settable.section}.{settable.field}": name for name, settable in SETTABLE_FIELDS.items()}

@@ -120,6 +120,11 @@ class Run(models.Model):
     def is_editable_by(self, user) -> bool:
         return user.is_authenticated and self.owner_id == user.pk
 
+    def resume_checkpoint(self) -> "Checkpoint | None":
+        """What Resume continues from: the newest checkpoint whose files retention kept (the trainer
+        resumes from the newest complete one in the run's folder, or from step 0 without one)."""
+        return self.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
+
     @property
     def public_config(self) -> dict:
         """The config as pages and the API show it: without the deployment's Lean server address and key.
@@ -325,6 +330,11 @@ class Checkpoint(models.Model):
         return str(Path(self.path) / MODEL_FOLDER)
 
 
+# A registered model's name: letters, digits, '.', '_' and '-'; never a path separator. The launch
+# contract refuses any other `model` before looking anything up.
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
 class RegisteredModel(models.Model):
     """A policy model people may train, by name: the only way a launch names a model (never a path).
 
@@ -332,7 +342,7 @@ class RegisteredModel(models.Model):
     """
 
     name = models.CharField(max_length=100, unique=True, validators=[
-        RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", "letters, digits, '.', '_' and '-' only: a name, not a path")],
+        RegexValidator(MODEL_NAME_PATTERN, "letters, digits, '.', '_' and '-' only: a name, not a path")],
         help_text="What people choose in the launch form and send as `model` to the API.")
     source = models.CharField(max_length=32, choices=[(s.value, s.value) for s in ModelSource],
                               help_text="huggingface: a hub name or a folder on the cluster; the others need no download.")

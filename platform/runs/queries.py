@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -101,11 +100,6 @@ def run_clocks(runs: list[Run]) -> dict[int, RunClock]:
     return clocks
 
 
-def elapsed_seconds(run: Run, now=None) -> float | None:
-    """Training time so far (or in all, once finished), over every attempt; None before the trainer started."""
-    return run_clocks([run])[run.pk].elapsed_s(now)
-
-
 def recent_metrics(run_ids: list[int], steps: int = SPARKLINE_STEPS) -> dict[int, list[StepMetrics]]:
     """The last ``steps`` metrics rows of each run, oldest first, in one query."""
     rows = (
@@ -197,21 +191,6 @@ def ray_dashboard_url(run: Run) -> str | None:
     if not run.ray_job_id or not settings.RAY_DASHBOARD_URL:
         return None
     return f"{settings.RAY_DASHBOARD_URL.rstrip('/')}/#/jobs/{run.ray_job_id}"
-
-
-def disk_used_bytes(run: Run) -> int | None:
-    """Bytes under the run's artifacts folder (checkpoints, exports, tracker files); None where it is not here."""
-    folder = run.artifacts_dir
-    if not folder.is_dir():
-        return None
-    total = 0
-    for root, _folders, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # removed while we walked (retention deleting a checkpoint)
-                continue
-    return total
 
 
 def last_event_number(run_id: int) -> int:

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from proofs.queries import RolloutFilters, attempt_page
 from runs import actions, queries, scheduling, warm_start
-from runs.checkpoint_files import download_response
+from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
 
@@ -101,15 +101,14 @@ def detail(request, pk):
         "total_steps": clock.total_steps,
         "evaluation_schedule": queries.evaluation_schedule(run, clock.total_steps) if is_rl else "",
         "tracking_links": queries.tracking_links(run),
-        "disk_used_bytes": queries.disk_used_bytes(run),
+        "disk_used_bytes": folder_size(run.artifacts_dir),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.public_config).items()),
         "other": other,
         "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": clock.elapsed_s(now),
-        # What Resume would continue from: the newest checkpoint whose files retention kept.
-        "resume_step": next((c.step for c in reversed(checkpoints) if c.is_on_disk), None),
+        "resume_step": getattr(run.resume_checkpoint(), "step", None),
         "can_edit": run.is_editable_by(request.user),
         "dead_letters": queries.dead_letter_count(run),
     }, status=400 if is_rl and not filters.is_valid() else 200)
@@ -160,8 +159,7 @@ def resume(request, pk):
     if not run.is_editable_by(request.user):
         return HttpResponseForbidden("Only the run's owner can resume it.")
     if actions.resume_run(run):
-        # The trainer resumes from the newest checkpoint in the run's folder, or from step 0 without one.
-        last = run.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
+        last = run.resume_checkpoint()
         if last is None:
             messages.success(request, "Run queued again. It saved no checkpoint, so it starts again from step 0.")
         else:

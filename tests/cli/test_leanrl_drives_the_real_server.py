@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from proofs.models import ProofAttempt
+from runs.models import Run
 from tests.conftest import DEMO_STATEMENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -44,10 +45,14 @@ def test_a_researcher_uploads_launches_follows_and_fetches_from_the_terminal(
     unknown = leanrl("runs", "launch", "name=x", f"promptset_version_id={version_id}", "colour=blue")
     assert unknown.returncode == 2 and "unknown launch field(s) colour" in unknown.stderr
 
+    dotted = leanrl("runs", "launch", "name=x", f"promptset_version_id={version_id}", "optimizer.learning_rate=1e-5")
+    assert dotted.returncode == 2 and "launch fields are flat names, not config paths" in dotted.stderr
+
     launched = leanrl("runs", "launch", "name=from-the-terminal", f"promptset_version_id={version_id}",
-                      "preset=cpu-smoke")
+                      "preset=cpu-smoke", "learning_rate=1e-5")
     assert launched.returncode == 0, launched.stderr
     run_id = int(launched.stdout.split()[1])
+    assert Run.objects.get(pk=run_id).config["optimizer"]["learning_rate"] == 1e-5
 
     followed = leanrl("runs", "follow", str(run_id), "--interval", "0.5")
     assert followed.returncode == 0, f"{followed.stdout}\n{followed.stderr}\n{platform_logs()}"

@@ -106,3 +106,15 @@ def test_an_unknown_set_key_lists_the_valid_fields_of_its_section(problems, tmp_
 def test_the_trainer_runs_from_any_folder(tmp_path):
     code, out, _ = trainer("--help", cwd=tmp_path)
     assert code == 0 and "lean-standin" in out
+
+
+def test_run_and_sft_refuse_an_attempt_below_one_in_the_same_words(tmp_path):
+    refusals = []
+    for command in ("run", "sft"):
+        code, _, stderr = trainer(command, "--preset", "cpu-smoke", "--promptset", str(tmp_path / "problems.jsonl"),
+                                  "--output", str(tmp_path / command), "--attempt", "0")
+        line = assert_one_line(stderr, "--attempt", "must be 1 or more (a run's first dispatch is attempt 1), got 0")
+        assert code == EXIT_BAD_ARGUMENTS
+        refusals.append(line.removeprefix(f"trainer {command}"))
+    assert refusals[0] == refusals[1]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sft").exists()  # refused before anything started

@@ -54,6 +54,17 @@ def test_a_checkpoint_becomes_a_bfloat16_model_repository_with_a_card(trained_ru
     assert model.dtype == torch.bfloat16
 
 
+def test_a_checkpoint_folder_not_named_for_its_step_gets_a_card_that_claims_no_step(trained_run, tmp_path, capsys):
+    import shutil
+
+    copied = shutil.copytree(trained_run / "checkpoints" / "step_000002", tmp_path / "best")
+    assert trainer_main(["export", "--checkpoint", str(copied), "--out", str(tmp_path / "repo"), "--model-repo",
+                         "--run-name", "smoke"]) == 0
+    card = (tmp_path / "repo" / "README.md").read_text()
+    assert "a checkpoint of the platform run `smoke`" in card and "step 0" not in card
+    assert "Not evaluated at this step: no figures are claimed." in card
+
+
 def test_the_repository_is_pushed_whole_to_the_hub(trained_run, tmp_path, monkeypatch, capsys):
     with HubStandinThread(tmp_path / "hub") as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)

@@ -10,13 +10,26 @@ import pytest
 import redis
 from django.conf import settings
 
-from trainer.checkpoint import checkpoint_steps, checkpoints_to_remove, latest_checkpoint
+from trainer.checkpoint import checkpoint_folder, checkpoint_steps, checkpoints_to_remove, latest_checkpoint, step_of
 from trainer.driver import EVALUATIONS_FILE, best_evaluated_step
 
 
 def test_the_latest_n_and_the_kept_steps_survive():
     assert checkpoints_to_remove([5, 10, 15, 20, 25], keep_last=2, keep={10}) == [5, 15]
     assert checkpoints_to_remove([5], keep_last=3, keep=set()) == []
+
+
+def test_a_checkpoint_counts_once_its_step_folder_holds_its_trainer_state(tmp_path):
+    for step, complete in ((3, True), (12, True), (40, False)):
+        checkpoint_folder(tmp_path, step).mkdir(parents=True)
+        if complete:
+            (checkpoint_folder(tmp_path, step) / "trainer_state.pt").write_bytes(b"")
+    (tmp_path / "checkpoints" / ".removing-step_000050").mkdir()
+    assert checkpoint_steps(tmp_path) == [3, 12]
+    assert latest_checkpoint(tmp_path) == checkpoint_folder(tmp_path, 12)
+    assert latest_checkpoint(tmp_path / "elsewhere") is None
+    assert [step_of(name) for name in ("step_000012", "run/step_1234567", "step_12", "best", ".removing-step_000050")] \
+        == [12, 1234567, None, None, None]
 
 
 def test_the_best_checkpoint_is_the_highest_evaluation_among_those_on_disk(tmp_path):
@@ -77,3 +90,15 @@ def test_the_run_page_marks_deleted_checkpoints_and_shows_the_disk_used(client, 
     listed = client.get(f"/api/runs/{run.pk}/checkpoints").json()
     assert [(c["step"], c["model_url"] is None) for c in listed] == [(5, True), (10, False)]
     redis.Redis.from_url(settings.REDIS_URL).delete(f"trainer:run:{run.pk}:events")
+
+
+@pytest.mark.django_db
+def test_resume_continues_from_the_newest_checkpoint_retention_kept(make_run):
+    from django.utils import timezone
+
+    run = make_run(state="failed")
+    assert run.resume_checkpoint() is None
+    run.checkpoints.create(step=5, path="/a")
+    run.checkpoints.create(step=10, path="/b", removed_at=timezone.now(), removal_reason="retention")
+    run.checkpoints.create(step=3, path="/c")
+    assert run.resume_checkpoint().step == 5

@@ -4,7 +4,7 @@ each with an error on the field at fault, and store nothing."""
 import pytest
 from django.urls import reverse
 
-from runs.launch_contract import PRESET_BOUNDS, SETTABLE_FIELDS, bounds
+from runs.launch_contract import PRESET_BOUNDS, SETTABLE_FIELDS, bounds, unknown_field_message
 from runs.models import Run
 from trainer.config import PRESETS, RunConfig
 
@@ -28,7 +28,7 @@ UNKNOWN_FIELDS = {
 def out_of_bounds():
     for preset in PRESETS:
         for field, bound in bounds(preset).items():
-            kind = SETTABLE_FIELDS[field][2]
+            kind = SETTABLE_FIELDS[field].kind
             above = bound.high * 10 if kind is float else int(bound.high) + 1
             below = bound.low / 10 if kind is float and bound.low > 0 else (bound.low - 1 if kind is int else -1.0)
             yield pytest.param(preset, field, above, id=f"{preset}-{field}-above")
@@ -55,7 +55,7 @@ def test_every_presets_own_values_lie_within_its_bounds():
         assert set(PRESET_BOUNDS[preset]) >= set(SETTABLE_FIELDS), preset
         config = RunConfig.from_preset(preset).model_dump()
         for field, bound in bounds(preset).items():
-            section, name, _, _ = SETTABLE_FIELDS[field]
+            section, name = SETTABLE_FIELDS[field].section, SETTABLE_FIELDS[field].field
             value = config[section][name]
             assert value is None or bound.low <= value <= bound.high, (preset, field, value)
 
@@ -118,9 +118,9 @@ def test_a_field_not_in_the_contract_is_refused_by_name_never_ignored(
         client, alice, promptset_version, dispatched, field):
     client.force_login(alice)
     api = api_launch(client, promptset_version, **{field: UNKNOWN_FIELDS[field]})
-    assert api.status_code == 422 and "is not a launch field" in api.json()["field_errors"][field][0]
+    assert api.status_code == 422 and api.json()["field_errors"][field] == [unknown_field_message(field)]
     form = form_launch(client, promptset_version, **{field: str(UNKNOWN_FIELDS[field])})
-    assert any(repr(field) in error and "not a launch field" in error for error in form_errors(form)["__all__"])
+    assert unknown_field_message(field) in form_errors(form)["__all__"]  # word for word, as the API says it
     assert Run.objects.count() == 0
 
 
@@ -161,3 +161,33 @@ def test_the_command_line_launches_through_the_same_contract(alice, promptset_ve
         call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
                      "--preset", "cpu-smoke", "--set", "total_steps=21")
     assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize(("setting", "refusal"), [
+    ("optimizer.learning_rate=1e-5", "launch fields are flat names, not config paths"),
+    ("total_steps", "expected FIELD=VALUE"),
+])
+def test_the_command_line_reads_its_settings_as_the_leanrl_client_does(alice, promptset_version, setting, refusal):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=f"--set .*{refusal}"):
+        call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
+                     "--set", setting)
+    with pytest.raises(CommandError, match="total_steps is given twice"):
+        call_command("launch_run", "alice", "--name", "x", "--promptset-version", str(promptset_version.pk),
+                     "--set", "total_steps=3", "--set", "total_steps=4")
+    assert Run.objects.count() == 0
+
+
+def test_the_published_schema_describes_every_settable_field_with_its_bounds(client, alice):
+    client.force_login(alice)
+    schema = client.get("/api/openapi.json").json()
+    launch = schema["paths"]["/api/runs/"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    while "$ref" in launch:
+        launch = schema["components"]["schemas"][launch["$ref"].rsplit("/", 1)[-1]]
+    for field, settable in SETTABLE_FIELDS.items():
+        description = launch["properties"][field]["description"]  # what `leanrl runs launch --fields` prints
+        assert description.startswith(settable.meaning), field
+        assert all(f"{preset} {bound.describe()}" in description for preset, bound in
+                   ((preset, PRESET_BOUNDS[preset][field]) for preset in PRESETS)), field
+    assert launch["additionalProperties"] is False

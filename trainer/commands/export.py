@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.checkpoint import export_hf, latest_checkpoint
+    from trainer.checkpoint import export_hf, latest_checkpoint, step_of
 
     checkpoint = Path(args.checkpoint)
     output_dir = checkpoint
@@ -40,10 +40,10 @@ def main(args: argparse.Namespace) -> int:
         if args.model_repo or args.push_to_hub:
             from trainer.hub import evaluation_at, prepare_model_repo
 
-            step = int(checkpoint.name.rsplit("_", 1)[-1]) if checkpoint.name.startswith("step_") else -1
+            step = step_of(checkpoint)
             folder = prepare_model_repo(checkpoint, args.out, run_name=args.run_name or output_dir.name,
                                         promptset=args.promptset or "a promptset of the Lean RL platform",
-                                        evaluation=evaluation_at(output_dir, step))
+                                        evaluation=evaluation_at(output_dir, step) if step is not None else None)
         else:
             folder = export_hf(checkpoint, args.out)
     except (FileNotFoundError, FileExistsError) as error:

@@ -31,10 +31,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lean-url", default=None, help="Lean server base URL (sets verifier.url).")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser)
-    parser.add_argument("--promptset", required=True, help="Problems as JSON lines (the platform's export).")
-    parser.add_argument("--eval-promptset", default=None, help="Problems to evaluate on (default: the promptset).")
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """--output / --events / --run-id / --resume / --attempt: where a training command writes, shared by
+    ``run`` and ``sft``."""
     parser.add_argument("--output", required=True, help="Folder for checkpoints and the resolved config.")
     parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines), a redis:// URL, or env:NAME to read the URL from the environment "
                         "variable NAME (keeps a password off the command line).")
@@ -43,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempt", type=int, default=1,
                         help="Which dispatch of the run this is (1, then one more per resume); every event carries "
                              "it, so the platform can ignore what an earlier attempt still sends (default: 1).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--promptset", required=True, help="Problems as JSON lines (the platform's export).")
+    parser.add_argument("--eval-promptset", default=None, help="Problems to evaluate on (default: the promptset).")
+    add_output_arguments(parser)
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -165,23 +171,46 @@ def main(args: argparse.Namespace) -> int:
     return with_delivery(sink, lambda: _run(args, sink, position))
 
 
-def _run(args: argparse.Namespace, sink, position) -> int:
-    from trainer.distributed import RankEventPublisher, check_launch_fits_config
-    from trainer.events import EventPublisher, configure_sink
+def start_publisher(args: argparse.Namespace, sink, position=None):
+    """The training command's publisher: on --resume its events number on from the checkpoint's, every one
+    carries --attempt, and under torchrun each rank publishes as itself."""
+    from trainer.events import EventPublisher
 
-    output = Path(args.output)
+    if args.attempt < 1:  # here, not in argparse: every mistake is one `trainer COMMAND:` line
+        raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
     first_seq = 0
     if args.resume:
         from trainer.driver import first_event_seq_for_resume
 
-        first_seq = first_event_seq_for_resume(output)
-    if args.attempt < 1:
-        raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
+        first_seq = first_event_seq_for_resume(Path(args.output))
     if position is None:
-        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
-    else:
-        publisher = RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size,
-                                       attempt=args.attempt)
+        return EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
+    from trainer.distributed import RankEventPublisher
+
+    return RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size,
+                              attempt=args.attempt)
+
+
+def start_reporting(config, output: Path, publisher, title: str) -> None:
+    """What the (first rank of a) training command does before its first step: the resolved config beside
+    the checkpoints, then the trackers, the progress bar and Ray's metrics listening to its events."""
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
+    from trainer.progress import show_progress
+    from trainer.ray_metrics import export_to_ray
+    from trainer.tracking import attach_trackers
+
+    attach_trackers(publisher, config, output)
+    show_progress(publisher, title)
+    export_to_ray(publisher)
+
+
+def _run(args: argparse.Namespace, sink, position) -> int:
+    from trainer.distributed import check_launch_fits_config
+    from trainer.events import configure_sink
+
+    output = Path(args.output)
+    publisher = start_publisher(args, sink, position)
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)
@@ -193,16 +222,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
 
     output.mkdir(parents=True, exist_ok=True)
     if position is None or position.rank == 0:
-        (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
-        from trainer.tracking import attach_trackers
-
-        attach_trackers(publisher, config, output)
-        from trainer.progress import show_progress
-
-        show_progress(publisher, f"run {args.run_id}")
-        from trainer.ray_metrics import export_to_ray
-
-        export_to_ray(publisher)
+        start_reporting(config, output, publisher, f"run {args.run_id}")
     from trainer.driver import RunStatus, TrainingRun
 
     if position is None:

@@ -10,16 +10,18 @@ The fine-tuned model is ``<output>/checkpoints/step_N/model``; RUN_FINISHED name
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from trainer.commands import EXIT_CANCELLED, EXIT_FAILED, EXIT_MALFORMED_INPUT, CommandError, existing_file
 from trainer.commands.run import (
     add_config_arguments,
+    add_output_arguments,
     events_sink,
     publish_cannot_start,
     read_problems,
     resolve_config,
+    start_publisher,
+    start_reporting,
     with_delivery,
 )
 
@@ -37,14 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="With --promptset: demonstrations generated per problem (default: 2).")
     parser.add_argument("--flawed-share", type=float, default=0.25,
                         help="With --promptset: share of demonstrations whose proof Lean rejects (default: 0.25).")
-    parser.add_argument("--output", required=True, help="Folder for checkpoints and the resolved config.")
-    parser.add_argument("--events", default="stdout", help="'stdout' (JSON lines), a redis:// URL, or env:NAME to read the URL from the environment "
-                        "variable NAME (keeps a password off the command line).")
-    parser.add_argument("--run-id", default="local", help="The run's id in event streams (default: local).")
-    parser.add_argument("--resume", action="store_true", help="Continue from the latest checkpoint in --output.")
-    parser.add_argument("--attempt", type=int, default=1,
-                        help="Which dispatch of the run this is (1, then one more per resume); every event carries "
-                             "it, so the platform can ignore what an earlier attempt still sends (default: 1).")
+    add_output_arguments(parser)
 
 
 def load_conversations(args: argparse.Namespace, config, output: Path) -> list[list[dict]]:
@@ -78,18 +73,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, sink) -> int:
-    from trainer.events import EventPublisher, configure_sink
+    from trainer.events import configure_sink
 
     output = Path(args.output)
-    first_seq = 0
-    if args.resume:
-        from trainer.driver import first_event_seq_for_resume
-
-        first_seq = first_event_seq_for_resume(output)
-    try:
-        publisher = EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
-    except ValueError as error:
-        raise CommandError(f"--attempt: {error}") from None
+    publisher = start_publisher(args, sink)
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)
@@ -97,17 +84,7 @@ def _run(args: argparse.Namespace, sink) -> int:
     except Exception as error:  # a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error, kind="sft") from None
 
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
-    from trainer.tracking import attach_trackers
-
-    attach_trackers(publisher, config, output)
-    from trainer.progress import show_progress
-
-    show_progress(publisher, f"sft {args.run_id}")
-    from trainer.ray_metrics import export_to_ray
-
-    export_to_ray(publisher)
+    start_reporting(config, output, publisher, f"sft {args.run_id}")
     from trainer.driver import RunStatus
     from trainer.sft import SupervisedFineTuning
 

@@ -1,10 +1,9 @@
 """Launch a run from the command line, through the same launch contract as the form and the API."""
 
-import json
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from leanrl.fields import parse_assignments
 from runs import actions, launch_contract
 
 
@@ -29,16 +28,12 @@ class Command(BaseCommand):
             user = get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist:
             raise CommandError(f"no user named {username!r}")
+        try:
+            chosen = parse_assignments(settings)
+        except ValueError as error:
+            raise CommandError(f"--set {error}") from None
         request = {"name": name, "promptset_version_id": promptset_version, "preset": preset, "kind": kind,
-                   "model": model, "starting_checkpoint_id": starting_checkpoint}
-        for setting in settings:
-            field, separator, value = setting.partition("=")
-            if not separator:
-                raise CommandError(f"--set takes FIELD=VALUE, got {setting!r}")
-            try:
-                request[field.strip()] = json.loads(value)
-            except ValueError:
-                request[field.strip()] = value
+                   "model": model, "starting_checkpoint_id": starting_checkpoint, **chosen}
         try:
             run = actions.launch_run(owner=user, request=request)
         except actions.LaunchError as error:

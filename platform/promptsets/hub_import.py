@@ -70,7 +70,12 @@ def dataset_rows(source: HubSource) -> Iterator[dict]:
         raise HubSourceError(f"{source.describe()}: {error}") from None
     except Exception as error:  # the Hub unreachable, a gated dataset, …
         raise HubSourceError(f"{source.describe()}: cannot be read ({type(error).__name__}: {error})") from None
-    yield from rows
+    # A batch at a time: datasets turns Arrow into Python a batch at once, where row by row it
+    # slices and formats a table per row (five times slower on a promptset).
+    for batch in rows.iter(batch_size=BATCH_ROWS):
+        columns = list(batch)
+        for values in zip(*batch.values()):
+            yield dict(zip(columns, values))
 
 
 def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable[[int], None] | None = None) -> int:

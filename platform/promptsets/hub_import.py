@@ -59,8 +59,14 @@ def dataset_rows(source: HubSource) -> Iterator[dict]:
                 loaded = loaded[source.split]
             rows = loaded
         else:
-            rows = datasets.load_dataset(source.name or source.path, source.config, split=source.split,
-                                         revision=source.revision, streaming=True)
+            # Where torch is installed, a streamed dataset keeps its epoch in torch's shared memory (for
+            # DataLoader workers): that imports all of torch, about 190 MB and a second of CPU, to read rows.
+            torch_available, datasets.config.TORCH_AVAILABLE = datasets.config.TORCH_AVAILABLE, False
+            try:
+                rows = datasets.load_dataset(source.name or source.path, source.config, split=source.split,
+                                             revision=source.revision, streaming=True)
+            finally:
+                datasets.config.TORCH_AVAILABLE = torch_available
     except HubSourceError:
         raise
     except FileNotFoundError as error:

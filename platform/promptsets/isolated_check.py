@@ -132,7 +132,8 @@ def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
                           mapping=ColumnMapping(**options["mapping"]), limits=RowLimits(**options["limits"]),
                           default_header=options["default_header"])
         for candidate in check.candidates():
-            candidates.write(json.dumps(asdict(candidate), ensure_ascii=False) + "\n")
+            # vars(), not asdict(): the fields are flat, and asdict's deep copy cost as much as reading the row.
+            candidates.write(json.dumps(vars(candidate), ensure_ascii=False) + "\n")
             if check.report.rows_read % PROGRESS_EVERY_ROWS == 0:
                 _say({"rows_read": check.report.rows_read, "bytes_read": _position(file), "bytes_total": total})
         report = check.report

@@ -57,3 +57,19 @@ def test_a_missing_dataset_says_what_to_check(tmp_path):
         list(dataset_rows(HubSource(path=str(tmp_path / "nowhere"))))
     with pytest.raises(HubSourceError, match="not both"):
         HubSource(name="AI-MO/NuminaMath-LEAN", path=str(tmp_path))
+
+
+def test_reading_a_hub_dataset_does_not_import_torch(hub_layout, tmp_path):
+    """torch is installed for the trainer; the worker reading a promptset must not pay its ~190 MB."""
+    import subprocess
+    import sys
+
+    from promptsets.isolated_check import PLATFORM_DIR, REPO_DIR
+
+    script = ("import sys; from promptsets.hub_import import HubSource, dataset_rows; "
+              f"rows = list(dataset_rows(HubSource(path={str(hub_layout)!r}))); "
+              "print(len(rows), 'torch' in sys.modules)")
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                               env={"PYTHONPATH": f"{PLATFORM_DIR}:{REPO_DIR}", "PATH": "/usr/bin:/bin",
+                                    "HF_DATASETS_OFFLINE": "1", "HOME": str(tmp_path)})
+    assert completed.stdout.split() == ["5", "False"]

@@ -4,12 +4,18 @@ folder, streamed into a staged JSON Lines file that then goes through the same c
 ``datasets`` reads the source: a Hub name is streamed (no full download, no cache of the whole
 dataset), a folder in the Hub's layout (``data/*.parquet`` or a ``README.md`` with ``configs``) is
 read file by file, and a folder written by ``Dataset.save_to_disk`` is memory-mapped. Rows are written
-as they arrive, so memory holds one batch whatever the dataset's size.
+as they arrive, so memory holds one batch whatever the dataset's size. ``stage_dataset`` reads in a
+child process under the upload check's memory ceiling (``isolated_check``): the process that asked
+never holds ``datasets`` (about 100 MB once imported), Arrow's buffers or what a hostile dataset makes
+the reader allocate.
 """
 
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -84,23 +90,70 @@ def dataset_rows(source: HubSource) -> Iterator[dict]:
             yield dict(zip(columns, values))
 
 
-def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable[[int], None] | None = None) -> int:
-    """Write the source's rows to ``destination`` as JSON Lines; returns the number of rows."""
+def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable[[int], None] | None = None,
+                  memory_ceiling_bytes: int | None = None) -> int:
+    """Write the source's rows to ``destination`` as JSON Lines, in a child process; returns the number of rows.
+
+    ``on_progress(rows)`` follows the child; HubSourceError says why the source cannot be read.
+    """
+    from promptsets.isolated_check import child_environment, default_memory_ceiling_bytes
+
+    ceiling = memory_ceiling_bytes or default_memory_ceiling_bytes()
+    # The child sets its own ceiling first thing (no preexec_fn: that would fork a copy of a large parent).
+    child = subprocess.Popen(
+        [sys.executable, "-m", "promptsets.hub_import", json.dumps(source.as_dict()), str(destination), str(ceiling)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(),
+    )
+    outcome: dict = {}
+    for line in child.stdout:
+        outcome = json.loads(line)
+        if "rows" in outcome and on_progress:
+            on_progress(outcome["rows"])
+    errors = child.stderr.read()
+    child.wait()
+    if "error" in outcome:
+        raise HubSourceError(outcome["error"])
+    if outcome.get("done"):
+        return outcome["rows"]
+    out_of_memory = ("MemoryError", "Cannot allocate memory", "failed to map segment")  # the last: loading a library
+    if any(words in errors for words in out_of_memory) or child.returncode in (-9, 137):
+        raise HubSourceError(f"{source.describe()}: reading it needed more than {ceiling // 2**20:,} MB of memory, "
+                             "the limit per upload: split it, or write it with smaller Parquet row groups")
+    last = errors.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+    raise HubSourceError(f"{source.describe()}: cannot be read ({last[0][:300]})")
+
+
+def _write_rows(source: HubSource, destination: Path) -> None:
+    """The child's side of stage_dataset: rows to ``destination``, progress and outcome as JSON lines on stdout."""
     count = 0
     partial = destination.with_name(destination.name + ".partial")
-    with partial.open("w", encoding="utf-8") as out:
-        batch = []
-        for row in dataset_rows(source):
-            batch.append(json.dumps(row, ensure_ascii=False, default=str))
-            count += 1
-            if len(batch) >= BATCH_ROWS:
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            batch = []
+            for row in dataset_rows(source):
+                batch.append(json.dumps(row, ensure_ascii=False, default=str))
+                count += 1
+                if len(batch) >= BATCH_ROWS:
+                    out.write("\n".join(batch) + "\n")
+                    batch = []
+                    _say({"rows": count})
+            if batch:
                 out.write("\n".join(batch) + "\n")
-                batch = []
-                if on_progress:
-                    on_progress(count)
-        if batch:
-            out.write("\n".join(batch) + "\n")
-    partial.replace(destination)
-    if on_progress:
-        on_progress(count)
-    return count
+        partial.replace(destination)
+    except HubSourceError as error:
+        _say({"error": str(error)})
+    else:
+        _say({"rows": count, "done": True})
+    finally:
+        partial.unlink(missing_ok=True)  # whatever ended the child early (gone once replaced)
+
+
+def _say(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    source_json, destination, ceiling = sys.argv[1:4]
+    resource.setrlimit(resource.RLIMIT_AS, (int(ceiling), int(ceiling)))
+    _write_rows(HubSource(**json.loads(source_json)), Path(destination))

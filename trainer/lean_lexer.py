@@ -84,7 +84,6 @@ def position(text: str, offset: int) -> str:
     return f"line {line}, column {column}"
 
 
-_WHITESPACE = re.compile(r"\s+")
 # A trailing dot ends a sentence, not a name: it is dropped from the word below.
 _WORD = re.compile(r"eval%|#?[^\W\d][\w'!?.]*")
 # Lean's numerals: decimal, scientific, 0x/0b/0o. A letter right after a numeral starts a new
@@ -92,9 +91,28 @@ _WORD = re.compile(r"eval%|#?[^\W\d][\w'!?.]*")
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_RAW_STRING_OPEN = re.compile(r'r(#*)"')
 _COMMENT_DELIMITER = re.compile(r"/-|-/")
 _TWO_CHARACTER_SYMBOLS = (":=", "@[", "-/")
+# Whitespace, then the next token, in one regex: its alternatives are tried in order, and the
+# order is the precedence (a comment before a symbol, a raw string before a word, …), so each token
+# costs one match instead of a chain of Python tests. The constructs that nest, may be left open
+# or depend on the previous token only open here; scan() reads them to their end.
+_TOKEN_PATTERNS = (
+    ("line_comment", r"--[^\n]*"),
+    ("block_comment", r"/-"),
+    ("string", '"'),
+    ("quoted_name", "«"),
+    # ``r"`` opens a raw string only where ``r`` starts a token, not at the end of ``bar"``
+    # (``\w`` is exactly ``str.isalnum()`` or ``_``).
+    ("raw_string", r"(?<![\w'!?.])r#*\""),
+    ("char", _CHAR.pattern),
+    ("word", _WORD.pattern),
+    ("number", _NUMBER.pattern),
+    ("symbol", "|".join(re.escape(symbol) for symbol in _TWO_CHARACTER_SYMBOLS) + "|."),
+)
+_NEXT_TOKEN = re.compile(r"\s*+(?:" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _TOKEN_PATTERNS) + ")")
+_WHOLE_TOKEN_KINDS = {"line_comment": TokenKind.COMMENT, "char": TokenKind.CHAR, "word": TokenKind.WORD,
+                      "number": TokenKind.NUMBER, "symbol": TokenKind.SYMBOL}
 
 
 def scan(text: str, *, strict: bool = True) -> list[Token]:
@@ -107,40 +125,39 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
     tokens: list[Token] = []
     length = len(text)
     index = 0
-    while index < length:
-        space = _WHITESPACE.match(text, index)
-        if space:
-            index = space.end()
-            continue
-        start = index
-        if text.startswith("--", index):
-            end = text.find("\n", index)
-            index = length if end == -1 else end
-            tokens.append(Token(TokenKind.COMMENT, text[start:index], start, index))
-        elif text.startswith("/-", index):
-            index = _block_comment_end(text, index, strict)
+    while match := _NEXT_TOKEN.match(text, index):  # None once only whitespace is left
+        kind = match.lastgroup
+        start, index = match.span(kind)
+        if kind in _WHOLE_TOKEN_KINDS:
+            token_text = match.group(kind)
+            if kind == "word" and len(token_text) > 1 and token_text.endswith("."):
+                token_text = token_text.rstrip(".") or token_text
+                index = start + len(token_text)
+            tokens.append(Token(_WHOLE_TOKEN_KINDS[kind], token_text, start, index))
+        elif kind == "block_comment":
+            index = _block_comment_end(text, start, strict)
             is_doc = text.startswith("/--", start)
             tokens.append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
-        elif text[index] == '"':
+        elif kind == "string":
             if strict and tokens and tokens[-1].end == start and tokens[-1].kind == TokenKind.WORD \
                     and tokens[-1].text.endswith("!"):
                 raise LexError(
                     f"an interpolated string ({tokens[-1].text}\"…\") at {position(text, start)}: the code inside its "
                     "braces is not read here", start,
                 )
-            index = _string_end(text, index, strict)
+            index = _string_end(text, start, strict)
             tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
-        elif text[index] == "«":
-            end = text.find("»", index + 1)
+        elif kind == "quoted_name":
+            end = text.find("»", start + 1)
             if end == -1:
                 if strict:
                     raise LexError(f"'«' at {position(text, start)} is never closed: add '»'", start)
                 end = length - 1
             index = end + 1
             tokens.append(Token(TokenKind.WORD, text[start:index], start, index))
-        elif (raw := _RAW_STRING_OPEN.match(text, index)) and not _continues_identifier(text, index):
-            closing = '"' + raw.group(1)
-            end = text.find(closing, raw.end())
+        else:  # raw_string
+            closing = '"' + text[start + 1:index - 1]
+            end = text.find(closing, index)
             if end == -1:
                 if strict:
                     raise LexError(f"a raw string opened at {position(text, start)} is never closed: add {closing!r}", start)
@@ -148,29 +165,7 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
             else:
                 index = end + len(closing)
             tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
-        elif text[index] == "'" and (char := _CHAR.match(text, index)):
-            index = char.end()
-            tokens.append(Token(TokenKind.CHAR, char.group(), start, index))
-        elif word := _WORD.match(text, index):
-            word_text = word.group()
-            if len(word_text) > 1 and word_text.endswith("."):
-                word_text = word_text.rstrip(".") or word_text
-            index = start + len(word_text)
-            tokens.append(Token(TokenKind.WORD, word_text, start, index))
-        elif number := _NUMBER.match(text, index):
-            index = number.end()
-            tokens.append(Token(TokenKind.NUMBER, number.group(), start, index))
-        else:
-            pair = text[index:index + 2]
-            width = 2 if pair in _TWO_CHARACTER_SYMBOLS else 1
-            index += width
-            tokens.append(Token(TokenKind.SYMBOL, text[start:index], start, index))
     return tokens
-
-
-def _continues_identifier(text: str, index: int) -> bool:
-    """``r"`` only opens a raw string where ``r`` starts a token (not the end of ``bar"``)."""
-    return index > 0 and (text[index - 1].isalnum() or text[index - 1] in "_'!?.")
 
 
 def _block_comment_end(text: str, index: int, strict: bool) -> int:

@@ -7,12 +7,15 @@ the same validation. Each runs in one transaction: a failed import leaves nothin
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import BinaryIO
 
-from django.db import IntegrityError, reset_queries, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
 from promptsets.intake import (
@@ -54,13 +57,41 @@ class ImportResult:
     report: IntakeReport
 
 
-def _problem_from(promptset: Promptset, candidate: CandidateProblem) -> Problem:
-    return Problem(
-        promptset=promptset, problem_key=candidate.problem_key, name=candidate.name,
-        formal_statement=candidate.formal_statement, informal_statement=candidate.informal_statement,
-        header=candidate.header, source=candidate.source, source_win_rate=candidate.source_win_rate,
-        statement_hash=candidate.statement_hash,
-    )
+# Problem's fields that a CandidateProblem fills, in COPY's column order.
+_COPIED_PROBLEM_FIELDS = ("problem_key", "name", "formal_statement", "informal_statement", "header", "source",
+                          "source_win_rate", "statement_hash")
+_copied_values = attrgetter(*_COPIED_PROBLEM_FIELDS)
+
+
+def _copy_problems(promptset: Promptset, candidates: Iterable[CandidateProblem]) -> int:
+    """Store ``candidates`` as problems of ``promptset`` with one PostgreSQL COPY; returns how many.
+
+    COPY streams the rows as they come (no model instance per row, no SQL text per batch); the
+    ids it draws from the sequence follow the candidates' order, which _list_problems relies on.
+    """
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(Problem._meta.get_field(name).column)
+                        for name in ("promptset", *_COPIED_PROBLEM_FIELDS, "created_at"))
+    created_at = timezone.now()
+    count = 0
+    with connection.cursor() as cursor, \
+            cursor.copy(f"COPY {quote(Problem._meta.db_table)} ({columns}) FROM STDIN") as copy:
+        for candidate in candidates:
+            copy.write_row((promptset.pk, *_copied_values(candidate), created_at))
+            count += 1
+    return count
+
+
+def _list_problems(version: PromptsetVersion) -> None:
+    """List every problem of the version's promptset in it, in id order (the file's, for a new promptset)."""
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(VersionProblem._meta.db_table)} (version_id, problem_id, position, copies) "
+            f"SELECT %s, id, row_number() OVER (ORDER BY id) - 1, 1 FROM {quote(Problem._meta.db_table)} "
+            "WHERE promptset_id = %s",
+            [version.pk, version.promptset_id],
+        )
 
 
 def import_promptset(
@@ -71,7 +102,7 @@ def import_promptset(
 ) -> ImportResult:
     """A new promptset with its problems and version 1, or ImportRejected and nothing stored.
 
-    Rows are inserted in batches while the file streams; if a row is rejected and the person
+    Rows stream into PostgreSQL (COPY) while the file is read; if a row is rejected and the person
     did not choose to skip invalid rows, inserting stops, the rest of the file is still checked
     (so that the report lists every rejected row) and the transaction rolls back.
     """
@@ -90,30 +121,14 @@ def import_promptset(
         with transaction.atomic():
             promptset = Promptset.objects.create(owner=owner, name=name, description=description, is_public=is_public)
             version = PromptsetVersion.objects.create(promptset=promptset, number=1)
-            pending: list[Problem] = []
-            position = 0
 
-            def flush() -> None:
-                nonlocal position
-                if not pending:
-                    return
-                created = Problem.objects.bulk_create(pending)
-                VersionProblem.objects.bulk_create(
-                    VersionProblem(version=version, problem=problem, position=position + offset)
-                    for offset, problem in enumerate(created)
-                )
-                position += len(created)
-                pending.clear()
-                # With DEBUG on, Django keeps every SQL text; for a 100,000-row file that is the
-                # whole file again in memory, so the log is emptied after each batch.
-                reset_queries()
+            def storable() -> Iterator[CandidateProblem]:
+                for candidate in check.candidates():
+                    if report.rejections and not skip_invalid_rows:
+                        continue  # keep reading only to report every rejected row
+                    yield candidate
 
-            for candidate in check.candidates():
-                if report.rejections and not skip_invalid_rows:
-                    continue  # keep reading only to report every rejected row
-                pending.append(_problem_from(promptset, candidate))
-                if len(pending) >= INSERT_BATCH_ROWS:
-                    flush()
+            stored = _copy_problems(promptset, storable())
             if report.file_error:
                 raise _RollBack(f"{filename or 'the file'} cannot be read: {report.file_error}")
             if report.rejections and not skip_invalid_rows:
@@ -123,8 +138,8 @@ def import_promptset(
                 )
             if not report.rows_accepted:
                 raise _RollBack(f"{filename or 'the file'} holds no valid rows, so nothing was imported")
-            flush()
-            version.problem_count = position
+            _list_problems(version)
+            version.problem_count = stored
             version.rule = {
                 "kind": "upload", "filename": filename, "file_format": report.file_format, "columns": report.columns,
                 "rows_read": report.rows_read, "rows_skipped": report.rows_rejected,

@@ -1,5 +1,6 @@
 """Hub datasets are read with ``datasets`` from a local folder in either of its layouts (what the
-tests can reach: no machine here reaches the Hub), one row at a time, into the upload's checks."""
+tests can reach: no machine here reaches the Hub), one row at a time, staged by a child process under the
+upload's memory ceiling for the upload's checks."""
 
 from __future__ import annotations
 
@@ -113,3 +114,32 @@ def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path):
     with pytest.raises(HubSourceError, match="Parquet"):
         stage_dataset(HubSource(path=str(hub_layout)), staged)
     assert list(staged.parent.iterdir()) == []
+
+
+def test_reading_a_hub_dataset_does_not_import_torch(hub_layout, tmp_path):
+    """torch is installed for the trainer; the worker reading a promptset must not pay its ~190 MB."""
+    import subprocess
+    import sys
+
+    from promptsets.isolated_check import PLATFORM_DIR, REPO_DIR
+
+    script = ("import sys; from promptsets.hub_import import HubSource, dataset_rows; "
+              f"rows = list(dataset_rows(HubSource(path={str(hub_layout)!r}))); "
+              "print(len(rows), 'torch' in sys.modules)")
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                               env={"PYTHONPATH": f"{PLATFORM_DIR}:{REPO_DIR}", "PATH": "/usr/bin:/bin",
+                                    "HF_DATASETS_OFFLINE": "1", "HOME": str(tmp_path)})
+    assert completed.stdout.split() == ["5", "False"]
+
+
+def test_staging_reads_in_a_child_process_that_the_memory_ceiling_bounds(hub_layout, tmp_path):
+    staged = tmp_path / "staged.jsonl"
+    with pytest.raises(HubSourceError, match="needed more than 200 MB of memory, the limit per upload"):
+        stage_dataset(HubSource(path=str(hub_layout)), staged, memory_ceiling_bytes=200 * 2**20)
+    assert list(tmp_path.glob("staged.jsonl*")) == []
+
+
+def test_staging_leaves_nothing_behind_when_the_source_cannot_be_read(hub_layout, tmp_path):
+    with pytest.raises(HubSourceError, match="Bad split: validation"):
+        stage_dataset(HubSource(path=str(hub_layout), split="validation"), tmp_path / "staged.jsonl")
+    assert list(tmp_path.glob("staged.jsonl*")) == []

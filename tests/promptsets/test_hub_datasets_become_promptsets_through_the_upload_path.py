@@ -104,9 +104,8 @@ def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(clien
         def progress(rows):
             on_progress(rows)
             seen.append(PromptsetUpload.objects.values_list("state", "rows_read").get())
-        return real_stage(source, destination, on_progress=progress)
+        return real_stage(source, destination, on_progress=progress, batch_rows=2)
 
-    monkeypatch.setattr("promptsets.hub_import.BATCH_ROWS", 2)
     monkeypatch.setattr("promptsets.actions.stage_dataset", stage_and_watch)
     client.force_login(alice)
     post_import(client, checked_at_once, folder=str(hub_layout))

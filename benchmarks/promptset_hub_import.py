@@ -143,8 +143,7 @@ def run_stage(stage: str, folder: Path) -> dict:
     if stage == "baseline":
         stored = store_with_the_orm(owner, name, check)
     else:
-        with open(path, "rb") as file:
-            stored = import_promptset(owner, name, file, filename=path.name, check=check).version.problem_count
+        stored = import_promptset(owner, name, check).version.problem_count
     seconds["total"] = time.perf_counter() - started
     seconds["store"] = seconds["total"] - seconds["stage"] - seconds["check"]
     check.close()

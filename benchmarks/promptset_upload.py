@@ -62,7 +62,7 @@ def run_stage(stage: str, path: Path) -> dict:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from promptsets.actions import import_promptset
-    from promptsets.intake import check_file
+    from promptsets.intake import FileCheck, check_file
 
     before = rss_mb()
     started = time.perf_counter()
@@ -80,7 +80,7 @@ def run_stage(stage: str, path: Path) -> dict:
 
         owner, _ = get_user_model().objects.get_or_create(username="benchmark")
         with open(path, "rb") as file:
-            result = import_promptset(owner, f"benchmark {time.time()}", file, filename=path.name)
+            result = import_promptset(owner, f"benchmark {time.time()}", FileCheck(file, filename=path.name))
         count = result.version.problem_count
     seconds = time.perf_counter() - started
     return {"stage": stage, "rows": count, "seconds": seconds, "rows_per_second": count / seconds,

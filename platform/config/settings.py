@@ -128,6 +128,9 @@ SWEEP_EVERY_S = float(os.environ.get("SWEEP_EVERY_S", "5"))
 SWEEP_QUEUED_AFTER_S = float(os.environ.get("SWEEP_QUEUED_AFTER_S", "30"))
 SWEEP_STARTING_AFTER_S = float(os.environ.get("SWEEP_STARTING_AFTER_S", "60"))
 SWEEP_ENDED_JOB_GRACE_S = float(os.environ.get("SWEEP_ENDED_JOB_GRACE_S", "15"))
+# An upload being staged or checked whose worker wrote no progress for this long is ended as failed (its
+# worker died: killed, redeployed, out of memory); the sweeper looks on each pass.
+UPLOAD_STALLED_AFTER_S = float(os.environ.get("UPLOAD_STALLED_AFTER_S", "600"))
 # The cpu-demo preset's warm-started model (built by the embedded stack; unset elsewhere).
 WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import BinaryIO
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
@@ -19,11 +18,11 @@ from django.utils import timezone
 
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
 from promptsets.intake import (
-    RECIPE_HEADER,
     CandidateProblem,
     ColumnMapping,
     FileCheck,
     IntakeReport,
+    RowCheck,
     RowLimits,
     statement_fingerprint,
 )
@@ -95,28 +94,25 @@ def _list_problems(version: PromptsetVersion) -> None:
 
 
 def import_promptset(
-    owner, name: str, file: BinaryIO, *, filename: str = "", file_format: str | None = None,
-    mapping: ColumnMapping | None = None, skip_invalid_rows: bool = False, description: str = "",
-    is_public: bool = False, default_header: str = RECIPE_HEADER, limits: RowLimits | None = None,
-    check=None,
+    owner, name: str, check: RowCheck, *, skip_invalid_rows: bool = False, description: str = "",
+    is_public: bool = False,
 ) -> ImportResult:
-    """A new promptset with its problems and version 1, or ImportRejected and nothing stored.
+    """A new promptset with its problems and version 1 from ``check``'s candidates, or ImportRejected and
+    nothing stored.
 
-    Rows stream into PostgreSQL (COPY) while the file is read; if a row is rejected and the person
-    did not choose to skip invalid rows, inserting stops, the rest of the file is still checked
-    (so that the report lists every rejected row) and the transaction rolls back.
+    The caller builds the check: ``FileCheck`` over an open file (the management commands, the demo), or
+    an ``IsolatedFileCheck`` already run (uploads: the child's progress is committed as it reads, not
+    held in this transaction). Rows stream into PostgreSQL (COPY) as the candidates come; if a row is rejected
+    and the person did not choose to skip invalid rows, inserting stops, the rest of the file is still
+    checked (so that the report lists every rejected row) and the transaction rolls back.
     """
     name = name.strip()
     if not name:
         raise PromptsetNameTaken("a promptset needs a name")
     if Promptset.objects.filter(owner=owner, name=name).exists():
         raise PromptsetNameTaken(f"you already have a promptset named {name!r}: choose another name")
-    if check is None:
-        check = FileCheck(file, filename=filename, file_format=file_format, mapping=mapping, limits=limits,
-                          default_header=default_header)
-    elif hasattr(check, "run"):
-        check.run()  # the child reads the whole file before the transaction opens (its progress is committed)
     report = check.report
+    filename = report.filename
     try:
         with transaction.atomic():
             promptset = Promptset.objects.create(owner=owner, name=name, description=description, is_public=is_public)
@@ -308,7 +304,7 @@ def create_demo_promptset(owner) -> tuple[Promptset, bool]:
     lines = "".join(json.dumps(problem.as_row(), ensure_ascii=False) + "\n" for problem in DEMO_PROBLEMS)
     try:
         result = import_promptset(
-            owner, DEMO_PROMPTSET_NAME, io.BytesIO(lines.encode()), filename="demo.jsonl", is_public=True,
+            owner, DEMO_PROMPTSET_NAME, FileCheck(io.BytesIO(lines.encode()), filename="demo.jsonl"), is_public=True,
             description="Closed arithmetic over ℕ, ℤ and ℚ that the stand-in Lean server decides: most true "
                         "(some need norm_num, decide only works in ℕ), three false.",
         )
@@ -323,17 +319,18 @@ def create_demo_promptset(owner) -> tuple[Promptset, bool]:
 UPLOAD_COPY_CHUNK_BYTES = 1024 * 1024
 
 
-def stage_upload(owner, name: str, uploaded, *, options: dict) -> "PromptsetUpload":
+def stage_upload(owner, name: str, uploaded, *, options: dict, dry_run: bool = False) -> "PromptsetUpload":
     """Keep the uploaded file for the worker and queue its check; refuse at once what the metadata refuses.
 
-    ``options`` are import_promptset's keyword arguments in JSON form (file_format, mapping,
-    skip_invalid_rows, description, is_public, default_header, limits). Raises PromptsetNameTaken,
-    or ImportRejected for a Parquet file whose footer already says a row is too large.
+    ``options`` are the check's and import_promptset's choices in JSON form (file_format, mapping,
+    skip_invalid_rows, description, is_public, default_header, limits). A ``dry_run`` is checked and
+    reported, never imported (its name need not be free). Raises PromptsetNameTaken, or ImportRejected
+    for a Parquet file whose footer already says a row is too large.
     """
     from promptsets.models import PromptsetUpload
     from promptsets.parsing import FileFormatError, precheck
 
-    name = _free_name(owner, name)
+    name = name.strip() if dry_run else _free_name(owner, name)
     suffix = "".join(c for c in Path(uploaded.name or "").suffix.lower() if c.isalnum() or c == ".")[:10]
     staged = _staged_path(suffix)
     size = 0
@@ -351,7 +348,8 @@ def stage_upload(owner, name: str, uploaded, *, options: dict) -> "PromptsetUplo
         raise ImportRejected(report, f"{uploaded.name} cannot be read: {error}") from None
     with transaction.atomic():
         upload = PromptsetUpload.objects.create(owner=owner, name=name, filename=uploaded.name or "",
-                                                staged_path=str(staged), options=options, bytes_total=size)
+                                                staged_path=str(staged), options=options, bytes_total=size,
+                                                dry_run=dry_run)
         transaction.on_commit(lambda: _enqueue_check(upload.pk))
     return upload
 
@@ -416,7 +414,9 @@ def _enqueue_check(upload_id: int) -> None:
 
 
 def run_upload(upload_id: int) -> None:
-    """The worker's side: check the staged file in a child process, then import it or record why not."""
+    """The worker's side: check the staged file in a child process, then import it (or, for a dry run, keep
+    only the report) or record why not. Every write says the upload is alive (``updated_at``); one the
+    sweeper ended meanwhile (end_stalled_uploads) is left ended, and nothing of it is stored."""
     from django.utils import timezone
 
     from promptsets.isolated_check import IsolatedFileCheck
@@ -427,7 +427,8 @@ def run_upload(upload_id: int) -> None:
         return  # deleted before a worker came to it
     source = upload.hub_source()
     first_state = UploadState.CHECKING if source is None else UploadState.STAGING
-    claimed = PromptsetUpload.objects.filter(pk=upload_id, state=UploadState.PENDING).update(state=first_state)
+    claimed = PromptsetUpload.objects.filter(pk=upload_id, state=UploadState.PENDING).update(
+        state=first_state, updated_at=timezone.now())
     if not claimed:
         return  # already checked (a redelivered task)
     if source is not None and not _stage(upload, source):
@@ -435,36 +436,61 @@ def run_upload(upload_id: int) -> None:
     options = upload.options
 
     def progress(rows_read: int, bytes_read: int, bytes_total: int) -> None:
-        PromptsetUpload.objects.filter(pk=upload_id).update(rows_read=rows_read, bytes_read=bytes_read)
+        _record_work(upload_id, rows_read=rows_read, bytes_read=bytes_read)
 
-    mapping = ColumnMapping(**options["mapping"])
-    limits = RowLimits(**options["limits"])
     check = IsolatedFileCheck(upload.staged_path, filename=upload.filename, file_format=options.get("file_format"),
-                              mapping=mapping, limits=limits, default_header=options["default_header"],
-                              on_progress=progress)
-    fields: dict = {"finished_at": timezone.now()}
+                              mapping=ColumnMapping(**options["mapping"]), limits=RowLimits(**options["limits"]),
+                              default_header=options["default_header"], on_progress=progress)
     try:
-        with open(upload.staged_path, "rb") as file:
-            result = import_promptset(
-                upload.owner, upload.name, file, filename=upload.filename, file_format=options.get("file_format"),
-                mapping=mapping, skip_invalid_rows=options["skip_invalid_rows"], description=options["description"],
-                is_public=options["is_public"], default_header=options["default_header"], limits=limits, check=check,
-            )
-    except ImportRejected as rejected:
-        fields.update(state=UploadState.REJECTED, failure=str(rejected), report=_stored_report(rejected.report))
-    except PromptsetNameTaken as error:
-        fields.update(state=UploadState.REJECTED, failure=str(error))
+        check.run()  # before the transaction below, so that its progress is committed as it goes
+        with transaction.atomic():
+            # The lock is held until the promptset is stored: the sweeper skips a locked upload, and finds
+            # here whether it ended this one while the child was reading.
+            if not _working_uploads().select_for_update().filter(pk=upload_id).exists():
+                return
+            outcome = _dry_run_outcome(check) if upload.dry_run else _import_outcome(upload, check)
+            _record_work(upload_id, **outcome, rows_read=check.report.rows_read, bytes_read=upload.bytes_total,
+                         peak_memory_bytes=check.peak_memory_bytes, finished_at=timezone.now())
     except Exception as error:  # the upload must end, with the reason, whatever went wrong
-        fields.update(state=UploadState.REJECTED, failure=f"the upload could not be checked: {error}")
+        _record_work(upload_id, state=UploadState.REJECTED, failure=f"the upload could not be checked: {error}",
+                     finished_at=timezone.now())
         raise
-    else:
-        fields.update(state=UploadState.IMPORTED, promptset=result.promptset, report=_stored_report(result.report))
     finally:
-        fields.update(rows_read=check.report.rows_read, bytes_read=upload.bytes_total,
-                      peak_memory_bytes=check.peak_memory_bytes)
-        PromptsetUpload.objects.filter(pk=upload_id).update(**fields)
         Path(upload.staged_path).unlink(missing_ok=True)
         check.close()
+
+
+def _dry_run_outcome(check) -> dict:
+    from promptsets.models import UploadState
+
+    return {"state": UploadState.CHECKED, "report": _stored_report(check.report)}
+
+
+def _import_outcome(upload: "PromptsetUpload", check) -> dict:
+    from promptsets.models import UploadState
+
+    options = upload.options
+    try:
+        result = import_promptset(upload.owner, upload.name, check, skip_invalid_rows=options["skip_invalid_rows"],
+                                  description=options["description"], is_public=options["is_public"])
+    except ImportRejected as rejected:
+        return {"state": UploadState.REJECTED, "failure": str(rejected), "report": _stored_report(rejected.report)}
+    except PromptsetNameTaken as error:
+        return {"state": UploadState.REJECTED, "failure": str(error)}
+    return {"state": UploadState.IMPORTED, "promptset": result.promptset, "report": _stored_report(result.report)}
+
+
+def _working_uploads():
+    from promptsets.models import WORKING_STATES, PromptsetUpload
+
+    return PromptsetUpload.objects.filter(state__in=WORKING_STATES)
+
+
+def _record_work(upload_id: int, **fields) -> bool:
+    """Write the worker's news of an upload still at work, saying it is alive; False if it was ended meanwhile."""
+    from django.utils import timezone
+
+    return bool(_working_uploads().filter(pk=upload_id).update(**fields, updated_at=timezone.now()))
 
 
 def _stage(upload: "PromptsetUpload", source: HubSource) -> bool:
@@ -474,23 +500,65 @@ def _stage(upload: "PromptsetUpload", source: HubSource) -> bool:
 
     from promptsets.models import UploadState
 
-    uploads = PromptsetUpload.objects.filter(pk=upload.pk)
     staged = Path(upload.staged_path)
     try:
-        stage_dataset(checked_source(source), staged, on_progress=lambda rows: uploads.update(rows_read=rows))
+        stage_dataset(checked_source(source), staged, on_progress=lambda rows: _record_work(upload.pk, rows_read=rows))
     except HubSourceError as error:
         report = IntakeReport(filename=upload.filename, file_error=str(error))
-        uploads.update(state=UploadState.REJECTED, failure=str(error), report=_stored_report(report),
-                       finished_at=timezone.now())
+        _record_work(upload.pk, state=UploadState.REJECTED, failure=str(error), report=_stored_report(report),
+                     finished_at=timezone.now())
         return False
     except Exception as error:  # the upload must end, with the reason, whatever went wrong
-        uploads.update(state=UploadState.REJECTED, failure=f"the dataset could not be staged: {error}",
-                       finished_at=timezone.now())
+        _record_work(upload.pk, state=UploadState.REJECTED, failure=f"the dataset could not be staged: {error}",
+                     finished_at=timezone.now())
         staged.unlink(missing_ok=True)
         raise
     upload.bytes_total = staged.stat().st_size
-    uploads.update(state=UploadState.CHECKING, bytes_total=upload.bytes_total, rows_read=0)
+    if not _record_work(upload.pk, state=UploadState.CHECKING, bytes_total=upload.bytes_total, rows_read=0):
+        staged.unlink(missing_ok=True)  # ended by the sweeper while the dataset was read
+        return False
     return True
+
+
+STALLED_UPLOAD_FAILURE = (
+    "the worker {doing} stopped after {rows:,} rows and wrote nothing for {seconds:,.0f} s (it was restarted, "
+    "or ran out of memory); nothing was stored: {again}"
+)
+
+
+def end_stalled_uploads() -> int:
+    """End as rejected each upload being staged or checked whose worker wrote nothing for
+    UPLOAD_STALLED_AFTER_S (its worker died: killed, redeployed, out of memory), and delete its staged file;
+    how many were ended. Run by the sweeper on each pass.
+
+    An upload whose promptset is being stored is locked by its worker (run_upload) and skipped, so a slow
+    import is never ended under its worker; the import is one transaction, so an ended upload stored nothing.
+    """
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from promptsets.models import UploadSource, UploadState
+
+    now = timezone.now()
+    with transaction.atomic():
+        stalled = list(
+            _working_uploads().select_for_update(skip_locked=True)
+            .filter(updated_at__lt=now - timedelta(seconds=settings.UPLOAD_STALLED_AFTER_S))
+            .only("pk", "state", "source", "rows_read", "updated_at", "staged_path")
+        )
+        for upload in stalled:
+            failure = STALLED_UPLOAD_FAILURE.format(
+                doing="reading this dataset" if upload.state == UploadState.STAGING else "checking this upload",
+                rows=upload.rows_read, seconds=(now - upload.updated_at).total_seconds(),
+                again="upload the file again" if upload.source == UploadSource.FILE else "import the dataset again")
+            _working_uploads().filter(pk=upload.pk).update(state=UploadState.REJECTED, failure=failure,
+                                                           finished_at=now, updated_at=now)
+    for upload in stalled:
+        Path(upload.staged_path).unlink(missing_ok=True)
+        Path(upload.staged_path + ".partial").unlink(missing_ok=True)
+    return len(stalled)
 
 
 def _stored_report(report: IntakeReport) -> dict:

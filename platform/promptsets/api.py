@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
@@ -17,7 +16,6 @@ from promptsets.curation import describe_rule, parse_rule
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
-from promptsets.isolated_check import IsolatedFileCheck
 from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from promptsets.views import search_problems
@@ -184,6 +182,7 @@ class UploadOut(Schema):
     failure: str
     report: dict
     promptset_id: int | None
+    dry_run: bool
     status_url: str
 
 
@@ -193,7 +192,7 @@ def _upload_out(upload: PromptsetUpload) -> dict:
             "state_label": upload.get_state_display(), "is_finished": upload.is_finished,
             "bytes_total": upload.bytes_total, "bytes_read": upload.bytes_read, "rows_read": upload.rows_read,
             "failure": upload.failure, "report": upload.report, "promptset_id": upload.promptset_id,
-            "status_url": f"/api/promptsets/uploads/{upload.pk}"}
+            "dry_run": upload.dry_run, "status_url": f"/api/promptsets/uploads/{upload.pk}"}
 
 
 @router.post("/", response={202: UploadOut, 409: DetailOut, 422: RejectedOut})
@@ -236,23 +235,19 @@ def get_upload(request, upload_id: int):
     return _upload_out(get_object_or_404(PromptsetUpload, pk=upload_id, owner=request.user))
 
 
-@router.post("/validate", response=ReportOut)
+@router.post("/validate", response={202: UploadOut, 422: RejectedOut})
 def validate_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
-    """The per-row report of a file, storing nothing (``name`` is ignored). The file is read by a child
-    process with a memory ceiling, as uploads are."""
+    """A dry run: the per-row report of a file, storing no promptset (``name`` only labels it). A worker checks
+    it as it checks an upload; 202 with the upload: follow ``status_url`` until ``state`` is ``checked``, then
+    ``report`` holds the report. A Parquet file whose metadata already shows a row over the limit is refused at
+    once (422)."""
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
-    with tempfile.NamedTemporaryFile(prefix="promptset-validate-") as staged:
-        for chunk in file.chunks(1024 * 1024):
-            staged.write(chunk)
-        staged.flush()
-        check = IsolatedFileCheck(staged.name, filename=file.name, file_format=data.file_format or None,
-                                  mapping=data.mapping(), limits=_limits(data.max_statement_chars),
-                                  default_header=data.default_header)
-        try:
-            check.run()
-        finally:
-            check.close()
-    return check.report.as_dict()
+    try:
+        upload = actions.stage_upload(request.user, data.name, file, options=data.options(data.file_format or None),
+                                      dry_run=True)
+    except actions.ImportRejected as rejected:
+        return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
+    return 202, _upload_out(upload)
 
 
 @router.get("/{promptset_id}", response=PromptsetOut)

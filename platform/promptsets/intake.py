@@ -11,7 +11,7 @@ import hashlib
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat, FileFormatError, RowSource, open_rows
 from promptsets.validation import (
@@ -218,6 +218,16 @@ def _win_rate(values: dict[str, Any], column: str | None) -> float | None:
     return rate
 
 
+class RowCheck(Protocol):
+    """What actions.import_promptset stores from: ``FileCheck`` in this process (the management commands, the
+    demo), or ``isolated_check.IsolatedFileCheck`` in a child process (uploads). ``report`` is one object,
+    complete once ``candidates()`` is exhausted; its ``filename`` names the file in messages."""
+
+    report: IntakeReport
+
+    def candidates(self) -> Iterator[CandidateProblem]: ...
+
+
 class FileCheck:
     """Reads a file row by row; ``candidates()`` yields valid problems and fills ``report``."""
 
@@ -329,7 +339,7 @@ class FileCheck:
 
 
 def check_file(file: BinaryIO, **options) -> IntakeReport:
-    """The per-row report of a file, storing nothing (``validate_promptset``, the API's dry run)."""
+    """The per-row report of a file, storing nothing, read in this process."""
     check = FileCheck(file, **options)
     for _ in check.candidates():
         pass

@@ -1,5 +1,5 @@
 """Checking an uploaded file in a child process with a memory ceiling, so a hostile file cannot hurt
-the process that asked (the Celery worker, or the web process for the API's dry run).
+the process that asked (the Celery worker; the web process never reads an uploaded file's rows).
 
 The child (``python -m promptsets.isolated_check``) runs ``FileCheck`` (pure Python and pyarrow, no
 Django) with ``RLIMIT_AS`` set before it starts: a file that would need more memory than the
@@ -44,9 +44,10 @@ def child_environment() -> dict[str, str]:
 class IsolatedFileCheck:
     """``FileCheck``'s interface (``candidates()`` and ``report``) for a file on disk, checked in a child.
 
-    ``candidates()`` first lets the child read the whole file (``on_progress(rows_read, bytes_read,
-    bytes_total)`` follows it), then yields what it accepted; ``report`` is complete from the first
-    candidate on, as the importer's all-or-nothing rule needs.
+    ``run()`` lets the child read the whole file (``on_progress(rows_read, bytes_read, bytes_total)``
+    follows it; ``candidates()`` runs it if not yet done), then ``candidates()`` yields what it accepted;
+    ``report`` (the same object throughout) is complete from the first candidate on, as the importer's
+    all-or-nothing rule needs.
     """
 
     def __init__(self, path: str | Path, *, filename: str = "", file_format: str | None = None,
@@ -101,7 +102,8 @@ class IsolatedFileCheck:
         errors = child.stderr.read()
         child.wait()
         if final is not None:
-            self.report = _report_from(final)
+            # Filled in place: whoever already holds ``report`` (the importer does) sees the child's findings.
+            vars(self.report).update(vars(_report_from(final)))
             return
         ceiling_mb = ceiling // (1024 * 1024)
         if "MemoryError" in errors or "Cannot allocate memory" in errors or child.returncode in (-9, 137):

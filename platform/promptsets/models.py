@@ -204,6 +204,11 @@ class UploadState(models.TextChoices):
     CHECKING = "checking", "Checking every row"
     IMPORTED = "imported", "Imported"
     REJECTED = "rejected", "Rejected"
+    CHECKED = "checked", "Checked (a dry run: nothing imported)"
+
+
+# A worker is at these; it writes its progress (rows_read, updated_at) as it goes.
+WORKING_STATES = (UploadState.STAGING, UploadState.CHECKING)
 
 
 class UploadSource(models.TextChoices):
@@ -220,6 +225,9 @@ class PromptsetUpload(models.Model):
     written by the task to ``staged_path`` as JSON Lines (state ``staging``, ``rows_read`` counting
     the rows staged), then checked like a file. The page of an upload follows ``rows_read`` and
     ``bytes_read``; a rejected upload keeps its report (the rejected rows) and stores no promptset.
+    A ``dry_run`` upload (the API's validate) is checked and reported, never imported. ``updated_at`` moves
+    with every write of the worker: an upload at work whose ``updated_at`` stopped is one whose worker died
+    (actions.end_stalled_uploads ends it).
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="promptset_uploads")
@@ -238,7 +246,9 @@ class PromptsetUpload(models.Model):
     report = models.JSONField(default=dict, blank=True)
     peak_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="Of the child process that read the file.")
     promptset = models.ForeignKey(Promptset, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+    dry_run = models.BooleanField(default=False, help_text="Checked and reported only; nothing is imported.")
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, help_text="The worker's last write: its progress, or the end.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -249,7 +259,7 @@ class PromptsetUpload(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.state in (UploadState.IMPORTED, UploadState.REJECTED)
+        return self.state in (UploadState.IMPORTED, UploadState.REJECTED, UploadState.CHECKED)
 
     def hub_source(self):
         """The dataset to stage (a promptsets.hub_import.HubSource), or None for an uploaded file."""

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from promptsets.actions import end_stalled_uploads
 from runs import ray_jobs
 from runs.models import Run, RunEvent, RunState
 from trainer.events import EventType, TrainerEvent, stream_key
@@ -69,6 +70,7 @@ class Sweeper:
         self.redispatch_queued_runs()
         self.check_active_runs()
         self.stop_jobs_without_a_live_run()
+        end_stalled_uploads()  # an upload whose worker died would otherwise say "checking" for ever
 
     # -- queued -------------------------------------------------------------------------------
 

@@ -98,6 +98,7 @@ def test_a_promptset_version_is_pushed_as_a_dataset_that_uploads_again(promptset
     from django.core.management import call_command
 
     from promptsets.actions import import_promptset
+    from promptsets.intake import FileCheck
 
     with HubStandinThread(tmp_path / "hub") as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
@@ -107,5 +108,6 @@ def test_a_promptset_version_is_pushed_as_a_dataset_that_uploads_again(promptset
     dataset = tmp_path / "hub" / "datasets" / "lab" / "arith"
     assert "data/train-*.parquet" in (dataset / "README.md").read_text()
     parquet = dataset / "data" / "train-00000-of-00001.parquet"
-    again = import_promptset(alice, "from the hub", parquet.open("rb"), filename=parquet.name)
+    with parquet.open("rb") as file:
+        again = import_promptset(alice, "from the hub", FileCheck(file, filename=parquet.name))
     assert again.version.problem_count == 3

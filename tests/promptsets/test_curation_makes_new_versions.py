@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from promptsets import actions
 from promptsets.curation import DropAboveWinRate, Sample, Split, WeightHardProblems, WinRateSource
+from promptsets.intake import FileCheck
 from promptsets.models import Problem, PromptsetVersion
 from proofs.models import ProofAttempt, Turn
 from tests.promptsets.conftest import encode, kimina_rows
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def version_1(alice):
-    return actions.import_promptset(alice, "kimina", io.BytesIO(encode(kimina_rows(5), "jsonl")),
-                                    filename="k.jsonl", is_public=True).version
+    return actions.import_promptset(alice, "kimina", FileCheck(io.BytesIO(encode(kimina_rows(5), "jsonl")),
+                                                                 filename="k.jsonl"), is_public=True).version
 
 
 def keys(version):

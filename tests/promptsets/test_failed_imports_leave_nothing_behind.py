@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from promptsets.actions import ImportRejected, import_promptset
+from promptsets.intake import FileCheck
 from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
 from tests.promptsets.conftest import encode, kimina_rows
 
@@ -29,8 +30,7 @@ def test_a_cut_or_corrupted_file_either_imports_whole_rows_or_stores_nothing(ali
     data = bytes(data[: max(1, cut % len(data))])
     before = stored_counts()
     try:
-        result = import_promptset(alice, next(NAMES), io.BytesIO(data),
-                                  filename=f"x.{file_format}")
+        result = import_promptset(alice, next(NAMES), FileCheck(io.BytesIO(data), filename=f"x.{file_format}"))
     except ImportRejected as rejected:
         assert rejected.report.file_error or rejected.report.rejections or not rejected.report.rows_accepted
         assert stored_counts() == before
@@ -44,13 +44,13 @@ def test_rejected_rows_are_all_listed_even_after_inserting_stopped(alice):
     for index in (5, 2500, 2999):
         rows[index]["formal_statement"] = "theorem oops : 1 = 1 := by simp"
     with pytest.raises(ImportRejected) as caught:
-        import_promptset(alice, "big", io.BytesIO(encode(rows, "jsonl")), filename="big.jsonl")
+        import_promptset(alice, "big", FileCheck(io.BytesIO(encode(rows, "jsonl")), filename="big.jsonl"))
     assert [r.row for r in caught.value.report.rejections] == [6, 2501, 3000]
     assert stored_counts() == (0, 0, 0, 0)
 
 
 def test_a_file_with_no_valid_rows_is_rejected_even_when_skipping(alice):
     with pytest.raises(ImportRejected, match="no valid rows"):
-        import_promptset(alice, "empty", io.BytesIO(b'{"formal_statement": "nope"}\n'), filename="e.jsonl",
+        import_promptset(alice, "empty", FileCheck(io.BytesIO(b'{"formal_statement": "nope"}\n'), filename="e.jsonl"),
                          skip_invalid_rows=True)
     assert stored_counts() == (0, 0, 0, 0)

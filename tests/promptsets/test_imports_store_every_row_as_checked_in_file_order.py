@@ -39,7 +39,8 @@ def test_every_field_of_every_accepted_row_is_stored_as_the_check_produced_it_in
     expected = [{key: value for key, value in vars(candidate).items() if key != "row"} for candidate in check.candidates()]
     assert len(expected) == 6 and len(check.report.rejections) == 1
 
-    result = import_promptset(alice, "awkward", io.BytesIO(data), filename="awkward.jsonl", skip_invalid_rows=True)
+    result = import_promptset(alice, "awkward", FileCheck(io.BytesIO(data), filename="awkward.jsonl"),
+                              skip_invalid_rows=True)
 
     entries = list(result.version.entries.select_related("problem").order_by("position"))
     assert [entry.position for entry in entries] == list(range(6))
@@ -51,10 +52,10 @@ def test_every_field_of_every_accepted_row_is_stored_as_the_check_produced_it_in
 
 
 def test_a_second_import_lists_only_its_own_problems_in_its_own_order(alice, bob):
-    first = import_promptset(alice, "first", io.BytesIO(encode(kimina_rows(5), "jsonl")), filename="a.jsonl")
+    first = import_promptset(alice, "first", FileCheck(io.BytesIO(encode(kimina_rows(5), "jsonl")), filename="a.jsonl"))
     rows = kimina_rows(4)
     rows.reverse()
-    second = import_promptset(bob, "first", io.BytesIO(encode(rows, "jsonl")), filename="b.jsonl")
+    second = import_promptset(bob, "first", FileCheck(io.BytesIO(encode(rows, "jsonl")), filename="b.jsonl"))
 
     assert list(second.version.entries.order_by("position").values_list("problem__problem_key", flat=True)) == [
         "kimina-3", "kimina-2", "kimina-1", "kimina-0"]
@@ -64,7 +65,8 @@ def test_a_second_import_lists_only_its_own_problems_in_its_own_order(alice, bob
 
 def test_a_row_json_cannot_smuggle_copy_control_text_into_other_columns(alice):
     row = kimina_rows(1)[0] | {"statement_id": "a\tb\\N\nc", "source": "\\.\n"}
-    result = import_promptset(alice, "smuggle", io.BytesIO((json.dumps(row) + "\n").encode()), filename="s.jsonl")
+    result = import_promptset(alice, "smuggle", FileCheck(io.BytesIO((json.dumps(row) + "\n").encode()),
+                                                          filename="s.jsonl"))
 
     problem = result.version.problems.get()
     assert (problem.problem_key, problem.source) == ("a\tb\\N\nc", "\\.")

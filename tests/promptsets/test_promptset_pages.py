@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from promptsets import actions
+from promptsets.intake import FileCheck
 from promptsets.models import Problem
 from proofs.models import ProofAttempt, Turn
 from tests.promptsets.conftest import encode, kimina_rows
@@ -15,14 +16,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def alices_promptset(alice):
-    return actions.import_promptset(alice, "alice's set", io.BytesIO(encode(kimina_rows(60), "jsonl")),
-                                    filename="k.jsonl").promptset
+    return actions.import_promptset(alice, "alice's set", FileCheck(io.BytesIO(encode(kimina_rows(60), "jsonl")),
+                                                                    filename="k.jsonl")).promptset
 
 
 @pytest.fixture
 def public_promptset(bob):
-    return actions.import_promptset(bob, "bob's public set", io.BytesIO(encode(kimina_rows(3), "jsonl")),
-                                    filename="k.jsonl", is_public=True).promptset
+    return actions.import_promptset(bob, "bob's public set", FileCheck(io.BytesIO(encode(kimina_rows(3), "jsonl")),
+                                                                       filename="k.jsonl"), is_public=True).promptset
 
 
 def page_of(client, user, name, *args, **query):
@@ -54,7 +55,7 @@ def test_the_problem_table_is_paginated_and_searchable(client, alice, alices_pro
 
 def test_the_problem_page_highlights_the_statement_and_escapes_it(client, alice):
     rows = [{"name": "xss", "formal_statement": 'theorem xss : "<script>alert(1)</script>" = "" := by'}]
-    promptset = actions.import_promptset(alice, "xss", io.BytesIO(encode(rows, "jsonl")), filename="x.jsonl").promptset
+    promptset = actions.import_promptset(alice, "xss", FileCheck(io.BytesIO(encode(rows, "jsonl")), filename="x.jsonl")).promptset
     page = page_of(client, alice, "problem", promptset.pk, promptset.problems.get().pk).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page and 'class="k' in page  # Pygments marked the keywords

@@ -1,9 +1,11 @@
 """The API imports, validates, lists and curates with the same rules as the pages."""
 
+from pathlib import Path
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from promptsets.models import Promptset, PromptsetVersion
+from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = pytest.mark.django_db
@@ -51,13 +53,27 @@ def test_someone_elses_upload_is_not_found(client, alice, charlie, post_file):
     assert client.get(status_url).status_code == 404
 
 
-def test_the_validate_endpoint_reports_without_storing(client, alice, post_file):
+def test_the_validate_endpoint_is_a_dry_run_the_worker_checks_and_reports_storing_no_promptset(client, alice,
+                                                                                            post_file):
     client.force_login(alice)
     rows = kimina_rows(2) + [{"statement_id": "x", "formal_statement": "def f := 1"}]
     response = post_file("validate", rows)
-    assert response.status_code == 200
-    assert (response.json()["rows_accepted"], response.json()["rows_rejected"]) == (2, 1)
+    assert response.status_code == 202, response.content
+    assert (response.json()["state"], response.json()["dry_run"]) == ("pending", True)  # not read by the web process
+    body = client.get(response.json()["status_url"]).json()
+    assert (body["state"], body["is_finished"], body["promptset_id"]) == ("checked", True, None)
+    assert (body["report"]["rows_accepted"], body["report"]["rows_rejected"]) == (2, 1)
+    assert body["report"]["rejections"][0]["row"] == 3
     assert not Promptset.objects.exists()
+    assert not Path(PromptsetUpload.objects.get().staged_path).exists()
+
+
+def test_a_dry_run_may_carry_the_name_of_a_promptset_one_already_has(client, alice, post_file):
+    client.force_login(alice)
+    post_file("", kimina_rows(2))
+    body = client.get(post_file("validate", kimina_rows(3)).json()["status_url"]).json()
+    assert (body["state"], body["report"]["rows_accepted"]) == ("checked", 3)
+    assert Promptset.objects.get().versions.get().problem_count == 2
 
 
 def test_the_list_shows_own_and_public_promptsets_only(client, alice, charlie, post_file):

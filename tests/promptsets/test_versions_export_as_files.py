@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from promptsets.actions import import_promptset
+from promptsets.intake import FileCheck
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ def test_parquet_export_uploads_again_as_the_same_problems(client, alice, prompt
     table = pq.read_table(io.BytesIO(data))
     assert table.column_names == ["problem_id", "name", "formal_statement", "informal_statement", "header", "source",
                                   "win_rate", "copies"]
-    again = import_promptset(alice, "arith again", io.BytesIO(data), filename="arith-v1.parquet")
+    again = import_promptset(alice, "arith again", FileCheck(io.BytesIO(data), filename="arith-v1.parquet"))
     original = {(p.problem_key, p.formal_statement) for p in promptset_version.problems.all()}
     assert {(p.problem_key, p.formal_statement) for p in again.version.problems.all()} == original
 

@@ -115,3 +115,24 @@ def test_a_csv_file_with_one_200_mb_line_is_refused_row_by_row_in_bounded_reads(
     assert web.peak < WEB_MEMORY_LIMIT
     assert stored.peak_memory_bytes < WEB_MEMORY_LIMIT  # bounded reads: the checking child never held the line
     assert not Promptset.objects.exists() and not Path(stored.staged_path).exists()
+
+
+def test_a_dry_run_of_the_csv_bomb_is_read_by_the_worker_never_the_web_process(api, platform_processes, bombs):
+    with PeakMemory(platform_processes["web"].process.pid) as web, bombs["csv"].open("rb") as file:
+        response = api.post("/api/promptsets/validate", data={"name": "csv bomb, dry run"},
+                            files={"file": (bombs["csv"].name, file)})
+        assert response.status_code == 202, response.text
+        status_url = response.json()["status_url"]
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            status = api.get(status_url).json()
+            if status["is_finished"]:
+                break
+            time.sleep(0.5)
+    stored = PromptsetUpload.objects.get()
+    assert (status["state"], status["dry_run"]) == ("checked", True), status
+    (rejection,) = status["report"]["rejections"]
+    assert rejection["row"] == 2 and "the row is 209,715,206 bytes long; the limit is 1,048,576" in rejection["reason"]
+    assert web.peak < WEB_MEMORY_LIMIT
+    assert stored.peak_memory_bytes < WEB_MEMORY_LIMIT  # the worker's checking child read it, in bounded reads
+    assert not Promptset.objects.exists() and not Path(stored.staged_path).exists()

@@ -36,9 +36,8 @@ class Command(BaseCommand):
                                   mapping=column_mapping(options["column"]), limits=row_limits(options),
                                   default_header=options["default_header"])
                 result = actions.import_promptset(
-                    owner, options["name"], file, filename=options["file"],
-                    skip_invalid_rows=options["skip_invalid_rows"], description=options["description"],
-                    is_public=options["public"], check=ReadingShown(check),
+                    owner, options["name"], ReadingShown(check), skip_invalid_rows=options["skip_invalid_rows"],
+                    description=options["description"], is_public=options["public"],
                 )
             except actions.PromptsetNameTaken as error:
                 raise CommandError(str(error)) from None

@@ -263,7 +263,7 @@ class RankGroup:
         store = dist.distributed_c10d._get_default_store()
         return cls(dist.get_rank(), dist.get_world_size(), control_group, store)
 
-    def engine_peers(self, groups: EngineGroups) -> RankGroup:
+    def join_engine_peers(self, groups: EngineGroups) -> RankGroup:
         """A group of this rank and the others of its engine, for exchanges within it (a collective: all ranks call it).
 
         Host memory (gloo), as the run's own exchanges: what goes through it is scored answers.
@@ -532,7 +532,7 @@ class DataParallelRun(TrainingRun):
 
     def _start_rollouts_and_scoring(self) -> None:
         if self.engine_groups.tensor_parallel_size > 1 and self.engine_peers is None:
-            self.engine_peers = self.group.engine_peers(self.engine_groups)  # a collective: all ranks, in order
+            self.engine_peers = self.group.join_engine_peers(self.engine_groups)  # a collective: all ranks, in order
         if self.engine is None:
             self.engine = build_rank_engine(self.config, self.model, self.tokenizer)  # gathers weights: all ranks
         # The Lean client and its health check are this rank's own: exchanged, so a rank that

@@ -569,7 +569,7 @@ def _fit_problems(config: RunConfig) -> list[tuple[str, str]]:
     # The trainer's own start-up rules for its ranks first: a run it would refuse is refused here, unplanned.
     refused = rank_rule_problems(config, config.cluster.num_gpus)
     if refused:
-        return [(field, f"ranks: {message}") for field, message in refused]
+        return [(config_field, f"ranks: {message}") for config_field, message in refused]
     try:
         messages = plan(config, validate=False).problems()
     except ArchitectureUnknown as error:
@@ -593,8 +593,8 @@ def check_fits(config: RunConfig) -> list[str]:
 def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
     """``check_fits``'s messages keyed by the config field a person would change; empty when it fits."""
     errors: dict[str, list[str]] = {}
-    for field, message in _fit_problems(config):
-        errors.setdefault(field, []).append(message)
+    for config_field, message in _fit_problems(config):
+        errors.setdefault(config_field, []).append(message)
     return errors
 
 

@@ -55,7 +55,9 @@ class RolloutConfig(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, description="-1 disables top-k.")
     vllm_gpu_memory_utilization: float = Field(0.6, gt=0.0, le=1.0, description="Share of GPU memory vLLM may claim.")
-    vllm_tensor_parallel_size: int = Field(1, ge=1)
+    vllm_tensor_parallel_size: int = Field(
+        1, ge=1, description="GPUs (ranks) one vLLM engine spans, each holding a tensor-parallel shard of it; "
+                             "must divide cluster.num_gpus.")
     vllm_enable_sleep_mode: bool = Field(True, description="Free vLLM's memory while the learner runs.")
 
 

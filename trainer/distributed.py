@@ -1,22 +1,29 @@
 """Data-parallel training: one process per GPU, started by torchrun, each one a whole trainer.
 
-Prompt-parallel, as verl's colocated mode is in spirit. Every rank owns one GPU, its own
-rollout engine there (vLLM with tensor-parallel size 1; on CPU, transformers sampling a copy
-of the policy), its own Lean client, and one FSDP shard of the learner. Each step:
+Prompt-parallel, as verl's colocated mode is. Every rank owns one GPU, its own Lean client and
+one FSDP shard of the learner. Rollouts come from engines that span ``tp`` consecutive ranks
+(``EngineGroups``): vLLM with ``rollout.vllm_tensor_parallel_size = tp``, each rank holding one
+tensor-parallel shard of its group's engine (vLLM's ``external_launcher``: every rank of the
+group runs the engine in its own process and calls ``generate`` with the same prompts, seeds
+and request ids, and gets the same answers); with tp = 1 (and on CPU, transformers sampling a
+copy of the policy) every rank is an engine of its own. Each step:
 
-1. every rank draws the same prompt slots (the same seeded rng, the same replay buffer) and
-   rolls out the slots with ``slot_index % world_size == rank``, so a GRPO group stays whole
-   on one rank;
-2. each rank scores its rollouts and publishes them (ROLLOUT_FINISHED) as they finish;
+1. every rank draws the same prompt slots (the same seeded rng, the same replay buffer); each
+   engine group rolls out the slots with ``slot_index % engines == engine``, so a GRPO group
+   stays whole on one engine;
+2. the ranks of a group share the scoring: rank ``member`` of the group scores (sends to Lean)
+   and publishes (ROLLOUT_FINISHED) the answers at positions ``member, member + tp, ...`` of its
+   engine's output, as they finish, so each answer is scored and published once;
 3. the scored rollouts are all-gathered in host memory (a gloo group), so every rank holds
-   the whole batch in slot order. Advantages, mini-batches, retries and metrics are then
-   computed from the same data on every rank: the replay buffers stay identical without a
-   protocol of their own, the next step draws the same slots everywhere, and rank 0's
-   METRICS are the global ones;
-4. the learner step: the learner splits the shared batch by sequence across ranks and FSDP
+   the whole batch in slot order, each rollout once. Advantages, mini-batches, retries and
+   metrics are then computed from the same data on every rank: the replay buffers stay
+   identical without a protocol of their own, the next step draws the same slots everywhere,
+   and rank 0's METRICS are the global ones;
+4. the learner step: the learner splits the shared batch by sequence across all ranks and FSDP
    averages the gradients, so the update equals one process's update on the whole batch
-   (``mini_batch_prompts`` prompts per optimizer step, world-wide);
-5. every rank gathers the full weights by name and pushes them into its own engine.
+   (``mini_batch_prompts`` prompts per optimizer step, world-wide) whatever tp is;
+5. every rank gathers the full weights by name and pushes them into its own engine (vLLM's
+   ``load_weights`` keeps this rank's tensor-parallel shard of each).
 
 Why whole rollouts rather than just new retries and metric sums: the learner already expects
 every rank to hold the same sequence list (it takes ``sequences[rank::world_size]`` and pads
@@ -24,19 +31,23 @@ ranks to equal passes), and one exchange per step then serves advantages, retrie
 metrics alike. The cost is the rollouts' text and token ids once per step, small next to
 generating them.
 
+Evaluation is split the same way, with one more exchange inside each engine group: the ranks
+of a group must build the same retry prompts from the first attempts' verdicts, so they pool
+their shares of the scoring before the retries are generated (``engine_peers``).
+
 Events: rank r numbers its events ``first_seq + n·world_size + r``, so numbers never clash,
 and ranks align ``n`` at each step's start, so the platform's order by seq keeps every
 rank's rollouts of a step after that step's STEP_STARTED. Rollouts are published by the rank
-that made them; every other event by rank 0 alone.
+that scored them; every other event by rank 0 alone.
 
 Failures: a rank that fails records the reason in the process group's key-value store
 before it leaves. Work done between collectives (generation, scoring, evaluation) is
 exchanged with a status, so every rank leaves that exchange together and rank 0 fails the run
-with the peer's reason. A failure inside a collective (the learner step, the weight push)
-reaches rank 0 as a broken collective or as torchrun's SIGTERM; rank 0 then reports the
-first recorded failure instead of that echo. Should rank 0 hang in a collective that will
-never complete (NCCL waits for a missing rank), a watch thread publishes the recorded failure
-and ends the process after a grace period.
+with the peer's reason. A failure inside a collective (the learner step, the weight push, a
+tensor-parallel engine's forward pass) reaches rank 0 as a broken collective or as torchrun's
+SIGTERM; rank 0 then reports the first recorded failure instead of that echo. Should rank 0
+hang in a collective that will never complete (NCCL waits for a missing rank), a watch thread
+publishes the recorded failure and ends the process after a grace period.
 """
 
 from __future__ import annotations
@@ -72,6 +83,11 @@ _FIRST_FAILURE_KEY = "trainer/first_failure"
 
 class PeerRankFailed(RuntimeError):
     """Another rank failed; the message names the rank and its reason."""
+
+    def __init__(self, rank: int, reason: str):
+        super().__init__(f"rank {rank} {reason}")
+        self.rank = rank
+        self.reason = reason
 
 
 # --- where this process stands --------------------------------------------------------------------
@@ -112,35 +128,97 @@ def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -
                 f"`python -m torch.distributed.run --standalone --nproc-per-node {gpus} -m trainer run ...` "
                 "(the platform does), or set cluster.num_gpus to 1"
             )
+        if gpus == 1:
+            check_world_fits_config(config, 1)  # one GPU holds one engine of tensor-parallel size 1
         return
     check_world_fits_config(config, position.world_size)
 
 
+def rollout_tensor_parallel_size(config: RunConfig) -> int:
+    """Ranks that share one rollout engine: vLLM's tensor-parallel size; 1 for an engine that never shards."""
+    return config.rollout.vllm_tensor_parallel_size if config.rollout.engine is RolloutEngineKind.VLLM else 1
+
+
+def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, str]]:
+    """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
+
+    The learner shards every mini-batch over all ranks, whatever the engines span, so the
+    mini-batch must split evenly over the ranks; the slots of a step then split evenly over the
+    engine groups too (prompts_per_step is a multiple of mini_batch_prompts, world_size of tp).
+    """
+    problems = []
+    tensor_parallel = rollout_tensor_parallel_size(config)
+    if world_size % tensor_parallel:
+        sizes = ", ".join(str(size) for size in range(1, world_size + 1) if world_size % size == 0)
+        problems.append(("rollout.vllm_tensor_parallel_size", (
+            f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) must divide the {world_size} GPU(s) "
+            f"(cluster.num_gpus): each vLLM engine spans {tensor_parallel} consecutive ranks, one tensor-parallel "
+            f"shard on each; set it to one of {sizes}, or cluster.num_gpus to a multiple of {tensor_parallel}")))
+    mini_batch = config.optimizer.mini_batch_prompts
+    if mini_batch % world_size:
+        fits = mini_batch + world_size - mini_batch % world_size
+        problems.append(("optimizer.mini_batch_prompts", (
+            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of the {world_size} ranks, each of which "
+            f"trains mini_batch_prompts / {world_size} prompts' rollouts per optimizer step; set it to {fits} "
+            f"(and rollout.prompts_per_step to a multiple of that)")))
+    return problems
+
+
 def check_world_fits_config(config: RunConfig, world_size: int) -> None:
-    """The rules a data-parallel run adds to RunConfig's own, checked before anything is loaded."""
+    """The rules a run of ``world_size`` ranks adds to RunConfig's own, checked before anything is loaded."""
     if config.cluster.num_gpus != world_size:
         raise ValueError(
             f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}; "
             f"launch with --nproc-per-node {config.cluster.num_gpus} or set cluster.num_gpus to {world_size}"
         )
-    mini_batch = config.optimizer.mini_batch_prompts
-    if mini_batch % world_size:
-        fits = mini_batch + world_size - mini_batch % world_size
-        raise ValueError(
-            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of the {world_size} ranks, each of which "
-            f"trains mini_batch_prompts / {world_size} prompts' rollouts per optimizer step; set it to {fits} "
-            f"(and rollout.prompts_per_step to a multiple of that)"
-        )
-    if config.rollout.engine is RolloutEngineKind.VLLM and config.rollout.vllm_tensor_parallel_size != 1:
-        raise ValueError(
-            f"rollout.vllm_tensor_parallel_size is {config.rollout.vllm_tensor_parallel_size}, but in a data-parallel "
-            "run every rank rolls out its own prompts on its own GPU; set it to 1"
-        )
+    for _, message in rank_rule_problems(config, world_size):
+        raise ValueError(message)
 
 
-def owned_slot_indices(num_slots: int, rank: int, world_size: int) -> list[int]:
-    """The prompt slots one rank rolls out: every world_size-th, so each GRPO group stays on one rank."""
-    return list(range(rank, num_slots, world_size))
+@dataclass(frozen=True)
+class EngineGroups:
+    """Which ranks share one rollout engine: runs of ``tensor_parallel_size`` consecutive ranks.
+
+    Consecutive because vLLM's external launcher forms its tensor-parallel groups so (its rank
+    layout is external data parallel × pipeline × tensor, tensor innermost), and because
+    torchrun numbers a node's GPUs consecutively, which keeps a group on one node's NVLink.
+    """
+
+    world_size: int
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1 or self.world_size % self.tensor_parallel_size:
+            raise ValueError(f"a tensor-parallel size of {self.tensor_parallel_size} does not divide "
+                             f"{self.world_size} ranks; set rollout.vllm_tensor_parallel_size to a divisor of it")
+
+    @property
+    def count(self) -> int:
+        return self.world_size // self.tensor_parallel_size
+
+    def engine_of(self, rank: int) -> int:
+        return rank // self.tensor_parallel_size
+
+    def member_of(self, rank: int) -> int:
+        """Which shard of its engine ``rank`` holds, and so which share of its answers it scores."""
+        return rank % self.tensor_parallel_size
+
+    def ranks_of(self, engine: int) -> list[int]:
+        first = engine * self.tensor_parallel_size
+        return list(range(first, first + self.tensor_parallel_size))
+
+    def all_ranks(self) -> list[list[int]]:
+        return [self.ranks_of(engine) for engine in range(self.count)]
+
+    def scores(self, rank: int, prompt_index: int, sample_index: int, samples_per_prompt: int) -> bool:
+        """Whether ``rank`` scores this answer of its engine: every tp-th by position, so the group shares Lean's work."""
+        position = prompt_index * samples_per_prompt + sample_index
+        return position % self.tensor_parallel_size == self.member_of(rank)
+
+
+def owned_slot_indices(num_slots: int, engine: int, engines: int) -> list[int]:
+    """The prompt slots one engine group rolls out: every engines-th, so each GRPO group stays on one engine."""
+    return list(range(engine, num_slots, engines))
 
 
 # --- the ranks, together --------------------------------------------------------------------------
@@ -151,16 +229,23 @@ class _Share:
     kind: str  # "done", "failed" or "cancelled"
     value: Any = None
     reason: str = ""
+    failed_rank: int | None = None  # the run rank whose failure this is, when it is a peer's
 
 
 class RankGroup:
-    """The driver's collectives (host memory, their own gloo group) and the run's failure record."""
+    """The driver's collectives (host memory, their own gloo group) and the run's failure record.
 
-    def __init__(self, rank: int, world_size: int, control_group=None, store=None):
+    ``rank`` is this process's rank in the run; ``members`` are the run ranks the group spans,
+    in the order its collectives return their shares (the whole run by default; one engine
+    group's ranks for ``engine_peers``).
+    """
+
+    def __init__(self, rank: int, world_size: int, control_group=None, store=None, members: Sequence[int] | None = None):
         self.rank = rank
         self.world_size = world_size
         self.control_group = control_group
         self.store = store
+        self.members = list(members) if members is not None else list(range(world_size))
         self._has_recorded_failure = False
 
     @classmethod
@@ -177,6 +262,16 @@ class RankGroup:
         control_group = dist.new_group(backend="gloo", timeout=CONTROL_GROUP_TIMEOUT)
         store = dist.distributed_c10d._get_default_store()
         return cls(dist.get_rank(), dist.get_world_size(), control_group, store)
+
+    def join_engine_peers(self, groups: EngineGroups) -> RankGroup:
+        """A group of this rank and the others of its engine, for exchanges within it (a collective: all ranks call it).
+
+        Host memory (gloo), as the run's own exchanges: what goes through it is scored answers.
+        """
+        subgroup, _ = dist.new_subgroups_by_enumeration(groups.all_ranks(), timeout=CONTROL_GROUP_TIMEOUT,
+                                                        backend="gloo")
+        members = groups.ranks_of(groups.engine_of(self.rank))
+        return RankGroup(self.rank, len(members), subgroup, self.store, members)
 
     def all_gather(self, value: Any) -> list:
         gathered: list = [None] * self.world_size
@@ -204,6 +299,9 @@ class RankGroup:
             share = _Share("done", produce())
         except RunCancelled:
             share = _Share("cancelled")
+        except PeerRankFailed as error:  # a failure this rank learned of in an exchange of its own: pass it on as it is
+            own_error = error
+            share = _Share("failed", reason=error.reason, failed_rank=error.rank)
         except Exception as error:  # noqa: BLE001 - any failure must reach rank 0
             own_error = error
             reason = f"failed during {during}: {type(error).__name__}: {error}"
@@ -212,10 +310,13 @@ class RankGroup:
         shares = self.all_gather(share)
         if own_error is not None:
             raise own_error
-        failed = [(rank, other.reason) for rank, other in enumerate(shares) if other.kind == "failed"]
-        if failed:
-            rank, reason = failed[0]
-            raise PeerRankFailed(f"rank {rank} {reason}")
+        own_failures = [(member, other.reason) for member, other in zip(self.members, shares)
+                        if other.kind == "failed" and other.failed_rank is None]
+        passed_on = [(other.failed_rank, other.reason) for other in shares
+                     if other.kind == "failed" and other.failed_rank is not None]
+        if own_failures or passed_on:
+            rank, reason = (own_failures or passed_on)[0]
+            raise PeerRankFailed(rank, reason)
         if any(other.kind == "cancelled" for other in shares):
             raise RunCancelled()
         return [other.value for other in shares]
@@ -343,7 +444,8 @@ def build_rank_engine(config: RunConfig, model, tokenizer):
         from trainer.rollout.base import build_engine
 
         # vLLM keeps its own copy of the weights; with several ranks it joins them through its
-        # external launcher, each rank a tensor-parallel group of one (vllm_engine.from_config).
+        # external launcher, each engine spanning vllm_tensor_parallel_size consecutive ranks
+        # (vllm_engine.from_config).
         return build_engine(config, model, tokenizer)
     return ReplicaRolloutEngine.of(model, tokenizer, rollout_dtype(config))
 
@@ -391,6 +493,10 @@ class DataParallelRun(TrainingRun):
         super().__init__(config, problems, output_dir, publisher, **options)
         self.publisher: RankEventPublisher = publisher
         self.group = group
+        self.engine_groups = EngineGroups(group.world_size, rollout_tensor_parallel_size(config))
+        self.engine_index = self.engine_groups.engine_of(group.rank)
+        # The other ranks of this rank's engine, for the evaluation's exchange within it; None at tp 1.
+        self.engine_peers: RankGroup | None = None
         self.peer_failure_grace_s = peer_failure_grace_s
         self._is_cancelling = False
         self._verifier_cache_counts = (0, 0)
@@ -425,6 +531,8 @@ class DataParallelRun(TrainingRun):
         return super().outcome_of(error)
 
     def _start_rollouts_and_scoring(self) -> None:
+        if self.engine_groups.tensor_parallel_size > 1 and self.engine_peers is None:
+            self.engine_peers = self.group.join_engine_peers(self.engine_groups)  # a collective: all ranks, in order
         if self.engine is None:
             self.engine = build_rank_engine(self.config, self.model, self.tokenizer)  # gathers weights: all ranks
         # The Lean client and its health check are this rank's own: exchanged, so a rank that
@@ -437,7 +545,7 @@ class DataParallelRun(TrainingRun):
         self._align_event_numbers()  # this step's rollouts, from any rank, come after its STEP_STARTED
         self.publisher.publish(EventType.STEP_STARTED, {"step": step})
         slots = self.sample_prompts(step)  # the same slots on every rank: same rng, same replay buffer
-        mine = owned_slot_indices(len(slots), self.group.rank, self.group.world_size)
+        mine = owned_slot_indices(len(slots), self.engine_index, self.engine_groups.count)
 
         shares: list[RolloutShare] = self.group.exchange(lambda: self._roll_out_share(slots, mine, step), f"step {step}")
         rollouts = sorted((r for share in shares for r in share.rollouts),
@@ -471,8 +579,13 @@ class DataParallelRun(TrainingRun):
 
     def sampling_settings(self, step: int):
         settings = super().sampling_settings(step)
-        # Each rank its own random stream: two ranks given the same problem must not write the same answers.
-        return replace(settings, seed=settings.seed + self.group.rank * SAMPLING_SEED_STRIDE)
+        # Each engine its own random stream: two engines given the same problem must not write the same
+        # answers, while the shards of one engine must sample exactly alike.
+        return replace(settings, seed=settings.seed + self.engine_index * SAMPLING_SEED_STRIDE)
+
+    def scores_here(self, generation, samples_per_prompt: int) -> bool:
+        return self.engine_groups.scores(self.group.rank, generation.prompt_index, generation.sample_index,
+                                         samples_per_prompt)
 
     def step_metrics(self, rollouts, learner_metrics, retry_counts, timings) -> dict:
         metrics = super().step_metrics(rollouts, learner_metrics, retry_counts, timings)
@@ -484,11 +597,15 @@ class DataParallelRun(TrainingRun):
     # --- evaluation and checkpoints ------------------------------------------------------------------
 
     def evaluate(self, step: int) -> dict:
-        """Each rank evaluates every world_size-th problem; rank 0 publishes the report over all of them."""
+        """Each engine evaluates every engines-th problem; rank 0 publishes the report over all of them.
+
+        The ranks of one engine return the same outcomes (``_score_all`` pools their scoring), so
+        merging them by problem id counts each problem once.
+        """
         from trainer.evaluation import evaluation_report
 
         started = time.perf_counter()
-        mine = self.eval_problems[self.group.rank :: self.group.world_size]
+        mine = self.eval_problems[self.engine_index :: self.engine_groups.count]
         shares = self.group.exchange(lambda: self.evaluation_rewards(mine, step), f"evaluation at step {step}")
         first_rewards, retry_rewards = {}, {}
         for first, retry in shares:
@@ -498,6 +615,19 @@ class DataParallelRun(TrainingRun):
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
+
+    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None) -> dict:
+        """Every answer of this engine's call, scored: this rank's share, pooled with its engine's other ranks.
+
+        The ranks of an engine must build the same retry prompts from these verdicts (they generate
+        the retries together), so each needs all of them; each is scored once, on one rank.
+        """
+        if self.engine_peers is None:
+            return super()._score_all(slots, sampling, key_prefix, progress_description)
+        shares = self.engine_peers.exchange(
+            lambda: super(DataParallelRun, self)._score_all(slots, sampling, key_prefix, progress_description),
+            f"evaluation at step {self.step}")
+        return {where: scored for share in shares for where, scored in share.items()}
 
     def save_checkpoint(self):
         folder = super().save_checkpoint()  # every rank gathers the full weights, rank 0 writes
@@ -532,6 +662,7 @@ def run_data_parallel(config: RunConfig, problems, output_dir, publisher: RankEv
 
 __all__ = [
     "DataParallelRun", "PeerFailureWatch", "PeerRankFailed", "RankEventPublisher", "RankGroup", "RankPosition",
-    "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
-    "combine_learner_metrics", "owned_slot_indices", "run_data_parallel", "torchrun_position",
+    "EngineGroups", "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
+    "combine_learner_metrics", "owned_slot_indices", "rank_rule_problems", "rollout_tensor_parallel_size",
+    "run_data_parallel", "torchrun_position",
 ]

@@ -483,7 +483,8 @@ class TrainingRun:
         """Generate; each finished generation goes to Lean at once; returns (rollouts, gen s, tail s).
 
         ``slot_indices`` are the slots this process rolls out (all of them by default; one share
-        per rank when data-parallel); rollouts keep the batch-wide slot index in keys and groups.
+        per engine when data-parallel); rollouts keep the batch-wide slot index in keys and groups.
+        Only the answers ``scores_here`` names are scored and returned.
         """
         indices = list(range(len(slots))) if slot_indices is None else list(slot_indices)
         sampling = self.sampling_settings(step)
@@ -492,6 +493,8 @@ class TrainingRun:
         started = time.perf_counter()
         # Token ids, not text: the engine samples from exactly the prompt the learner will score.
         for generation in self.engine.generate([slots[index].prompt_ids for index in indices], sampling):
+            if not self.scores_here(generation, sampling.n):
+                continue  # another rank of this engine scores it
             slot_index = indices[generation.prompt_index]
             slot = slots[slot_index]
             key = rollout_key(step, slot_index, generation.sample_index, slot.turn, self.attempt)
@@ -501,6 +504,11 @@ class TrainingRun:
         generation_seconds = time.perf_counter() - started
         rollouts = [future.result() for future in pending]
         return rollouts, generation_seconds, time.perf_counter() - started - generation_seconds
+
+    def scores_here(self, generation, samples_per_prompt: int) -> bool:
+        """Whether this process scores (and publishes) ``generation``: every answer, unless the engine spans
+        several ranks that share its answers (trainer/distributed.py)."""
+        return True
 
     async def _score_and_publish(self, step, key, slot_index: int, slot: PromptSlot, generation, sampling_payload) -> Rollout:
         started = time.perf_counter()
@@ -716,8 +724,8 @@ class TrainingRun:
         return first_outcomes, retry_outcomes
 
     def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None) -> dict:
-        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots``; with a
-        ``progress_description``, a bar on standard error counts the samples as they are scored."""
+        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots`` this process scores;
+        with a ``progress_description``, a bar on standard error counts the samples as they are scored."""
         from trainer.progress import progress_bar
 
         bar = progress_bar(total=len(slots) * sampling.n, desc=progress_description, unit="sample",
@@ -731,6 +739,8 @@ class TrainingRun:
         futures = {}
         try:
             for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
+                if not self.scores_here(generation, sampling.n):
+                    continue  # another rank of this engine scores it
                 slot = slots[generation.prompt_index]
                 key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
                 futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(

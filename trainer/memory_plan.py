@@ -429,6 +429,9 @@ def plan(config: RunConfig, *, validate: bool = True, learner: LearnerMemory | N
     """The whole plan; ``learner`` stands in for the learner's plan when the caller made it already."""
     if config.cluster.num_gpus == 0:
         raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
+    from trainer.distributed import check_world_fits_config
+
+    check_world_fits_config(config, config.cluster.num_gpus)  # a run the trainer would refuse is not planned
     architecture = architecture_of(config)
     result = MemoryPlan(
         preset=config.preset, model=model_label(config), max_response_tokens=config.rollout.max_response_tokens,
@@ -552,33 +555,46 @@ def cached_plan_learner(config: RunConfig) -> LearnerMemory:
     return _cached_learner_plan(_learner_key(config), config.model_dump_json())
 
 
-def check_fits(config: RunConfig) -> list[str]:
-    """Why ``config`` would not fit its GPUs, one message per part over and by how much; empty when it fits.
-
-    CPU runs (cluster.num_gpus 0) have nothing to check. A model whose architecture the plan
-    cannot find is refused with the reason: a launch is never waved through unplanned.
-    The first call for a learner configuration takes seconds to minutes (the fake-tensor run
-    of the whole model); its answer is remembered.
-    """
-    if config.cluster.num_gpus == 0:
-        return []
-    try:
-        return plan(config, validate=False).problems()
-    except ArchitectureUnknown as error:
-        return [f"memory plan: {error}"]
-
-
 # The config field each part's message belongs to, for the launch form and the API.
 _FIELD_OF_PART = {"learner step": "rollout.max_response_tokens", "rollout": "rollout.vllm_gpu_memory_utilization",
                   "memory plan": "model.name_or_path"}
 
 
+def _fit_problems(config: RunConfig) -> list[tuple[str, str]]:
+    """(config field, message) for each reason ``config`` cannot run on its GPUs."""
+    if config.cluster.num_gpus == 0:
+        return []
+    from trainer.distributed import rank_rule_problems
+
+    # The trainer's own start-up rules for its ranks first: a run it would refuse is refused here, unplanned.
+    refused = rank_rule_problems(config, config.cluster.num_gpus)
+    if refused:
+        return [(config_field, f"ranks: {message}") for config_field, message in refused]
+    try:
+        messages = plan(config, validate=False).problems()
+    except ArchitectureUnknown as error:
+        messages = [f"memory plan: {error}"]
+    return [(_FIELD_OF_PART.get(message.split(":", 1)[0], "__all__"), message) for message in messages]
+
+
+def check_fits(config: RunConfig) -> list[str]:
+    """Why ``config`` would not fit its GPUs, one message per part over and by how much; empty when it fits.
+
+    CPU runs (cluster.num_gpus 0) have nothing to check. A run the trainer would refuse at
+    start-up for its number of ranks (trainer/distributed.py ``rank_rule_problems``: vLLM's
+    tensor-parallel size, the mini-batch) is refused with that reason. A model whose
+    architecture the plan cannot find is refused with the reason: a launch is never waved
+    through unplanned. The first call for a learner configuration takes seconds to minutes (the
+    fake-tensor run of the whole model); its answer is remembered.
+    """
+    return [message for _, message in _fit_problems(config)]
+
+
 def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
     """``check_fits``'s messages keyed by the config field a person would change; empty when it fits."""
     errors: dict[str, list[str]] = {}
-    for message in check_fits(config):
-        part = message.split(":", 1)[0]
-        errors.setdefault(_FIELD_OF_PART.get(part, "__all__"), []).append(message)
+    for config_field, message in _fit_problems(config):
+        errors.setdefault(config_field, []).append(message)
     return errors
 
 
@@ -613,11 +629,15 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
     """The fewest ranks (then the smallest vLLM tensor parallel size, then the largest vLLM share) that fit.
 
     The learner's micro-batch stays one full-length sequence (the least a token budget may be);
-    rank counts whose AdamW shards alone leave no room are skipped without a fake-tensor run.
-    None when even 64 ranks do not fit.
+    rank counts whose AdamW shards alone leave no room are skipped without a fake-tensor run, and
+    so are settings the trainer refuses for that many ranks (``rank_rule_problems``: the
+    mini-batch must split over the ranks, the tensor-parallel size must divide them).
+    None when even the most ranks tried do not fit.
     """
     import torch
     from transformers import AutoModelForCausalLM
+
+    from trainer.distributed import rank_rule_problems
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(architecture_of(config), dtype=torch.float32)
@@ -626,12 +646,14 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
     usable = config.cluster.gpu_memory_gib * (1 - SPARE_SHARE)
     prompt_tokens = max(config.rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
     budget = prompt_tokens + config.rollout.max_response_tokens
-    for ranks in RANK_COUNTS:
+    for ranks in allowed_rank_counts(config):
         if state_bytes / ranks / GIB + CUDA_CONTEXT_GIB + VLLM_ASLEEP_GIB >= usable:
             continue
         candidate = _with(config, cluster={"num_gpus": ranks}, optimizer={"micro_batch_tokens": budget})
         learner = cached_plan_learner(candidate)
-        for tensor_parallel in (size for size in TENSOR_PARALLEL_SIZES if size <= ranks):
+        for tensor_parallel in TENSOR_PARALLEL_SIZES:
+            if rank_rule_problems(_with(candidate, rollout={"vllm_tensor_parallel_size": tensor_parallel}), ranks):
+                continue
             for share in (0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1):
                 sized = _with(candidate, rollout={"vllm_tensor_parallel_size": tensor_parallel,
                                                   "vllm_gpu_memory_utilization": share})
@@ -641,9 +663,22 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
     return None
 
 
+def allowed_rank_counts(config: RunConfig) -> list[int]:
+    """The rank counts ``smallest_fit`` tries: those the trainer accepts ``config``'s mini-batch at."""
+    from trainer.distributed import rank_rule_problems
+
+    single = _with(config, rollout={"vllm_tensor_parallel_size": 1})
+    return [ranks for ranks in RANK_COUNTS
+            if not rank_rule_problems(_with(single, cluster={"num_gpus": ranks}), ranks)]
+
+
 def format_sizing(sizing: Sizing | None, config: RunConfig) -> str:
     if sizing is None:
-        return f"{model_label(config)}: does not fit even {RANK_COUNTS[-1]} GPUs of {config.cluster.gpu_memory_gib:g} GiB"
+        most = max(allowed_rank_counts(config), default=1)
+        why = "" if most == RANK_COUNTS[-1] else (
+            f"; more ranks than optimizer.mini_batch_prompts ({config.optimizer.mini_batch_prompts}) splits over "
+            "are not tried")
+        return f"{model_label(config)}: does not fit even {most} GPUs of {config.cluster.gpu_memory_gib:g} GiB{why}"
     result = sizing.plan
     return (f"| {sizing.model} | {sizing.ranks} | {sizing.micro_batch_tokens:,} | {sizing.vllm_tensor_parallel_size} | "
             f"{sizing.vllm_gpu_memory_utilization:.1f} | {result.learner_peak_gib:.1f} | {result.rollout_peak_gib:.1f} | "

@@ -11,10 +11,13 @@ import pytest
 from tests.learner.conftest import tiny_run_config
 from trainer.config import RunConfig
 from trainer.distributed import (
+    EngineGroups,
     RankPosition,
     check_launch_fits_config,
     check_world_fits_config,
     owned_slot_indices,
+    rank_rule_problems,
+    rollout_tensor_parallel_size,
     torchrun_position,
 )
 
@@ -53,15 +56,61 @@ def test_a_mini_batch_that_does_not_split_evenly_over_the_ranks_is_refused_with_
         check_world_fits_config(config, 2)
 
 
-def test_vllm_must_run_one_engine_per_gpu_in_a_data_parallel_run():
-    config = RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": 2}})
-    with pytest.raises(ValueError, match="vllm_tensor_parallel_size is 2.*set it to 1"):
+def test_vllm_engines_may_span_any_number_of_ranks_that_divides_the_world():
+    for tensor_parallel in (1, 2, 4, 8):
+        check_world_fits_config(RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": tensor_parallel}}), 8)
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_ranks_is_refused_with_the_sizes_that_do():
+    config = RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": 3}})
+    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(3\) must divide the 8 GPU.*set it to one of 1, 2, 4, 8"):
         check_world_fits_config(config, 8)
-    check_world_fits_config(RunConfig.from_preset("h100x8"), 8)
+    assert [field for field, _ in rank_rule_problems(config, 8)] == ["rollout.vllm_tensor_parallel_size"]
 
 
-def test_each_rank_rolls_out_every_world_size_th_slot_and_together_all_of_them():
-    shares = [owned_slot_indices(10, rank, 4) for rank in range(4)]
+def test_one_gpu_run_as_one_process_cannot_hold_a_tensor_parallel_engine():
+    config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 1}, "rollout": {"vllm_tensor_parallel_size": 2}})
+    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(2\) must divide the 1 GPU.*set it to one of 1\b"):
+        check_launch_fits_config(config, None)
+    check_launch_fits_config(RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 1}}), None)
+
+
+def test_the_mini_batch_rule_counts_every_rank_whatever_the_engines_span():
+    # The learner shards each mini-batch over all ranks, so tensor parallelism does not relax it.
+    config = tiny_run_config(rollout={"prompts_per_step": 4, "engine": "vllm", "vllm_tensor_parallel_size": 2},
+                             optimizer={"mini_batch_prompts": 2}, cluster={"num_gpus": 4})
+    with pytest.raises(ValueError, match=r"mini_batch_prompts \(2\) must be a multiple of the 4 ranks.*set it to 4"):
+        check_world_fits_config(config, 4)
+
+
+def test_the_transformers_engine_never_shards_so_its_tensor_parallel_setting_is_not_a_rule():
+    config = tiny_run_config(rollout={"vllm_tensor_parallel_size": 4}, cluster={"num_gpus": 2})
+    assert rollout_tensor_parallel_size(config) == 1
+    check_world_fits_config(config, 2)
+
+
+def test_engines_span_consecutive_ranks_as_vllms_external_launcher_forms_its_groups():
+    groups = EngineGroups(world_size=8, tensor_parallel_size=2)
+    assert groups.count == 4
+    assert groups.all_ranks() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert [groups.engine_of(rank) for rank in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [groups.member_of(rank) for rank in range(8)] == [0, 1, 0, 1, 0, 1, 0, 1]
+    with pytest.raises(ValueError, match="does not divide 8 ranks"):
+        EngineGroups(world_size=8, tensor_parallel_size=3)
+
+
+def test_the_ranks_of_an_engine_score_each_of_its_answers_exactly_once():
+    groups = EngineGroups(world_size=4, tensor_parallel_size=2)
+    answers = [(prompt, sample) for prompt in range(3) for sample in range(5)]
+    scored_by = {answer: [rank for rank in groups.ranks_of(1) if groups.scores(rank, *answer, samples_per_prompt=5)]
+                 for answer in answers}
+    assert all(len(ranks) == 1 for ranks in scored_by.values())
+    assert sum(1 for ranks in scored_by.values() if ranks == [2]) == 8  # 15 answers, shared 8 / 7
+    assert all(EngineGroups(4, 1).scores(rank, 1, 4, 5) for rank in range(4))  # an engine of one rank scores all
+
+
+def test_each_engine_rolls_out_every_engines_th_slot_and_together_all_of_them():
+    shares = [owned_slot_indices(10, engine, 4) for engine in range(4)]
     assert shares[1] == [1, 5, 9]
     assert sorted(slot for share in shares for slot in share) == list(range(10))
 

@@ -57,3 +57,25 @@ def test_a_model_whose_architecture_the_plan_cannot_find_is_refused_with_the_rea
 def test_messages_are_keyed_by_the_field_a_person_would_change():
     config = tiny_gpu_config(rollout={"vllm_gpu_memory_utilization": 0.95})
     assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_gpu_memory_utilization"]
+
+
+def test_a_vllm_engine_spanning_two_of_the_ranks_fits_with_half_its_weights_and_cache_on_each():
+    one, two = (tiny_gpu_config(rollout={"vllm_tensor_parallel_size": size}) for size in (1, 2))
+    assert memory_plan.check_fits(two) == [] and memory_plan.check_fits_by_field(two) == {}
+    vllm_one, vllm_two = (memory_plan.plan(config, validate=False).vllm for config in (one, two))
+    assert vllm_two.weights_bytes == vllm_one.weights_bytes // 2
+    assert vllm_two.kv_bytes_per_token == vllm_one.kv_bytes_per_token // 2  # the tiny model's 2 KV heads, one per rank
+
+
+def test_a_run_the_trainer_would_refuse_for_its_ranks_is_refused_unplanned_on_the_field_to_change():
+    config = tiny_gpu_config(rollout={"vllm_tensor_parallel_size": 4})  # an engine of 4 on 2 GPUs
+    [message] = memory_plan.check_fits(config)
+    assert message.startswith("ranks: rollout.vllm_tensor_parallel_size (4) must divide the 2 GPU(s)")
+    assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_tensor_parallel_size"]
+    uneven = tiny_gpu_config(cluster={"num_gpus": 4}, rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 6})
+    assert memory_plan.check_fits_by_field(uneven) == {"optimizer.mini_batch_prompts": [
+        "ranks: optimizer.mini_batch_prompts (6) must be a multiple of the 4 ranks, each of which trains "
+        "mini_batch_prompts / 4 prompts' rollouts per optimizer step; set it to 8 (and rollout.prompts_per_step "
+        "to a multiple of that)"]}
+    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(4\) must divide the 2 GPU"):
+        memory_plan.plan(config, validate=False)

@@ -58,3 +58,10 @@ def test_a_cpu_preset_has_no_gpu_memory_to_plan():
     result = memory_plan("--preset", "cpu-demo", "--json")
     assert result.returncode == 2
     assert "runs on CPU (cluster.num_gpus is 0)" in result.stderr
+
+
+def test_a_run_the_trainer_would_refuse_for_its_ranks_is_not_planned_and_exits_2_with_the_rule():
+    result = memory_plan("--preset", "h100x8", "--set", "rollout.vllm_tensor_parallel_size=3", "--no-validate")
+    assert result.returncode == 2
+    assert "memory-plan: rollout.vllm_tensor_parallel_size (3) must divide the 8 GPU(s)" in result.stderr
+    assert "set it to one of 1, 2, 4, 8" in result.stderr

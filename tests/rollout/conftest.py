@@ -12,12 +12,16 @@ WORDS = ["theorem", "proof", "by", "simp", "norm_num", "linarith", "omega", "rin
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
 
 
-@pytest.fixture(scope="session")
-def tokenizer() -> PreTrainedTokenizerFast:
+def word_level_tokenizer() -> PreTrainedTokenizerFast:
     vocab = {token: index for index, token in enumerate(SPECIAL + WORDS)}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> PreTrainedTokenizerFast:
+    return word_level_tokenizer()
 
 
 def tiny_llama_config(vocab_size: int, hidden_size: int = 32) -> LlamaConfig:
@@ -221,17 +225,22 @@ class FakeVllmLLM:
         return [getattr(worker, method)(*args, **(kwargs or {}))]
 
 
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    """Installs the stand-in as the importable ``vllm`` package for one test."""
+def fake_vllm_modules() -> dict[str, types.ModuleType]:
+    """The stand-in as the modules ``vllm`` and ``vllm.sampling_params``, for sys.modules."""
     module = types.ModuleType("vllm")
     module.LLM = FakeVllmLLM
     module.SamplingParams = FakeVllmSamplingParams
     sampling_params_module = types.ModuleType("vllm.sampling_params")
     sampling_params_module.RequestOutputKind = FakeVllmRequestOutputKind
     module.sampling_params = sampling_params_module
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling_params_module)
+    return {"vllm": module, "vllm.sampling_params": sampling_params_module}
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """Installs the stand-in as the importable ``vllm`` package for one test."""
+    for name, module in fake_vllm_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeVllmLLM, "instances", [])
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     return FakeVllmLLM

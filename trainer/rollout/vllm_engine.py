@@ -23,10 +23,22 @@ Answers stream: requests go into vLLM's engine loop with ``RequestOutputKind.DEL
 and each sample is yielded the step its ``finish_reason`` is set, so it reaches Lean
 while longer samples of the same batch are still being written.
 
-Weights are loaded with the model's own ``load_weights`` (the path checkpoints take).
+Under torchrun (a data-parallel run) every rank builds its engine with vLLM's
+``external_launcher`` executor, as verl does: vLLM joins torchrun's process group instead of
+starting workers, and forms tensor-parallel groups of ``rollout.vllm_tensor_parallel_size``
+consecutive ranks, each rank running one shard of its group's engine in its own process. The
+ranks of a group must then act as one: they build with the same seed (that of their group),
+call ``generate`` with the same prompts, sampling seeds and request ids, and get the same
+answers back; the driver arranges that (trainer/distributed.py). With tensor-parallel size 1
+each rank is an engine of its own.
+
+Weights are loaded with the model's own ``load_weights`` (the path checkpoints take), given
+the full tensors: under tensor parallelism each parameter's weight loader keeps this rank's
+shard of it, exactly as when vLLM reads a checkpoint, so every rank of a group is given the
+same full state dict and keeps a different part of it.
 When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which this
-engine sets unless the operator did, or the ``external_launcher`` executor) the tensors
-are copied straight from the learner's GPU memory. Otherwise they travel to the workers
+engine sets unless the operator did, and which the ``external_launcher`` executor requires)
+the tensors are copied straight from the learner's GPU memory. Otherwise they travel to the workers
 in bounded buckets through ``collective_rpc`` to a method of the worker extension
 ``trainer.rollout.vllm_worker.LearnerWeightsReceiver``, named by its qualified name, so
 no Python callable is ever serialized. vLLM's newer weight-transfer API
@@ -80,8 +92,15 @@ class VllmEngine:
         tokenizer: Any = None,
     ) -> None:
         # The engine core must live in this process for push_weights to write into its
-        # parameters directly; an operator can still choose otherwise.
+        # parameters directly; an operator can still choose otherwise, except under torchrun.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        if distributed_executor_backend == "external_launcher" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
+            raise ValueError(
+                "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
+                f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}, but under torchrun vLLM's external launcher runs "
+                "the engine in each rank's own process, so the ranks of a tensor-parallel group stay in step; "
+                "unset it or set it to 0"
+            )
         try:
             import vllm
         except ImportError as error:
@@ -125,19 +144,25 @@ class VllmEngine:
                 f"need {max_model_len} positions, but the model has {positions}; lower rollout.max_prompt_tokens, "
                 "retry.max_prompt_tokens or rollout.max_response_tokens"
             )
-        model_path, staging_dir = _model_folder(config, model, tokenizer)
         rank, world_size = _distributed_rank_and_size()
-        # With several training ranks each rank runs its own colocated engine; vLLM's
-        # external launcher carves the tensor-parallel groups out of those ranks.
+        tensor_parallel = rollout.vllm_tensor_parallel_size
+        if world_size > 1 and world_size % tensor_parallel:
+            raise ValueError(
+                f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) must divide the {world_size} ranks, "
+                f"each engine spanning {tensor_parallel} consecutive ranks; set it to a divisor of {world_size}"
+            )
+        model_path, staging_dir = _model_folder(config, model, tokenizer)
+        # With several training ranks each rank runs its own colocated engine, or its shard of
+        # one; vLLM's external launcher carves the tensor-parallel groups out of those ranks.
         backend = "external_launcher" if world_size > 1 else None
         engine = cls(
             model_path=model_path,
             dtype=config.model.dtype,
             max_model_len=max_model_len,
             # Ranks of one tensor-parallel group must sample alike; other groups must not.
-            seed=config.schedule.seed + rank // rollout.vllm_tensor_parallel_size,
+            seed=config.schedule.seed + rank // tensor_parallel,
             gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
-            tensor_parallel_size=rollout.vllm_tensor_parallel_size,
+            tensor_parallel_size=tensor_parallel,
             enable_sleep_mode=rollout.vllm_enable_sleep_mode,
             distributed_executor_backend=backend,
             staging_dir=staging_dir,

@@ -66,10 +66,10 @@ def alices_client(client, alice):
 
 @pytest.fixture
 def dispatched(monkeypatch):
-    """The (run id, resume) pairs handed to Celery, in order, instead of reaching its broker; Celery and
-    Ray themselves are exercised in tests/integration."""
+    """The ids of the runs handed to Celery, in order, instead of reaching its broker (whether a run resumes
+    follows from its attempt); Celery and Ray themselves are exercised in tests/integration."""
     calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
+    monkeypatch.setattr("runs.actions._enqueue_dispatch", calls.append)
     return calls
 
 

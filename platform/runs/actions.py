@@ -140,7 +140,7 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
 
 def resume_run(run: Run) -> bool:
     """Queue a failed or cancelled run again as its next attempt; the trainer continues from its last
-    checkpoint. The scheduler dispatches it (with --resume) when its owner's quota has room."""
+    checkpoint. The scheduler dispatches it when its owner's quota has room; its attempt (2 or more) says resume."""
     return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint",
                           expected=(RunState.FAILED, RunState.CANCELLED))
 
@@ -158,13 +158,13 @@ def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> b
     return run.transition(RunState.QUEUED, reason=f"re-queued after preemption ({reason})")
 
 
-def _enqueue_dispatch(run_id: int, *, resume: bool) -> None:
+def _enqueue_dispatch(run_id: int) -> None:
     """Hand the run to a Celery worker. A broker that is down leaves the run queued, not lost: the
     sweeper re-dispatches runs queued for longer than SWEEP_QUEUED_AFTER_S."""
     from runs.tasks import dispatch_run
 
     try:
-        dispatch_run.delay(run_id, resume=resume)
+        dispatch_run.delay(run_id)
     except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper tries again either way
         logger.warning("could not enqueue the dispatch of run %s (the sweeper will retry): %s", run_id, error)
 
@@ -181,10 +181,9 @@ def export_run_inputs(run: Run) -> None:
     partial.replace(folder / "promptset.jsonl")  # atomic: the trainer never reads half a file
 
 
-def dispatch(run_id: int, *, resume: bool | None = None) -> None:
+def dispatch(run_id: int) -> None:
     """Claim a queued run, export its inputs and submit its current attempt to Ray; any failure fails
-    the run with the reason. ``resume`` is implied by the attempt (attempt 2 onwards continues from
-    the last checkpoint) and kept for tasks already queued with it."""
+    the run with the reason. Attempt 2 onwards continues from the last checkpoint (ray_jobs.trainer_entrypoint)."""
     run = Run.objects.get(pk=run_id)
     if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,)):
         logger.info("run %s is no longer queued (%s); nothing to dispatch", run_id, run.state)
@@ -201,7 +200,7 @@ def dispatch(run_id: int, *, resume: bool | None = None) -> None:
             return
         description = cluster.cluster_description(settings.RAY_ADDRESS, timeout_s=timeout_s)
         export_run_inputs(run)
-        job_id = ray_jobs.submit(run, resume=attempt > 1)
+        job_id = ray_jobs.submit(run)
     except Exception as error:
         run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}",
                         attempt=attempt)

@@ -81,8 +81,6 @@ class Run(models.Model):
     queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
     admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler let it leave the queue.")
     queue_reason = models.CharField(max_length=300, blank=True, help_text="Why it still waits, as the scheduler last saw it.")
-    is_resuming = models.BooleanField(default=False, help_text="Queued again (resumed or preempted): it continues "
-                                                               "from its last checkpoint when dispatched.")
     current_step = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -189,7 +187,7 @@ class Run(models.Model):
         if to == RunState.QUEUED:
             fields["finished_at"] = None
             # Back to the end of the queue: the scheduler admits it again when its owner has room.
-            fields.update(queued_at=now, admitted_at=None, queue_reason="", is_resuming=True)
+            fields.update(queued_at=now, admitted_at=None, queue_reason="")
             # A new attempt: its own Ray job; what the last attempt's job or events say changes nothing.
             fields["attempt"] = models.F("attempt") + 1
             fields["ray_job_id"] = ""

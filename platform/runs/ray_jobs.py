@@ -67,8 +67,9 @@ def _request(method: str, path: str, *, json: dict | None = None, timeout_s: flo
     return response
 
 
-def trainer_entrypoint(run, *, resume: bool) -> str:
+def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
+    Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
 
     An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
     ranks, trainer/distributed.py); everything else runs as one process.
@@ -90,12 +91,12 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
         "--run-id", str(run.pk),
         "--attempt", str(run.attempt),
     ]
-    if resume:
+    if run.attempt > 1:
         argv.append("--resume")
     return shlex.join(argv)
 
 
-def submit(run, *, resume: bool) -> str:
+def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
     from runs.cluster import requested_resources
@@ -109,7 +110,7 @@ def submit(run, *, resume: bool) -> str:
     env_vars.update(settings.TRACKING_ENVIRONMENT)
     job_id = run.ray_job_id_of_attempt
     body = {
-        "entrypoint": trainer_entrypoint(run, resume=resume),
+        "entrypoint": trainer_entrypoint(run),
         "submission_id": job_id,
         "runtime_env": {"env_vars": env_vars},
         "metadata": {"run_id": str(run.pk), "attempt": str(run.attempt), "run_name": run.name[:100]},

@@ -87,7 +87,7 @@ class Sweeper:
             if self.clock() - self._redispatched.get(key, float("-inf")) < settings.SWEEP_QUEUED_AFTER_S:
                 continue
             try:
-                dispatch_run.delay(run.pk, resume=run.attempt > 1)
+                dispatch_run.delay(run.pk)
             except Exception as error:  # noqa: BLE001 - the broker is still down: next pass
                 logger.warning("run %s is still queued and the broker refused its dispatch again: %s", run.pk, error)
                 continue
@@ -129,7 +129,7 @@ class Sweeper:
             logger.warning("run %s: %s", run.pk, reason)
             from runs.actions import _enqueue_dispatch
 
-            _enqueue_dispatch(run.pk, resume=run.attempt > 1)
+            _enqueue_dispatch(run.pk)
 
     def _adopt(self, run: Run, job_id: str) -> None:
         """The worker submitted the job and died before saving its id: the run takes it as its own."""

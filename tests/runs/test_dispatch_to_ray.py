@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, settings):
     settings.TRAINER_PYTHON = "/bin/true"  # a job that succeeds at once; the trainer itself is tested elsewhere
     run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.STARTING and run.attempt == 1, run.failure_reason
     assert run.ray_job_id == f"run-{run.pk}-attempt-1"
@@ -29,7 +29,7 @@ def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_run, se
     settings.RAY_ADDRESS = "http://127.0.0.1:9"  # nothing listens on the discard port
     monkeypatch.setenv("RAY_ADDRESS", settings.RAY_ADDRESS)  # Ray's client reads it before its argument
     run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "could not submit the run to the Ray cluster at http://127.0.0.1:9" in run.failure_reason
@@ -41,7 +41,7 @@ def test_cancel_stops_the_ray_job(make_run, ray_head, settings, tmp_path):
     slow_trainer.chmod(0o755)
     settings.TRAINER_PYTHON = str(slow_trainer)
     run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     wait_for_job(run.ray_job_id, {"RUNNING"})
     assert actions.cancel_run(run)
@@ -52,7 +52,7 @@ def test_cancel_stops_the_ray_job(make_run, ray_head, settings, tmp_path):
 
 def test_a_run_that_is_not_queued_is_not_dispatched_twice(make_run, settings):
     run = make_run(state="running")
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.attempt == 1 and run.ray_job_id == "" and run.state == RunState.RUNNING
 
@@ -61,7 +61,7 @@ def test_a_run_the_cluster_cannot_hold_fails_before_submission_with_the_reason(m
     from trainer.config import RunConfig
 
     run = make_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.FAILED and run.ray_job_id == ""
     assert "the run asks for 8 GPUs (cluster.num_gpus)" in run.failure_reason

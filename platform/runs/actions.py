@@ -8,6 +8,7 @@ import time
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from pydantic import ValidationError
 
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
@@ -158,15 +159,18 @@ def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> b
     return run.transition(RunState.QUEUED, reason=f"re-queued after preemption ({reason})")
 
 
-def _enqueue_dispatch(run_id: int) -> None:
-    """Hand the run to a Celery worker. A broker that is down leaves the run queued, not lost: the
-    sweeper re-dispatches runs queued for longer than SWEEP_QUEUED_AFTER_S."""
+def enqueue_dispatch(run_id: int) -> bool:
+    """Hand an admitted run to a Celery worker; whether the broker took it. A broker that is down leaves
+    the run queued and admitted, not lost: the sweeper re-dispatches admitted runs queued for longer
+    than SWEEP_QUEUED_AFTER_S. Only the scheduler (and the sweeper, for runs it admitted) calls this."""
     from runs.tasks import dispatch_run
 
     try:
         dispatch_run.delay(run_id)
     except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper tries again either way
         logger.warning("could not enqueue the dispatch of run %s (the sweeper will retry): %s", run_id, error)
+        return False
+    return True
 
 
 def export_run_inputs(run: Run) -> None:
@@ -182,11 +186,14 @@ def export_run_inputs(run: Run) -> None:
 
 
 def dispatch(run_id: int) -> None:
-    """Claim a queued run, export its inputs and submit its current attempt to Ray; any failure fails
-    the run with the reason. Attempt 2 onwards continues from the last checkpoint (ray_jobs.trainer_entrypoint)."""
+    """Claim a queued run the scheduler admitted, export its inputs and submit its current attempt to Ray;
+    any failure fails the run with the reason. Attempt 2 onwards continues from the last checkpoint
+    (ray_jobs.trainer_entrypoint). A run the scheduler has not admitted (or no longer has: it was queued
+    again since this dispatch was sent) is left to the queue, so a stray dispatch never skips a pause or a quota."""
     run = Run.objects.get(pk=run_id)
-    if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,)):
-        logger.info("run %s is no longer queued (%s); nothing to dispatch", run_id, run.state)
+    if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,),
+                          where=Q(admitted_at__isnull=False)):
+        logger.info("run %s is not an admitted queued run (%s); nothing to dispatch", run_id, run.state)
         return
     attempt = run.attempt
     try:

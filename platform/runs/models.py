@@ -163,13 +163,14 @@ class Run(models.Model):
         return settings.ARTIFACTS_DIR / "runs" / str(self.pk)
 
     def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None,
-                   attempt: int | None = None) -> bool:
+                   attempt: int | None = None, where: Q | None = None) -> bool:
         """Move to ``to`` only if the stored state still allows it; returns whether this call did.
 
         A conditional UPDATE, so two processes (the ingester, a Celery worker, a cancel
         request) racing on one run cannot both win, and the losing one learns it lost.
         ``attempt``: only if the run is still at that attempt (what the trainer's events and the
         sweeper's look at a job say is about one attempt, never about the one that replaced it).
+        ``where``: a further condition the stored row must meet (dispatch: the scheduler admitted it).
         Moving to QUEUED (a resume) starts the next attempt.
         """
         to = RunState(to)
@@ -195,7 +196,7 @@ class Run(models.Model):
         if attempt is not None:
             condition["attempt"] = attempt
         with transaction.atomic():
-            changed = Run.objects.filter(**condition).update(**fields)
+            changed = Run.objects.filter(where or Q(), **condition).update(**fields)
             if changed:
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
         if changed:

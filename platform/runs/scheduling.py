@@ -133,7 +133,7 @@ def schedule() -> list[int]:
             elif reason != run.queue_reason:
                 Run.objects.filter(pk=run.pk).update(queue_reason=reason[:300])
         for run_id in admitted:
-            transaction.on_commit(lambda run_id=run_id: actions._enqueue_dispatch(run_id))
+            transaction.on_commit(lambda run_id=run_id: actions.enqueue_dispatch(run_id))
     return admitted
 
 

@@ -292,16 +292,20 @@ def _number(value) -> float | None:
 
 
 def waiting_reason(run: Run, viewer) -> str:
-    """What a queued or starting run waits for, in words; empty once it runs or has ended.
+    """What a queued or starting run waits for, in words; empty once it runs or has ended. The run
+    page's one answer to "why is it waiting".
 
-    Asks Ray: a job whose resources are taken stays PENDING, and the page should say so rather
-    than "submitting" for minutes.
+    A queued run waits for the scheduler (its reason: a paused queue, its owner's quota) until it is
+    admitted, then for a worker. A starting run: asks Ray, since a job whose resources are taken
+    stays PENDING, and the page should say so rather than "submitting" for minutes.
     """
     from runs import cluster, ray_jobs
     from trainer.config import RunConfig
 
     if run.state == RunState.QUEUED:
-        return "Queued: waiting for a platform worker to submit it to the Ray cluster."
+        if run.admitted_at is None:
+            return f"In the queue: {run.queue_reason or 'waiting for the scheduler'}."
+        return "Queued: admitted, waiting for a platform worker to submit it to the Ray cluster."
     if run.state != RunState.STARTING:
         return ""
     if not run.ray_job_id:

@@ -132,7 +132,7 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
     job_id = run.ray_job_id_of_attempt
     try:
         ray_jobs.stop(job_id)
-    except RuntimeError as error:  # RayCallFailed, or a RAY_ADDRESS that is not an address at all
+    except ray_jobs.RayCallFailed as error:  # Ray did not answer, or RAY_ADDRESS is not an address at all
         logger.warning("could not stop Ray job %s of run %s: %s", job_id, run.pk, error)
         run.state_changes.create(state=RunState.CANCELLED,
                                  reason=f"Ray did not confirm the stop of {job_id}: {error}; the sweeper retries it")
@@ -240,5 +240,5 @@ def _earlier_attempt_stopped(run: Run, wait_s: float = 30.0) -> bool:
 def _stop_quietly(run: Run, job_id: str) -> None:
     try:
         ray_jobs.stop(job_id)
-    except RuntimeError as error:
+    except ray_jobs.RayCallFailed as error:
         logger.warning("could not stop Ray job %s of run %s (the sweeper will retry): %s", job_id, run.pk, error)

@@ -52,11 +52,11 @@ def _check_redis() -> str:
 
 
 def _check_ray() -> str:
-    import httpx
+    from runs.cluster import ray_version
 
-    response = httpx.get(f"{settings.RAY_ADDRESS.rstrip('/')}/api/version", timeout=CHECK_TIMEOUT_S)
-    response.raise_for_status()
-    return f"job API answers (Ray {response.json().get('ray_version', '?')})"
+    # The same client as the job and state calls: the cluster's token, RAY_ADDRESS checked the same way.
+    version = ray_version(settings.RAY_ADDRESS, timeout_s=CHECK_TIMEOUT_S)
+    return f"job API answers (Ray {version.get('ray_version', '?')})"
 
 
 def _check_lean_server() -> str:

@@ -32,8 +32,9 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from runs import ray_jobs
+from runs.ingest import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState
-from trainer.events import EventType, TrainerEvent, stream_key
+from trainer.events import EventType, stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -175,8 +176,8 @@ class Sweeper:
             return True
         for _, fields in entries:
             try:
-                event = TrainerEvent.from_stream_fields(fields)
-            except Exception:  # noqa: BLE001 - a malformed entry is the ingester's to deal with
+                event = parse_entry(fields, run.pk)
+            except Unstorable:  # a malformed entry is the ingester's to deal with
                 continue
             if event.type == EventType.RUN_FINISHED and event.attempt == run.attempt:
                 return True

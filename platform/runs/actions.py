@@ -201,7 +201,7 @@ def dispatch(run_id: int) -> None:
             return
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
         available = cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s)
-        problems = cluster.resource_problems(RunConfig.model_validate(run.config), available)
+        problems = cluster.resource_problems(run.resolved_config, available)
         if problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -12,6 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from trainer.config import ModelSource
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
 
 
 class RunState(models.TextChoices):
@@ -119,16 +123,28 @@ class Run(models.Model):
         return user.is_authenticated and self.owner_id == user.pk
 
     @property
-    def public_config(self) -> dict:
-        """The config as pages and the API show it: without the deployment's Lean server address and key.
+    def resolved_config(self) -> "RunConfig":
+        """The saved config as the trainer reads it (``RunConfig.from_saved``): the one way the platform
+        reads a run's config. Raises pydantic's ValidationError for one the trainer no longer reads."""
+        from trainer.config import RunConfig
 
-        The trainer reads the whole config (exported to the artifact folder); a reader of the run needs
-        neither where the shared Lean server lives nor its key.
-        """
-        shown = {section: dict(values) if isinstance(values, dict) else values for section, values in self.config.items()}
-        for secret in ("url", "api_key"):
-            (shown.get("verifier") or {}).pop(secret, None)
-        return shown
+        return RunConfig.from_saved(self.config)
+
+    @property
+    def public_config(self) -> dict:
+        """The config as pages and the API show it (``RunConfig.to_public_dict``): without the deployment's
+        Lean server address and key, which the trainer reads (from the exported config) and no reader needs.
+        A config the trainer no longer reads is shown as saved, less the same two fields."""
+        from pydantic import ValidationError
+
+        try:
+            return self.resolved_config.to_public_dict()
+        except ValidationError:
+            shown = {section: dict(values) if isinstance(values, dict) else values
+                     for section, values in self.config.items()}
+            for secret in ("url", "api_key"):
+                (shown.get("verifier") or {}).pop(secret, None)
+            return shown
 
     @property
     def planned_steps(self) -> int | None:
@@ -139,10 +155,8 @@ class Run(models.Model):
             return None
         from pydantic import ValidationError
 
-        from trainer.config import RunConfig
-
         try:
-            config = RunConfig.from_saved(self.config)
+            config = self.resolved_config
         except ValidationError:
             return None
         return config.planned_steps(self.promptset_version.problem_count) or None

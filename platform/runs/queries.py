@@ -300,7 +300,6 @@ def waiting_reason(run: Run, viewer) -> str:
     stays PENDING, and the page should say so rather than "submitting" for minutes.
     """
     from runs import cluster, ray_jobs
-    from trainer.config import RunConfig
 
     if run.state == RunState.QUEUED:
         if run.admitted_at is None:
@@ -316,7 +315,7 @@ def waiting_reason(run: Run, viewer) -> str:
         return f"Starting: the Ray cluster did not say how the job is doing ({error})."
     if status.state != "PENDING":
         return f"Starting: the Ray job is {status.state.lower()}; the trainer is loading the model."
-    wanted = cluster.requested_resources(RunConfig.model_validate(run.config))
+    wanted = cluster.requested_resources(run.resolved_config)
     needs = f"{wanted['num_cpus']:g} CPU{'s' if wanted['num_cpus'] != 1 else ''}"
     if wanted["num_gpus"]:
         needs += f" and {wanted['num_gpus']:g} GPU{'s' if wanted['num_gpus'] != 1 else ''}"

@@ -63,10 +63,8 @@ def trainer_entrypoint(run) -> str:
     An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
     ranks, trainer/distributed.py); everything else runs as one process.
     """
-    from trainer.config import RunConfig
-
     folder = run.artifacts_dir
-    num_gpus = RunConfig.model_validate(run.config).cluster.num_gpus
+    num_gpus = run.resolved_config.cluster.num_gpus
     launcher = [settings.TRAINER_PYTHON]
     if run.kind == "rl" and num_gpus > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
@@ -89,9 +87,8 @@ def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
     from runs.cluster import requested_resources
-    from trainer.config import RunConfig
 
-    requested = requested_resources(RunConfig.model_validate(run.config))
+    requested = requested_resources(run.resolved_config)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:

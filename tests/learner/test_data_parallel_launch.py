@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -67,8 +65,10 @@ def test_each_rank_rolls_out_every_world_size_th_slot_and_together_all_of_them()
 
 
 def run_of(kind: str, num_gpus: int, attempt: int = 1):
+    from runs.models import Run
+
     config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": num_gpus}}).to_json_dict()
-    return SimpleNamespace(artifacts_dir=Path("/runs/7"), kind=kind, pk=7, attempt=attempt, config=config)
+    return Run(pk=7, kind=kind, attempt=attempt, config=config)  # unsaved: the entry point reads nothing stored
 
 
 def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu():

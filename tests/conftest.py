@@ -59,6 +59,15 @@ def make_run(alice, promptset_version):
 
 
 @pytest.fixture
+def make_admitted_run(make_run):
+    """A queued run of alice's that the scheduler has admitted: what dispatch takes (it never starts one
+    still waiting in the queue)."""
+    from django.utils import timezone
+
+    return lambda **fields: make_run(admitted_at=timezone.now(), **fields)
+
+
+@pytest.fixture
 def alices_client(client, alice):
     client.force_login(alice)
     return client
@@ -66,10 +75,10 @@ def alices_client(client, alice):
 
 @pytest.fixture
 def dispatched(monkeypatch):
-    """The (run id, resume) pairs handed to Celery, in order, instead of reaching its broker; Celery and
-    Ray themselves are exercised in tests/integration."""
+    """The ids of the runs handed to Celery, in order, instead of reaching its broker (whether a run resumes
+    follows from its attempt); Celery and Ray themselves are exercised in tests/integration."""
     calls = []
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: calls.append((run_id, resume)))
+    monkeypatch.setattr("runs.actions.enqueue_dispatch", calls.append)
     return calls
 
 

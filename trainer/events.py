@@ -97,13 +97,6 @@ class TrainerEvent(BaseModel):
     def to_stream_fields(self) -> dict[str, str]:
         return {"event": self.model_dump_json()}
 
-    @classmethod
-    def from_stream_fields(cls, fields: dict) -> "TrainerEvent":
-        raw = fields.get(b"event", fields.get("event"))
-        if isinstance(raw, bytes):
-            raw = raw.decode()
-        return cls.model_validate_json(raw)
-
 
 def stream_key(run_id: str) -> str:
     """The Redis Stream a run's events go to."""

@@ -8,6 +8,7 @@ import time
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from pydantic import ValidationError
 
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
@@ -131,7 +132,7 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
     job_id = run.ray_job_id_of_attempt
     try:
         ray_jobs.stop(job_id)
-    except RuntimeError as error:  # RayCallFailed, or a RAY_ADDRESS that is not an address at all
+    except ray_jobs.RayCallFailed as error:  # Ray did not answer, or RAY_ADDRESS is not an address at all
         logger.warning("could not stop Ray job %s of run %s: %s", job_id, run.pk, error)
         run.state_changes.create(state=RunState.CANCELLED,
                                  reason=f"Ray did not confirm the stop of {job_id}: {error}; the sweeper retries it")
@@ -140,7 +141,7 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
 
 def resume_run(run: Run) -> bool:
     """Queue a failed or cancelled run again as its next attempt; the trainer continues from its last
-    checkpoint. The scheduler dispatches it (with --resume) when its owner's quota has room."""
+    checkpoint. The scheduler dispatches it when its owner's quota has room; its attempt (2 or more) says resume."""
     return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint",
                           expected=(RunState.FAILED, RunState.CANCELLED))
 
@@ -158,15 +159,18 @@ def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> b
     return run.transition(RunState.QUEUED, reason=f"re-queued after preemption ({reason})")
 
 
-def _enqueue_dispatch(run_id: int, *, resume: bool) -> None:
-    """Hand the run to a Celery worker. A broker that is down leaves the run queued, not lost: the
-    sweeper re-dispatches runs queued for longer than SWEEP_QUEUED_AFTER_S."""
+def enqueue_dispatch(run_id: int) -> bool:
+    """Hand an admitted run to a Celery worker; whether the broker took it. A broker that is down leaves
+    the run queued and admitted, not lost: the sweeper re-dispatches admitted runs queued for longer
+    than SWEEP_QUEUED_AFTER_S. Only the scheduler (and the sweeper, for runs it admitted) calls this."""
     from runs.tasks import dispatch_run
 
     try:
-        dispatch_run.delay(run_id, resume=resume)
+        dispatch_run.delay(run_id)
     except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper tries again either way
         logger.warning("could not enqueue the dispatch of run %s (the sweeper will retry): %s", run_id, error)
+        return False
+    return True
 
 
 def export_run_inputs(run: Run) -> None:
@@ -181,13 +185,15 @@ def export_run_inputs(run: Run) -> None:
     partial.replace(folder / "promptset.jsonl")  # atomic: the trainer never reads half a file
 
 
-def dispatch(run_id: int, *, resume: bool | None = None) -> None:
-    """Claim a queued run, export its inputs and submit its current attempt to Ray; any failure fails
-    the run with the reason. ``resume`` is implied by the attempt (attempt 2 onwards continues from
-    the last checkpoint) and kept for tasks already queued with it."""
+def dispatch(run_id: int) -> None:
+    """Claim a queued run the scheduler admitted, export its inputs and submit its current attempt to Ray;
+    any failure fails the run with the reason. Attempt 2 onwards continues from the last checkpoint
+    (ray_jobs.trainer_entrypoint). A run the scheduler has not admitted (or no longer has: it was queued
+    again since this dispatch was sent) is left to the queue, so a stray dispatch never skips a pause or a quota."""
     run = Run.objects.get(pk=run_id)
-    if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,)):
-        logger.info("run %s is no longer queued (%s); nothing to dispatch", run_id, run.state)
+    if not run.transition(RunState.STARTING, reason="submitting to Ray", expected=(RunState.QUEUED,),
+                          where=Q(admitted_at__isnull=False)):
+        logger.info("run %s is not an admitted queued run (%s); nothing to dispatch", run_id, run.state)
         return
     attempt = run.attempt
     try:
@@ -195,13 +201,13 @@ def dispatch(run_id: int, *, resume: bool | None = None) -> None:
             return
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
         available = cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s)
-        problems = cluster.resource_problems(RunConfig.model_validate(run.config), available)
+        problems = cluster.resource_problems(run.resolved_config, available)
         if problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)
             return
         description = cluster.cluster_description(settings.RAY_ADDRESS, timeout_s=timeout_s)
         export_run_inputs(run)
-        job_id = ray_jobs.submit(run, resume=attempt > 1)
+        job_id = ray_jobs.submit(run)
     except Exception as error:
         run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}",
                         attempt=attempt)
@@ -234,5 +240,5 @@ def _earlier_attempt_stopped(run: Run, wait_s: float = 30.0) -> bool:
 def _stop_quietly(run: Run, job_id: str) -> None:
     try:
         ray_jobs.stop(job_id)
-    except RuntimeError as error:
+    except ray_jobs.RayCallFailed as error:
         logger.warning("could not stop Ray job %s of run %s (the sweeper will retry): %s", job_id, run.pk, error)

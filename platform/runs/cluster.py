@@ -27,7 +27,8 @@ TOKEN_HINT = "set RAY_AUTH_TOKEN to the cluster's token (the value its head was 
 
 
 class ClusterUnreachable(RuntimeError):
-    """The Ray head did not answer; the message names the address and what to check."""
+    """The Ray head did not answer, or refused; the message names the address and what to check.
+    (``ray_jobs.RayCallFailed`` is this same error.)"""
 
 
 def _dashboard_url(ray_address: str) -> str:
@@ -43,18 +44,44 @@ def _auth_headers(auth_token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def ray_request(ray_address: str, method: str, path: str, *, timeout_s: float, auth_token: str | None = None,
+                **options) -> httpx.Response:
+    """One HTTP call to the Ray head's dashboard (its state, job and version APIs), with the cluster's
+    token (``auth_token``, else RAY_AUTH_TOKEN): every call the platform makes to Ray goes through here.
+
+    Raises ClusterUnreachable when ``ray_address`` is not an HTTP address, the head does not answer
+    within ``timeout_s``, or it refuses the token; any other status is the caller's to read.
+    ``options`` go to httpx (``params``, ``json``).
+    """
+    url = _dashboard_url(ray_address) + path
+    headers = _auth_headers(auth_token)
+    try:
+        response = httpx.request(method, url, headers=headers, timeout=timeout_s, **options)
+    except httpx.HTTPError as error:
+        raise ClusterUnreachable(
+            f"{method} {path} on the Ray head at {ray_address} failed within {timeout_s:g} s: "
+            f"{type(error).__name__}: {error}; check that the head is up and {ADDRESS_HINT}"
+        ) from error
+    if response.status_code in (401, 403):
+        raise ClusterUnreachable(
+            f"the Ray head at {ray_address} refused {method} {path} (HTTP {response.status_code}, token "
+            f"{'given but not accepted' if headers else 'missing'}); {TOKEN_HINT}"
+        )
+    return response
+
+
 def _alive_nodes(ray_address: str, timeout_s: int, auth_token: str | None) -> list[dict[str, Any]]:
     """Ray's state API (the endpoint behind ``ray list nodes``): nodes as the GCS sees them.
 
     Spoken over HTTP here rather than through ``ray.util.state``, whose client replaces the
     address it is given with the RAY_ADDRESS variable whenever that is set.
     """
-    url = _dashboard_url(ray_address)
     query = {"limit": 10_000, "timeout": timeout_s, "detail": "true",
              "filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE"}
+    # Ray's own timeout for the query, and a little more for the answer to come back.
+    response = ray_request(ray_address, "GET", "/api/v0/nodes", params=query, timeout_s=timeout_s + 5,
+                           auth_token=auth_token)
     try:
-        response = httpx.get(f"{url}/api/v0/nodes", params=query, headers=_auth_headers(auth_token),
-                             timeout=timeout_s + 5)
         response.raise_for_status()
         payload = response.json()
     except (httpx.HTTPError, ValueError) as error:
@@ -70,23 +97,18 @@ def _alive_nodes(ray_address: str, timeout_s: int, auth_token: str | None) -> li
     return payload["data"]["result"]["result"]
 
 
-def _ray_version(ray_address: str, timeout_s: float, auth_token: str | None) -> dict[str, str]:
-    """The head's /api/version; called first so that a refused token gets its own message."""
-    url = _dashboard_url(ray_address)
+def ray_version(ray_address: str, *, timeout_s: float, auth_token: str | None = None) -> dict[str, str]:
+    """The head's /api/version (``ray_version``, ``ray_commit``, ``session_name``): asked first by the
+    cluster checks, so that a refused token gets its own message, and alone by the readiness check."""
+    response = ray_request(ray_address, "GET", "/api/version", timeout_s=timeout_s, auth_token=auth_token)
     try:
-        response = httpx.get(f"{url}/api/version", headers=_auth_headers(auth_token), timeout=timeout_s)
-        if response.status_code in (401, 403):
-            raise ClusterUnreachable(
-                f"the Ray head at {ray_address} refused the request (HTTP {response.status_code}, token "
-                f"{'given but not accepted' if _auth_headers(auth_token) else 'missing'}); {TOKEN_HINT}"
-            )
         response.raise_for_status()
-    except httpx.HTTPError as error:
+        return response.json()
+    except (httpx.HTTPError, ValueError) as error:
         raise ClusterUnreachable(
             f"the Ray head at {ray_address} did not answer /api/version: {error}; "
             f"check that the head is up and {ADDRESS_HINT}"
         ) from error
-    return response.json()
 
 
 def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:
@@ -97,7 +119,7 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     ``auth_token`` defaults to RAY_AUTH_TOKEN. Raises ClusterUnreachable when the head does not
     answer or refuses the token.
     """
-    _ray_version(ray_address, timeout_s, auth_token)
+    ray_version(ray_address, timeout_s=timeout_s, auth_token=auth_token)
     nodes = _alive_nodes(ray_address, timeout_s, auth_token)
     totals = [node.get("resources_total") or {} for node in nodes]
     accelerator_types = sorted(
@@ -179,7 +201,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
 
 def cluster_description(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:
     """What to record on a run about where it ran: address, Ray version and commit, session, nodes."""
-    version = _ray_version(ray_address, timeout_s, auth_token)
+    version = ray_version(ray_address, timeout_s=timeout_s, auth_token=auth_token)
     nodes = _alive_nodes(ray_address, timeout_s, auth_token)
     return {
         "address": ray_address,

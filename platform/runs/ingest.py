@@ -36,6 +36,7 @@ import logging
 import math
 import socket
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
 from typing import Any, Literal
 
@@ -206,6 +207,71 @@ def _next_id(entry_id: str) -> str:
 def _id_key(entry_id: str) -> tuple[int, int]:
     milliseconds, _, sequence = entry_id.partition("-")
     return int(milliseconds), int(sequence or 0)
+
+
+@dataclass(frozen=True)
+class StreamBacklog:
+    """Where the ingester's group stands in one run's stream: what it has not acknowledged yet."""
+
+    has_group: bool  # False: no ingester has read the stream yet, and all of it is undelivered
+    pending: int  # delivered to an ingester, not yet acknowledged (stored)
+    undelivered: int  # delivered to no ingester yet
+    oldest_id: str | None  # the oldest entry not yet acknowledged, None when there is none
+    last_delivered_id: str
+
+    @property
+    def unacknowledged(self) -> int:
+        return self.pending + self.undelivered
+
+    @property
+    def is_drained(self) -> bool:
+        """Every entry read and acknowledged: the stream may go once its run is over."""
+        return self.has_group and self.unacknowledged == 0
+
+    @property
+    def trim_to(self) -> str | None:
+        """The id everything before which is acknowledged (XTRIM MINID), None when nothing is."""
+        if self.pending:
+            return self.oldest_id
+        return _next_id(self.last_delivered_id) if self.last_delivered_id != "0-0" else None
+
+
+def stream_backlog(client: redis.Redis, key: str) -> StreamBacklog | None:
+    """The ingester group's backlog in the stream ``key``; None when there is no such stream.
+
+    The one reader of a group's position (the ingester trims and deletes streams by it, /metrics
+    reports it). A few commands whatever the backlog: the count of entries not yet delivered is
+    Redis 7's ``lag`` (XINFO GROUPS), never a walk over them. Where Redis cannot know the lag (it
+    says null only after an XDEL inside the undelivered range, which the platform never sends),
+    undelivered counts 1 if anything is: at least.
+    """
+    try:
+        groups = {_text(g["name"]): g for g in client.xinfo_groups(key)}
+    except redis.ResponseError:  # no such stream
+        return None
+    group = groups.get(GROUP)
+    if group is None:
+        first = client.xrange(key, count=1)
+        return StreamBacklog(has_group=False, pending=0, undelivered=client.xlen(key),
+                             oldest_id=_text(first[0][0]) if first else None, last_delivered_id="0-0")
+    last_delivered = _text(group["last-delivered-id"])
+    summary = client.xpending(key, GROUP)
+    pending = summary["pending"]
+    undelivered = group.get("lag")
+    if undelivered is None:
+        last_entry = _text(client.xinfo_stream(key).get("last-generated-id") or "0-0")
+        undelivered = int(_id_key(last_delivered) < _id_key(last_entry))
+    oldest = _text(summary["min"]) if pending else None
+    if oldest is None and undelivered:
+        first_undelivered = client.xrange(key, min=f"({last_delivered}", max="+", count=1)
+        oldest = _text(first_undelivered[0][0]) if first_undelivered else None
+    return StreamBacklog(has_group=True, pending=pending, undelivered=undelivered, oldest_id=oldest,
+                         last_delivered_id=last_delivered)
+
+
+def entry_milliseconds(entry_id: str) -> int:
+    """When Redis added the entry, in Unix milliseconds (its id's first part)."""
+    return _id_key(entry_id)[0]
 
 
 class Backoff:
@@ -570,15 +636,14 @@ class EventIngester:
                 .only("pk", "state", "finished_at")}
         cutoff = timezone.now() - timedelta(seconds=self.stream_grace_s)
         for key in keys:
-            position = self.stream_position(key)
-            if position is None:
+            backlog = stream_backlog(self.redis, key)
+            if backlog is None or not backlog.has_group:
                 continue  # no group yet: nothing was read, nothing may go
-            trim_to, is_drained = position
-            if trim_to is not None:
-                self.redis.xtrim(key, minid=trim_to, approximate=False)
+            if backlog.trim_to is not None:
+                self.redis.xtrim(key, minid=backlog.trim_to, approximate=False)
             run = runs.get(run_id_of(key))
             is_over = run is None or (run.state in FINAL_STATES and run.finished_at and run.finished_at <= cutoff)
-            if is_over and is_drained:
+            if is_over and backlog.is_drained:
                 # The run may have been resumed since the query above: ask again just before deleting.
                 if run is None or Run.objects.filter(pk=run.pk, state__in=FINAL_STATES).exists():
                     self.redis.delete(key)
@@ -586,27 +651,6 @@ class EventIngester:
                     self._streams_found.discard(key)
                     logger.info("deleted the stream %s: %s", key, "its run is final and stored"
                                 if run else "no run has this id")
-
-    def stream_position(self, key: str) -> tuple[str | None, bool] | None:
-        """(the id everything before which is acknowledged, whether nothing is left unread or pending);
-        None if the stream has no ingester group."""
-        try:
-            groups = {_text(g["name"]): g for g in self.redis.xinfo_groups(key)}
-        except redis.ResponseError:
-            return None
-        group = groups.get(GROUP)
-        if group is None:
-            return None
-        last_delivered = _text(group["last-delivered-id"])
-        pending = self.redis.xpending(key, GROUP)
-        if pending["pending"]:
-            oldest_pending = _text(pending["min"])
-            return oldest_pending, False
-        info = self.redis.xinfo_stream(key)
-        last_entry = _text(info.get("last-generated-id") or "0-0")
-        is_drained = _id_key(last_delivered) >= _id_key(last_entry)
-        return (_next_id(last_delivered) if last_delivered != "0-0" else None), is_drained
-
 
 def _sleep(seconds: float, should_stop) -> None:
     deadline = time.monotonic() + seconds

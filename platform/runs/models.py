@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -12,6 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from trainer.config import ModelSource
+
+if TYPE_CHECKING:
+    from trainer.config import RunConfig
 
 
 class RunState(models.TextChoices):
@@ -81,8 +85,6 @@ class Run(models.Model):
     queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
     admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler let it leave the queue.")
     queue_reason = models.CharField(max_length=300, blank=True, help_text="Why it still waits, as the scheduler last saw it.")
-    is_resuming = models.BooleanField(default=False, help_text="Queued again (resumed or preempted): it continues "
-                                                               "from its last checkpoint when dispatched.")
     current_step = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -126,16 +128,28 @@ class Run(models.Model):
         return self.checkpoints.filter(removed_at__isnull=True).order_by("-step").first()
 
     @property
-    def public_config(self) -> dict:
-        """The config as pages and the API show it: without the deployment's Lean server address and key.
+    def resolved_config(self) -> "RunConfig":
+        """The saved config as the trainer reads it (``RunConfig.from_saved``): the one way the platform
+        reads a run's config. Raises pydantic's ValidationError for one the trainer no longer reads."""
+        from trainer.config import RunConfig
 
-        The trainer reads the whole config (exported to the artifact folder); a reader of the run needs
-        neither where the shared Lean server lives nor its key.
-        """
-        shown = {section: dict(values) if isinstance(values, dict) else values for section, values in self.config.items()}
-        for secret in ("url", "api_key"):
-            (shown.get("verifier") or {}).pop(secret, None)
-        return shown
+        return RunConfig.from_saved(self.config)
+
+    @property
+    def public_config(self) -> dict:
+        """The config as pages and the API show it (``RunConfig.to_public_dict``): without the deployment's
+        Lean server address and key, which the trainer reads (from the exported config) and no reader needs.
+        A config the trainer no longer reads is shown as saved, less the same two fields."""
+        from pydantic import ValidationError
+
+        try:
+            return self.resolved_config.to_public_dict()
+        except ValidationError:
+            shown = {section: dict(values) if isinstance(values, dict) else values
+                     for section, values in self.config.items()}
+            for secret in ("url", "api_key"):
+                (shown.get("verifier") or {}).pop(secret, None)
+            return shown
 
     @property
     def planned_steps(self) -> int | None:
@@ -146,10 +160,8 @@ class Run(models.Model):
             return None
         from pydantic import ValidationError
 
-        from trainer.config import RunConfig
-
         try:
-            config = RunConfig.from_saved(self.config)
+            config = self.resolved_config
         except ValidationError:
             return None
         return config.planned_steps(self.promptset_version.problem_count) or None
@@ -170,13 +182,14 @@ class Run(models.Model):
         return settings.ARTIFACTS_DIR / "runs" / str(self.pk)
 
     def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None,
-                   attempt: int | None = None) -> bool:
+                   attempt: int | None = None, where: Q | None = None) -> bool:
         """Move to ``to`` only if the stored state still allows it; returns whether this call did.
 
         A conditional UPDATE, so two processes (the ingester, a Celery worker, a cancel
         request) racing on one run cannot both win, and the losing one learns it lost.
         ``attempt``: only if the run is still at that attempt (what the trainer's events and the
         sweeper's look at a job say is about one attempt, never about the one that replaced it).
+        ``where``: a further condition the stored row must meet (dispatch: the scheduler admitted it).
         Moving to QUEUED (a resume) starts the next attempt.
         """
         to = RunState(to)
@@ -194,7 +207,7 @@ class Run(models.Model):
         if to == RunState.QUEUED:
             fields["finished_at"] = None
             # Back to the end of the queue: the scheduler admits it again when its owner has room.
-            fields.update(queued_at=now, admitted_at=None, queue_reason="", is_resuming=True)
+            fields.update(queued_at=now, admitted_at=None, queue_reason="")
             # A new attempt: its own Ray job; what the last attempt's job or events say changes nothing.
             fields["attempt"] = models.F("attempt") + 1
             fields["ray_job_id"] = ""
@@ -202,7 +215,7 @@ class Run(models.Model):
         if attempt is not None:
             condition["attempt"] = attempt
         with transaction.atomic():
-            changed = Run.objects.filter(**condition).update(**fields)
+            changed = Run.objects.filter(where or Q(), **condition).update(**fields)
             if changed:
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
         if changed:

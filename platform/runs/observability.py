@@ -52,11 +52,11 @@ def _check_redis() -> str:
 
 
 def _check_ray() -> str:
-    import httpx
+    from runs.cluster import ray_version
 
-    response = httpx.get(f"{settings.RAY_ADDRESS.rstrip('/')}/api/version", timeout=CHECK_TIMEOUT_S)
-    response.raise_for_status()
-    return f"job API answers (Ray {response.json().get('ray_version', '?')})"
+    # The same client as the job and state calls: the cluster's token, RAY_ADDRESS checked the same way.
+    version = ray_version(settings.RAY_ADDRESS, timeout_s=CHECK_TIMEOUT_S)
+    return f"job API answers (Ray {version.get('ray_version', '?')})"
 
 
 def _check_lean_server() -> str:
@@ -127,7 +127,7 @@ class PlatformCollector:
         """Entries of active runs' streams not yet acknowledged by the ingester, and the age of the oldest."""
         import redis
         from prometheus_client.core import GaugeMetricFamily
-        from runs.ingest import GROUP
+        from runs.ingest import entry_milliseconds, stream_backlog
         from trainer.events import stream_key
 
         pending = GaugeMetricFamily("leanrl_ingester_pending_entries",
@@ -140,9 +140,12 @@ class PlatformCollector:
         total, oldest_ms = 0, None
         try:
             for run_id in self._active_run_ids():
-                count, first_ms = _unacknowledged(client, stream_key(str(run_id)), GROUP)
-                total += count
-                if first_ms is not None:
+                backlog = stream_backlog(client, stream_key(str(run_id)))
+                if backlog is None:
+                    continue  # nothing published yet
+                total += backlog.unacknowledged
+                if backlog.oldest_id is not None:
+                    first_ms = entry_milliseconds(backlog.oldest_id)
                     oldest_ms = first_ms if oldest_ms is None else min(oldest_ms, first_ms)
         except redis.RedisError:
             reachable.add_metric([], 0)
@@ -178,36 +181,6 @@ class PlatformCollector:
                 censored.add_metric([str(row.run_id)], row.values["censored"] / rollouts)
         yield latency
         yield censored
-
-
-def _unacknowledged(client, key: str, group: str) -> tuple[int, int | None]:
-    """(entries not yet acknowledged by the group, millisecond timestamp of the oldest of them)."""
-    import redis
-
-    try:
-        groups = {g["name"].decode() if isinstance(g["name"], bytes) else g["name"]: g
-                  for g in client.xinfo_groups(key)}
-    except redis.ResponseError:  # no such stream: nothing published yet
-        return 0, None
-    group_info = groups.get(group)
-    if group_info is None:
-        first = client.xrange(key, count=1)
-        return client.xlen(key), (_id_ms(first[0][0]) if first else None)
-    summary = client.xpending(key, group)
-    count, oldest = summary["pending"], (_id_ms(summary["min"]) if summary["pending"] else None)
-    last_delivered = group_info["last-delivered-id"]
-    last_delivered = last_delivered.decode() if isinstance(last_delivered, bytes) else last_delivered
-    undelivered = client.xrange(key, min=f"({last_delivered}", max="+")
-    if undelivered:
-        count += len(undelivered)
-        first_ms = _id_ms(undelivered[0][0])
-        oldest = first_ms if oldest is None else min(oldest, first_ms)
-    return count, oldest
-
-
-def _id_ms(entry_id) -> int:
-    entry_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return int(entry_id.split("-", 1)[0])
 
 
 def _is_authorised_scraper(request) -> bool:

@@ -271,16 +271,19 @@ def _number(value) -> float | None:
 
 
 def waiting_reason(run: Run, viewer) -> str:
-    """What a queued or starting run waits for, in words; empty once it runs or has ended.
+    """What a queued or starting run waits for, in words; empty once it runs or has ended. The run
+    page's one answer to "why is it waiting".
 
-    Asks Ray: a job whose resources are taken stays PENDING, and the page should say so rather
-    than "submitting" for minutes.
+    A queued run waits for the scheduler (its reason: a paused queue, its owner's quota) until it is
+    admitted, then for a worker. A starting run: asks Ray, since a job whose resources are taken
+    stays PENDING, and the page should say so rather than "submitting" for minutes.
     """
     from runs import cluster, ray_jobs
-    from trainer.config import RunConfig
 
     if run.state == RunState.QUEUED:
-        return "Queued: waiting for a platform worker to submit it to the Ray cluster."
+        if run.admitted_at is None:
+            return f"In the queue: {run.queue_reason or 'waiting for the scheduler'}."
+        return "Queued: admitted, waiting for a platform worker to submit it to the Ray cluster."
     if run.state != RunState.STARTING:
         return ""
     if not run.ray_job_id:
@@ -291,7 +294,7 @@ def waiting_reason(run: Run, viewer) -> str:
         return f"Starting: the Ray cluster did not say how the job is doing ({error})."
     if status.state != "PENDING":
         return f"Starting: the Ray job is {status.state.lower()}; the trainer is loading the model."
-    wanted = cluster.requested_resources(RunConfig.model_validate(run.config))
+    wanted = cluster.requested_resources(run.resolved_config)
     needs = f"{wanted['num_cpus']:g} CPU{'s' if wanted['num_cpus'] != 1 else ''}"
     if wanted["num_gpus"]:
         needs += f" and {wanted['num_gpus']:g} GPU{'s' if wanted['num_gpus'] != 1 else ''}"

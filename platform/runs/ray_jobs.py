@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
+from runs.cluster import ClusterUnreachable, ray_request
+
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
 EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
@@ -26,8 +28,9 @@ TERMINAL_STATES = frozenset({"STOPPED", "SUCCEEDED", "FAILED", MISSING})
 JOB_ID_PATTERN = re.compile(r"^run-(?P<run>\d+)-attempt-(?P<attempt>\d+)$")
 
 
-class RayCallFailed(RuntimeError):
-    """Ray's head did not answer in time, or refused; the message names the address and the call."""
+# What every call here raises when Ray's head does not answer in time, or refuses: the message names
+# the address and the call. The cluster module's error, under the name the job calls know it by.
+RayCallFailed = ClusterUnreachable
 
 
 @dataclass(frozen=True)
@@ -48,35 +51,20 @@ def attempt_of(job_id: str) -> tuple[int, int] | None:
     return (int(match["run"]), int(match["attempt"])) if match else None
 
 
-def _request(method: str, path: str, *, json: dict | None = None, timeout_s: float | None = None) -> httpx.Response:
-    from runs.cluster import ClusterUnreachable, _auth_headers, _dashboard_url
-
-    timeout_s = timeout_s or settings.RAY_CALL_TIMEOUT_S
-    try:
-        url = _dashboard_url(settings.RAY_ADDRESS) + path
-    except ClusterUnreachable as error:  # RAY_ADDRESS is not an HTTP address
-        raise RayCallFailed(str(error)) from error
-    try:
-        response = httpx.request(method, url, json=json, headers=_auth_headers(None), timeout=timeout_s)
-    except httpx.HTTPError as error:
-        raise RayCallFailed(f"{method} {path} on the Ray head at {settings.RAY_ADDRESS} failed within "
-                            f"{timeout_s:g} s: {type(error).__name__}: {error}") from error
-    if response.status_code in (401, 403):
-        raise RayCallFailed(f"the Ray head at {settings.RAY_ADDRESS} refused {method} {path} (HTTP "
-                            f"{response.status_code}); set RAY_AUTH_TOKEN to the cluster's token")
-    return response
+def _request(method: str, path: str, *, json: dict | None = None) -> httpx.Response:
+    """A call to the job API of the head at RAY_ADDRESS, within RAY_CALL_TIMEOUT_S (cluster.ray_request)."""
+    return ray_request(settings.RAY_ADDRESS, method, path, json=json, timeout_s=settings.RAY_CALL_TIMEOUT_S)
 
 
-def trainer_entrypoint(run, *, resume: bool) -> str:
+def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
+    Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
 
     An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
     ranks, trainer/distributed.py); everything else runs as one process.
     """
-    from trainer.config import RunConfig
-
     folder = run.artifacts_dir
-    num_gpus = RunConfig.model_validate(run.config).cluster.num_gpus
+    num_gpus = run.resolved_config.cluster.num_gpus
     launcher = [settings.TRAINER_PYTHON]
     if run.kind == "rl" and num_gpus > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
@@ -90,18 +78,17 @@ def trainer_entrypoint(run, *, resume: bool) -> str:
         "--run-id", str(run.pk),
         "--attempt", str(run.attempt),
     ]
-    if resume:
+    if run.attempt > 1:
         argv.append("--resume")
     return shlex.join(argv)
 
 
-def submit(run, *, resume: bool) -> str:
+def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
     from runs.cluster import requested_resources
-    from trainer.config import RunConfig
 
-    requested = requested_resources(RunConfig.model_validate(run.config))
+    requested = requested_resources(run.resolved_config)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:
@@ -109,7 +96,7 @@ def submit(run, *, resume: bool) -> str:
     env_vars.update(settings.TRACKING_ENVIRONMENT)
     job_id = run.ray_job_id_of_attempt
     body = {
-        "entrypoint": trainer_entrypoint(run, resume=resume),
+        "entrypoint": trainer_entrypoint(run),
         "submission_id": job_id,
         "runtime_env": {"env_vars": env_vars},
         "metadata": {"run_id": str(run.pk), "attempt": str(run.attempt), "run_name": run.name[:100]},

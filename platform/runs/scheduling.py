@@ -95,7 +95,7 @@ def schedule() -> list[int]:
     """Admit every waiting run that fits; record why the others wait. Returns the admitted runs' ids."""
     from runs import actions
 
-    admitted: list[tuple[int, bool]] = []
+    admitted: list[int] = []
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_SCHEDULER_LOCK])
@@ -129,13 +129,12 @@ def schedule() -> list[int]:
                     usage = per_user.setdefault(owner.pk, Usage())
                     usage.runs += 1
                     usage.gpus += gpus
-                    # A run queued again (resumed, preempted) continues from its last checkpoint.
-                    admitted.append((run.pk, run.is_resuming))
+                    admitted.append(run.pk)
             elif reason != run.queue_reason:
                 Run.objects.filter(pk=run.pk).update(queue_reason=reason[:300])
-        for run_id, resume in admitted:
-            transaction.on_commit(lambda run_id=run_id, resume=resume: actions._enqueue_dispatch(run_id, resume=resume))
-    return [run_id for run_id, _ in admitted]
+        for run_id in admitted:
+            transaction.on_commit(lambda run_id=run_id: actions.enqueue_dispatch(run_id))
+    return admitted
 
 
 def _blocking_reason(owner_id: int, gpus: int, own: Limits, groups: dict[int, Limits],

@@ -4,12 +4,12 @@ It runs in its own loop (``manage.py sweep_runs``), apart from the event ingeste
 unreachable Ray head never stalls live events; every Ray call it makes has a timeout
 (``RAY_CALL_TIMEOUT_S``). Each pass:
 
-- **queued too long** (the broker was down at launch, or the worker that took the task died
-  before claiming it): dispatch again. Dispatch claims the run with a conditional update, so a
-  dispatch sent twice starts one job.
+- **admitted but queued too long** (the broker was down when the scheduler admitted it, or the
+  worker that took the task died before claiming it): dispatch again. Dispatch claims only an
+  admitted run, with a conditional update, so a dispatch sent twice starts one job.
 - **starting too long**: the worker that claimed the run died. If it had submitted the job (Ray
   knows the attempt's predictable id), the job is adopted; if not, the run is queued again as its
-  next attempt.
+  next attempt, and waits for the scheduler like any other.
 - **its job ended** (stopped, failed, succeeded, or unknown to a restarted head) but the run did not
   hear it from the trainer: once the trainer's own ``run_finished`` is neither stored nor waiting in
   the run's stream, the run ends with what Ray says, the job's last log lines, and how to resume.
@@ -33,8 +33,9 @@ from django.utils import timezone
 
 from promptsets.actions import end_stalled_uploads
 from runs import ray_jobs
+from runs.ingest import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState
-from trainer.events import EventType, TrainerEvent, stream_key
+from trainer.events import EventType, stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,7 @@ class Sweeper:
     # -- queued -------------------------------------------------------------------------------
 
     def redispatch_queued_runs(self) -> None:
-        from runs import scheduling
-        from runs.tasks import dispatch_run
+        from runs import actions, scheduling
 
         # The queue moves on every pass too, not only on a launch or an ending: a slot may have freed
         # while the message that would have said so was lost.
@@ -88,11 +88,8 @@ class Sweeper:
             key = (run.pk, run.attempt)
             if self.clock() - self._redispatched.get(key, float("-inf")) < settings.SWEEP_QUEUED_AFTER_S:
                 continue
-            try:
-                dispatch_run.delay(run.pk, resume=run.attempt > 1)
-            except Exception as error:  # noqa: BLE001 - the broker is still down: next pass
-                logger.warning("run %s is still queued and the broker refused its dispatch again: %s", run.pk, error)
-                continue
+            if not actions.enqueue_dispatch(run.pk):
+                continue  # the broker is still down: next pass
             self._redispatched[key] = self.clock()
             logger.warning("run %s was queued for over %.0f s; dispatched again", run.pk, settings.SWEEP_QUEUED_AFTER_S)
 
@@ -124,14 +121,15 @@ class Sweeper:
         return run.updated_at < timezone.now() - timedelta(seconds=settings.SWEEP_STARTING_AFTER_S)
 
     def _queue_again(self, run: Run) -> None:
-        """The worker that claimed the run died before submitting it: the next attempt starts it."""
+        """The worker that claimed the run died before submitting it: its next attempt waits in the queue.
+
+        Only queued: the scheduler (run by the transition once it commits) admits and dispatches it like
+        any other run, so a paused queue or a full quota holds it too.
+        """
         reason = (f"no Ray job {run.ray_job_id_of_attempt} after {settings.SWEEP_STARTING_AFTER_S:.0f} s starting: the "
-                  "worker that claimed the run stopped before submitting it; dispatching it again")
+                  "worker that claimed the run stopped before submitting it; queued again as its next attempt")
         if run.transition(RunState.QUEUED, reason=reason, expected=(RunState.STARTING,), attempt=run.attempt):
             logger.warning("run %s: %s", run.pk, reason)
-            from runs.actions import _enqueue_dispatch
-
-            _enqueue_dispatch(run.pk, resume=run.attempt > 1)
 
     def _adopt(self, run: Run, job_id: str) -> None:
         """The worker submitted the job and died before saving its id: the run takes it as its own."""
@@ -180,8 +178,8 @@ class Sweeper:
             return True
         for _, fields in entries:
             try:
-                event = TrainerEvent.from_stream_fields(fields)
-            except Exception:  # noqa: BLE001 - a malformed entry is the ingester's to deal with
+                event = parse_entry(fields, run.pk)
+            except Unstorable:  # a malformed entry is the ingester's to deal with
                 continue
             if event.type == EventType.RUN_FINISHED and event.attempt == run.attempt:
                 return True

@@ -87,15 +87,11 @@ def test_the_cancel_action_cancels_like_the_run_page_does(client, operator, make
 
 
 def test_the_resume_action_queues_a_failed_run_again(client, operator, make_run, django_capture_on_commit_callbacks,
-                                                     monkeypatch):
-    from runs import actions
-
-    dispatched = []
-    monkeypatch.setattr(actions, "_enqueue_dispatch", lambda run_id, *, resume: dispatched.append((run_id, resume)))
+                                                     dispatched):
     failed = make_run(state="failed", name="broken")
     client.force_login(operator)
     with django_capture_on_commit_callbacks(execute=True):
         client.post(reverse("admin:runs_run_changelist"), {"action": "resume_selected", "_selected_action": [failed.pk]})
     failed.refresh_from_db()
-    assert failed.state == "queued"
-    assert dispatched == [(failed.pk, True)]
+    assert failed.state == "queued" and failed.attempt == 2  # its next attempt, which resumes
+    assert dispatched == [failed.pk]

@@ -32,7 +32,7 @@ def line(publisher, message):
 
 def stream_event_ids(url, run_id):
     entries = redis.Redis.from_url(url).xrange(stream_key(run_id))
-    return [TrainerEvent.from_stream_fields(fields).event_id for _, fields in entries]
+    return [TrainerEvent.model_validate_json(fields[b"event"]).event_id for _, fields in entries]
 
 
 def first_occurrences(ids):

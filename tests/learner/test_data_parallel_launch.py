@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -115,15 +113,17 @@ def test_each_engine_rolls_out_every_engines_th_slot_and_together_all_of_them():
     assert sorted(slot for share in shares for slot in share) == list(range(10))
 
 
-def run_of(kind: str, num_gpus: int):
+def run_of(kind: str, num_gpus: int, attempt: int = 1):
+    from runs.models import Run
+
     config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": num_gpus}}).to_json_dict()
-    return SimpleNamespace(artifacts_dir=Path("/runs/7"), kind=kind, pk=7, attempt=1, config=config)
+    return Run(pk=7, kind=kind, attempt=attempt, config=config)  # unsaved: the entry point reads nothing stored
 
 
 def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu():
     from runs.ray_jobs import trainer_entrypoint
 
-    argv = shlex.split(trainer_entrypoint(run_of("rl", 8), resume=True))
+    argv = shlex.split(trainer_entrypoint(run_of("rl", 8, attempt=2)))
     assert argv[1:8] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8", "-m", "trainer"]
     assert argv[8] == "run" and argv[-1] == "--resume"
 
@@ -131,5 +131,6 @@ def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu(
 def test_the_platform_starts_one_gpu_runs_and_sft_runs_as_one_process():
     from runs.ray_jobs import trainer_entrypoint
 
-    assert shlex.split(trainer_entrypoint(run_of("rl", 1), resume=False))[1:4] == ["-m", "trainer", "run"]
-    assert shlex.split(trainer_entrypoint(run_of("sft", 8), resume=False))[1:4] == ["-m", "trainer", "sft"]
+    assert shlex.split(trainer_entrypoint(run_of("rl", 1)))[1:4] == ["-m", "trainer", "run"]
+    assert shlex.split(trainer_entrypoint(run_of("sft", 8)))[1:4] == ["-m", "trainer", "sft"]
+    assert "--resume" not in shlex.split(trainer_entrypoint(run_of("rl", 8)))  # a first attempt starts afresh

@@ -18,8 +18,7 @@ def warm_start_paths(settings, tmp_path):
 
 
 @pytest.fixture
-def alices_client(client, alice, monkeypatch):
-    monkeypatch.setattr("runs.actions._enqueue_dispatch", lambda run_id, resume: None)
+def alices_client(client, alice, dispatched):
     client.force_login(alice)
     return client
 

@@ -11,10 +11,10 @@ from tests.runs.jobs import wait_for_job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, settings):
+def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_admitted_run, ray_head, settings):
     settings.TRAINER_PYTHON = "/bin/true"  # a job that succeeds at once; the trainer itself is tested elsewhere
-    run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.STARTING and run.attempt == 1, run.failure_reason
     assert run.ray_job_id == f"run-{run.pk}-attempt-1"
@@ -25,23 +25,23 @@ def test_dispatch_exports_the_inputs_and_submits_a_ray_job(make_run, ray_head, s
     wait_for_job(run.ray_job_id, {"SUCCEEDED"})
 
 
-def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_run, settings, monkeypatch):
+def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_admitted_run, settings, monkeypatch):
     settings.RAY_ADDRESS = "http://127.0.0.1:9"  # nothing listens on the discard port
     monkeypatch.setenv("RAY_ADDRESS", settings.RAY_ADDRESS)  # Ray's client reads it before its argument
-    run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.FAILED
     assert "could not submit the run to the Ray cluster at http://127.0.0.1:9" in run.failure_reason
 
 
-def test_cancel_stops_the_ray_job(make_run, ray_head, settings, tmp_path):
+def test_cancel_stops_the_ray_job(make_admitted_run, ray_head, settings, tmp_path):
     slow_trainer = tmp_path / "slow-trainer"
     slow_trainer.write_text("#!/bin/sh\nsleep 600\n")
     slow_trainer.chmod(0o755)
     settings.TRAINER_PYTHON = str(slow_trainer)
-    run = make_run()
-    actions.dispatch(run.pk, resume=False)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     wait_for_job(run.ray_job_id, {"RUNNING"})
     assert actions.cancel_run(run)
@@ -52,16 +52,24 @@ def test_cancel_stops_the_ray_job(make_run, ray_head, settings, tmp_path):
 
 def test_a_run_that_is_not_queued_is_not_dispatched_twice(make_run, settings):
     run = make_run(state="running")
-    actions.dispatch(run.pk, resume=False)
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.attempt == 1 and run.ray_job_id == "" and run.state == RunState.RUNNING
 
 
-def test_a_run_the_cluster_cannot_hold_fails_before_submission_with_the_reason(make_run, ray_head):
+def test_a_queued_run_the_scheduler_has_not_admitted_is_not_dispatched(make_run):
+    run = make_run()  # waiting in the queue (a paused queue, a full quota), and a dispatch arrives anyway
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    assert run.state == RunState.QUEUED and run.attempt == 1 and run.ray_job_id == ""
+    assert list(run.state_changes.values_list("state", flat=True)) == []
+
+
+def test_a_run_the_cluster_cannot_hold_fails_before_submission_with_the_reason(make_admitted_run, ray_head):
     from trainer.config import RunConfig
 
-    run = make_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
-    actions.dispatch(run.pk, resume=False)
+    run = make_admitted_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
+    actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.FAILED and run.ray_job_id == ""
     assert "the run asks for 8 GPUs (cluster.num_gpus)" in run.failure_reason

@@ -23,7 +23,7 @@ def test_a_valid_form_stores_a_queued_run_with_its_resolved_config(alices_client
     assert run.state == RunState.QUEUED and run.owner.username == "alice"
     assert run.config["schedule"]["total_steps"] == 3
     assert run.config["rollout"]["engine"] == "transformers"
-    assert dispatched == [(run.pk, False)]
+    assert dispatched == [run.pk] and run.attempt == 1
 
 
 def test_a_rule_across_fields_is_reported_and_nothing_is_stored(alices_client, promptset_version, dispatched):

@@ -7,9 +7,10 @@ import time
 import pytest
 import redis
 from django.conf import settings as django_settings
+from django.utils import timezone
 
 from runs import actions, ray_jobs
-from runs.models import Run, RunState
+from runs.models import QueueState, Run, RunState
 from runs.sweeper import Sweeper
 from tests.runs.jobs import wait_for_job
 from trainer.events import EventPublisher, EventType, RedisStreamSink
@@ -36,9 +37,10 @@ def slow_trainer(settings, tmp_path):
     settings.TRAINER_PYTHON = str(script)
 
 
-def test_a_job_that_crashes_without_reporting_fails_the_run_with_the_log_and_how_to_resume(make_run, ray_head, settings):
+def test_a_job_that_crashes_without_reporting_fails_the_run_with_the_log_and_how_to_resume(make_admitted_run, ray_head,
+                                                                                          settings):
     settings.TRAINER_PYTHON = "/bin/false"
-    run = make_run()
+    run = make_admitted_run()
     actions.dispatch(run.pk)
     run.refresh_from_db()
     wait_for_job(run.ray_job_id, {"FAILED"})
@@ -87,16 +89,36 @@ def test_a_run_queued_too_long_is_dispatched_again(make_run, ray_head, settings,
     assert run.state == RunState.STARTING and run.ray_job_id == f"run-{run.pk}-attempt-1"
 
 
-def test_a_run_left_starting_by_a_worker_that_died_before_submitting_is_queued_as_its_next_attempt(make_run, ray_head):
+def test_a_run_left_starting_by_a_worker_that_died_before_submitting_is_queued_as_its_next_attempt(make_run, ray_head,
+                                                                                                  dispatched):
     run = make_run(state="starting")
     Sweeper().sweep_once()
     run.refresh_from_db()
     assert run.state == RunState.QUEUED and run.attempt == 2
     assert "stopped before submitting it" in run.state_changes.last().reason
+    assert run.admitted_at is not None and dispatched == [run.pk]  # by the scheduler, the queue being free
 
 
-def test_a_job_submitted_by_a_worker_that_died_before_saving_its_id_is_adopted(make_run, ray_head, slow_trainer):
-    run = make_run()
+def test_a_run_the_sweeper_queues_again_waits_for_the_scheduler_like_any_other(make_run, ray_head, settings,
+                                                                                celery_in_this_process):
+    settings.TRAINER_PYTHON = "/bin/true"
+    QueueState.objects.create(pk=1, is_paused=True, reason="cluster maintenance")
+    run = make_run(state="starting", admitted_at=timezone.now())  # its worker died before submitting it
+    Sweeper().sweep_once()
+    run.refresh_from_db()
+    assert run.state == RunState.QUEUED and run.attempt == 2 and run.admitted_at is None
+    assert run.queue_reason == "the queue is paused by an administrator: cluster maintenance"
+    assert ray_jobs.status(run.ray_job_id_of_attempt).state == ray_jobs.MISSING  # nothing went to Ray
+    QueueState.objects.filter(pk=1).update(is_paused=False)
+    Sweeper().sweep_once()
+    run.refresh_from_db()
+    assert run.state == RunState.STARTING and run.ray_job_id == f"run-{run.pk}-attempt-2"
+    wait_for_job(run.ray_job_id, {"SUCCEEDED"})
+
+
+def test_a_job_submitted_by_a_worker_that_died_before_saving_its_id_is_adopted(make_admitted_run, ray_head,
+                                                                               slow_trainer):
+    run = make_admitted_run()
     actions.dispatch(run.pk)
     Run.objects.filter(pk=run.pk).update(ray_job_id="")  # the id never saved
     Sweeper().sweep_once()
@@ -106,8 +128,8 @@ def test_a_job_submitted_by_a_worker_that_died_before_saving_its_id_is_adopted(m
     wait_for_job(run.ray_job_id, {"STOPPED"})
 
 
-def test_a_job_whose_run_is_final_is_stopped(make_run, ray_head, slow_trainer):
-    run = make_run()
+def test_a_job_whose_run_is_final_is_stopped(make_admitted_run, ray_head, slow_trainer):
+    run = make_admitted_run()
     actions.dispatch(run.pk)
     run.refresh_from_db()
     wait_for_job(run.ray_job_id, {"RUNNING"})
@@ -116,15 +138,16 @@ def test_a_job_whose_run_is_final_is_stopped(make_run, ray_head, slow_trainer):
     wait_for_job(run.ray_job_id, {"STOPPED"})
 
 
-def test_resuming_a_cancelled_run_stops_the_earlier_attempts_job_before_submitting_the_next(make_run, ray_head,
-                                                                                             slow_trainer):
-    run = make_run()
+def test_resuming_a_cancelled_run_stops_the_earlier_attempts_job_before_submitting_the_next(make_admitted_run, ray_head,
+                                                                                             slow_trainer, dispatched):
+    run = make_admitted_run()
     actions.dispatch(run.pk)
     run.refresh_from_db()
     first_job = run.ray_job_id
     wait_for_job(first_job, {"RUNNING"})
     run.transition(RunState.CANCELLED, reason="cancelled; Ray did not confirm the stop")
-    actions.resume_run(run)  # no Celery here: dispatch by hand
+    actions.resume_run(run)
+    assert dispatched == [run.pk]  # the scheduler admitted it; no Celery here: dispatch by hand
     actions.dispatch(run.pk)
     run.refresh_from_db()
     assert run.state == RunState.STARTING and run.ray_job_id == f"run-{run.pk}-attempt-2"

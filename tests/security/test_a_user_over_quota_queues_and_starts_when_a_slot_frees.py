@@ -46,13 +46,13 @@ def test_a_run_over_the_concurrent_limit_waits_with_its_reason_then_starts_when_
     settings.RUN_QUOTA_DEFAULT_CONCURRENT_RUNS = 2
     first, second, third = launch(alice, "one"), launch(alice, "two"), launch(alice, "three")
     assert admitted(first, second, third) == [True, True, False]
-    assert dispatched == [(first.pk, False), (second.pk, False)]
+    assert dispatched == [first.pk, second.pk]
     third.refresh_from_db()
     assert third.state == RunState.QUEUED
     assert third.queue_reason == "waiting for a slot: alice's runs hold 2 of 2 concurrent runs"
 
     finish(first)
-    assert admitted(third) == [True] and dispatched[-1] == (third.pk, False)
+    assert admitted(third) == [True] and dispatched[-1] == third.pk
     assert Run.objects.get(pk=third.pk).queue_reason == ""
 
 
@@ -133,7 +133,8 @@ def test_a_preempted_run_is_stopped_and_queued_again_to_resume_from_its_checkpoi
     # It went to the back of the queue: the waiting run took the slot; the preempted one resumes after it.
     assert admitted(waiting, run) == [True, False]
     finish(waiting)
-    assert admitted(run) == [True] and dispatched[-1] == (run.pk, True)
+    assert admitted(run) == [True] and dispatched[-1] == run.pk
+    assert Run.objects.get(pk=run.pk).attempt == 2  # dispatched as its next attempt, which resumes
 
 
 def test_the_runs_page_shows_each_of_my_queued_runs_with_its_place_and_reason(

@@ -50,7 +50,7 @@ def test_the_redis_password_reaches_the_ray_job_through_its_environment_not_its_
 
     settings.TRAINER_REDIS_URL = "redis://:hunter2-secret@redis:6379/0"
     run = make_run()
-    entrypoint = ray_jobs.trainer_entrypoint(run, resume=False)
+    entrypoint = ray_jobs.trainer_entrypoint(run)
     assert "hunter2-secret" not in entrypoint and "--events env:LEANRL_EVENTS_URL" in entrypoint
 
     submitted = {}
@@ -67,7 +67,7 @@ def test_the_redis_password_reaches_the_ray_job_through_its_environment_not_its_
         return Accepted()
 
     monkeypatch.setattr(ray_jobs, "_request", record)
-    ray_jobs.submit(run, resume=False)
+    ray_jobs.submit(run)
     assert submitted["runtime_env"]["env_vars"]["LEANRL_EVENTS_URL"] == settings.TRAINER_REDIS_URL
     assert "hunter2-secret" not in submitted["entrypoint"] and "hunter2-secret" not in str(submitted["metadata"])
 

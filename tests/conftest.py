@@ -78,7 +78,12 @@ def dispatched(monkeypatch):
     """The ids of the runs handed to Celery, in order, instead of reaching its broker (whether a run resumes
     follows from its attempt); Celery and Ray themselves are exercised in tests/integration."""
     calls = []
-    monkeypatch.setattr("runs.actions.enqueue_dispatch", calls.append)
+
+    def taken_by_the_broker(run_id: int) -> bool:
+        calls.append(run_id)
+        return True
+
+    monkeypatch.setattr("runs.actions.enqueue_dispatch", taken_by_the_broker)
     return calls
 
 

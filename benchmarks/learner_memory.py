@@ -2,26 +2,31 @@
 
 A tiny Llama with Qwen3's vocabulary (151,936 tokens; hidden 64, 2 layers) trains on one
 answer of 4k, 8k and 16k response tokens (after a 64-token prompt): one ``Learner.step``,
-π_old pass, gradient pass and AdamW step included, float32 on this machine's CPU.
+π_old pass, gradient pass and AdamW step included, float32 on this machine's CPU, AdamW's
+states already there (a step as it runs mid-training).
 
 - ``full_vocabulary``: the learner as it was, padded micro-batches and
-  ``full_vocabulary_response_logprobs`` (the (tokens × vocabulary) logits, a float32 copy and
-  a log-softmax of the same size, in the π_old pass and again with gradients).
+  ``full_vocabulary_response_logprobs`` (the (tokens × vocabulary) logits and a log-softmax
+  of the same size, in the π_old pass and again with gradients).
 - ``chunked``: the learner as it is, packed micro-batches and ``response_logprobs``
   (``optimizer.logprob_chunk_tokens`` rows of the vocabulary at a time).
 
-Each case runs in its own process. Peak memory is the process's peak resident set
-(``ru_maxrss``) above its resident set just before the step. The same single step is timed:
-at thousands of tokens a step takes tens of seconds, which one-time costs do not move, and a
-second step per case would double a run on a machine shared by several sessions (so the
-benchmarks' warm-up-then-median rule is waived here). A full-vocabulary case whose peak,
-extrapolated linearly from the last one measured (first from a run at a quarter of the
-shortest length), would exceed ``--max-baseline-gib`` or half the memory free at that
-moment is not run and is reported as such, never as a number. The chunked learner is also
-run at other chunk sizes, to show that its peak follows the chunk, not the answer's length.
+Every case is first *predicted*: the learner's micro-step on fake tensors, its memory
+counted by PyTorch's MemTracker (``trainer.memory_plan.plan_learner``, the launch check's
+own method). It then runs for real only if ``MemAvailable`` (/proc/meminfo) holds the
+prediction plus a quarter (the predictor's error, the allocator's slack) plus
+``--spare-gib`` left for everything else on the machine; otherwise the table shows the
+predicted figure, marked as such. A real case's peak is how far the step raised the
+process's resident set (Linux's high-water mark, reset just before the step); each real
+case also checks the predictor (predicted / measured). Each case, predicted or real, runs
+in its own process. The same single step is timed: at thousands of tokens a step takes
+tens of seconds, which one-time costs do not move, and a second step per case would double
+a run on a machine shared by several sessions (so the benchmarks' warm-up-then-median rule
+is waived here). The chunked learner is also run at other chunk sizes, to show that its
+peak follows the chunk, not the answer's length.
 
 Rerun: .venv/bin/python benchmarks/learner_memory.py [--lengths 4096 8192 16384]
-       [--chunks 256] [--max-baseline-gib 12]
+       [--chunks 256] [--spare-gib 4]
 """
 
 from __future__ import annotations
@@ -40,68 +45,123 @@ sys.path.insert(0, str(ROOT))
 QWEN3_VOCABULARY = 151_936
 PROMPT_TOKENS = 64
 DEFAULT_CHUNK = 1024
+# A real case needs its predicted peak plus this share (the predictor's error, the allocator's slack) free.
+PREDICTION_MARGIN = 0.25
+GIB = 2**30
 RERUN = "  .venv/bin/python benchmarks/learner_memory.py"
 
 
-def run_case(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
-    """One case, in this process: measure one learner step's peak memory, then time a second step."""
-    import resource
-
-    import psutil
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def case_setup(implementation: str, response_tokens: int, chunk_tokens: int):
+    """The case's run config and model architecture; for ``full_vocabulary``, the learner put back as it was."""
+    from transformers import LlamaConfig
 
     from trainer import learner as learner_module
     from trainer.config import RunConfig
-    from trainer.learner import Learner, TrainingSequence, full_vocabulary_response_logprobs
+    from trainer.learner import full_vocabulary_response_logprobs
 
-    torch.set_num_threads(2)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
+    architecture = LlamaConfig(
         vocab_size=QWEN3_VOCABULARY, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=PROMPT_TOKENS + response_tokens,
         tie_word_embeddings=True, pad_token_id=0,
-    ))
+    )
+    config = RunConfig.from_preset("cpu-demo", {
+        "model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False},
+        "rollout": {"prompts_per_step": 1, "samples_per_prompt": 1, "max_prompt_tokens": PROMPT_TOKENS,
+                    "max_response_tokens": response_tokens},
+        "retry": {"enabled": False},  # else the plan's longest prompt would be the retry turn's
+        "optimizer": {"mini_batch_prompts": 1, "micro_batch_sequences": 1, "micro_batch_tokens": None,
+                      "logprob_chunk_tokens": chunk_tokens},
+    })
+    if implementation == "full_vocabulary":
+        # The learner before the chunked path: padded rows and the full-vocabulary function.
+        learner_module.supports_packing = lambda model: False
+        learner_module.response_logprobs = lambda model, batch, temperature, chunk: (
+            full_vocabulary_response_logprobs(model, batch, temperature))
+    return config, architecture
+
+
+def predict_case(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
+    """The step's peak above what the learner holds between steps, planned on fake tensors (no memory used)."""
+    from trainer.memory_plan import plan_learner
+
+    config, architecture = case_setup(implementation, response_tokens, chunk_tokens)
+    planned = plan_learner(config, architecture)
+    return {"predicted_bytes": planned.peak_bytes - planned.resident_bytes}
+
+
+def run_case(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
+    """One real ``Learner.step``: how far it raised the resident set, and how long it took."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.learner import Learner
+    from trainer.memory_plan import full_length_sequences, peak_resident_bytes_added, warm_optimizer
+
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    config, architecture = case_setup(implementation, response_tokens, chunk_tokens)
+    architecture._attn_implementation = "sdpa"  # as the plan builds it
+    model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
 
     class PadOnly:
         pad_token_id = 0
 
-    config = RunConfig.from_preset("cpu-demo", {
-        "model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False},
-        "rollout": {"prompts_per_step": 1, "samples_per_prompt": 1, "max_response_tokens": response_tokens},
-        "optimizer": {"mini_batch_prompts": 1, "micro_batch_sequences": 1, "logprob_chunk_tokens": chunk_tokens},
-    })
     learner = Learner(config, model, PadOnly())
-    if implementation == "full_vocabulary":
-        # The learner before the chunked path: padded rows and the full-vocabulary function.
-        learner.is_packing = False
-        learner_module.response_logprobs = lambda model, batch, temperature, chunk: (
-            full_vocabulary_response_logprobs(model, batch, temperature))
-    generator = torch.Generator().manual_seed(1)
-    sequence = TrainingSequence(
-        torch.randint(1, QWEN3_VOCABULARY, (PROMPT_TOKENS,), generator=generator).tolist(),
-        torch.randint(1, QWEN3_VOCABULARY, (response_tokens,), generator=generator).tolist(),
-        advantage=0.5, group_key="p0",
-    )
-    resident_before = psutil.Process().memory_info().rss
+    warm_optimizer(learner)
+    sequences = full_length_sequences(config)  # the very sequence the prediction planned
     started = time.perf_counter()
-    learner.step([sequence])
+    peak = peak_resident_bytes_added(lambda: learner.step(sequences))
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    return {
-        "implementation": implementation, "response_tokens": response_tokens, "chunk_tokens": chunk_tokens,
-        "peak_mib": (peak - resident_before) / 2**20, "seconds": seconds, "tokens_per_second": response_tokens / seconds,
-    }
+    return {"measured_bytes": peak, "seconds": seconds, "tokens_per_second": response_tokens / seconds}
 
 
-def run_in_subprocess(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
+def in_subprocess(mode: str, implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
     completed = subprocess.run(
-        [sys.executable, __file__, "--case", implementation, str(response_tokens), str(chunk_tokens)],
+        [sys.executable, __file__, "--case", mode, implementation, str(response_tokens), str(chunk_tokens)],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     if completed.returncode != 0:
-        raise RuntimeError(f"case {implementation} at {response_tokens} tokens failed:\n{completed.stderr[-3000:]}")
+        raise RuntimeError(f"{mode} {implementation} at {response_tokens} tokens failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def memory_available_bytes() -> int:
+    """The kernel's estimate of memory a new process can take without swapping (MemAvailable)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable; this benchmark needs Linux 3.14 or later")
+
+
+def case(implementation: str, response_tokens: int, chunk_tokens: int, spare_gib: float) -> dict:
+    """Predict, then run for real if memory allows; the figures and, when not run, why."""
+    result = {"implementation": implementation, "response_tokens": response_tokens, "chunk_tokens": chunk_tokens,
+              **in_subprocess("predict", implementation, response_tokens, chunk_tokens)}
+    needed = result["predicted_bytes"] * (1 + PREDICTION_MARGIN) + spare_gib * GIB
+    available = memory_available_bytes()
+    result["available_bytes"] = available
+    if needed > available:
+        print(f"{implementation} at {response_tokens} tokens: predicted, not run: needs "
+              f"{result['predicted_bytes'] / GIB:.1f} GiB, {available / GIB:.1f} GiB available", file=sys.stderr)
+        return result
+    result.update(in_subprocess("measure", implementation, response_tokens, chunk_tokens))
+    print(f"{implementation} at {response_tokens} tokens: predicted {result['predicted_bytes'] / GIB:.2f} GiB, "
+          f"measured {result['measured_bytes'] / GIB:.2f} GiB in {result['seconds']:.0f} s", file=sys.stderr)
+    return result
+
+
+def peak_cell(result: dict) -> str:
+    if "measured_bytes" in result:
+        return f"{result['measured_bytes'] / GIB:.2f} GiB"
+    return (f"predicted, not run: needs {result['predicted_bytes'] / GIB:.1f} GiB, "
+            f"{result['available_bytes'] / GIB:.1f} GiB available")
+
+
+def peak_of(result: dict) -> tuple[float, bool]:
+    """The measured peak if the case ran, else the predicted one; and whether it was measured."""
+    if "measured_bytes" in result:
+        return result["measured_bytes"], True
+    return result["predicted_bytes"], False
 
 
 def main() -> None:
@@ -109,60 +169,57 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384], help="response tokens per case")
     parser.add_argument("--chunks", type=int, nargs="*", default=[256],
                         help="other chunk sizes for the chunked learner, at the shortest length")
-    parser.add_argument("--max-baseline-gib", type=float, default=12.0,
-                        help="skip a full-vocabulary case predicted to need more than this")
-    parser.add_argument("--case", nargs=3, metavar=("IMPLEMENTATION", "TOKENS", "CHUNK"), help=argparse.SUPPRESS)
+    parser.add_argument("--spare-gib", type=float, default=4.0,
+                        help="memory a real case must leave free for everything else on the machine (GiB)")
+    parser.add_argument("--case", nargs=4, metavar=("MODE", "IMPLEMENTATION", "TOKENS", "CHUNK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        implementation, tokens, chunk = args.case
-        print(json.dumps(run_case(implementation, int(tokens), int(chunk))))
+        mode, implementation, tokens, chunk = args.case
+        run = predict_case if mode == "predict" else run_case
+        print(json.dumps(run(implementation, int(tokens), int(chunk))))
         return
-
-    import psutil
 
     lengths = sorted(args.lengths)
     results: dict[tuple[str, int, int], dict] = {}
-    skipped: dict[int, str] = {}
-    calibration = run_in_subprocess("full_vocabulary", max(lengths[0] // 4, 16), DEFAULT_CHUNK)
-    baseline_mib_per_token = calibration["peak_mib"] / calibration["response_tokens"]
     for length in lengths:
-        results["chunked", length, DEFAULT_CHUNK] = run_in_subprocess("chunked", length, DEFAULT_CHUNK)
-        if baseline_mib_per_token is not None:
-            predicted_gib = baseline_mib_per_token * length / 1024
-            allowed_gib = min(args.max_baseline_gib, psutil.virtual_memory().available / 2**30 / 2)
-            if predicted_gib > allowed_gib:
-                skipped[length] = f"not run: needs ≈{predicted_gib:.0f} GiB (extrapolated), allowed {allowed_gib:.1f} GiB"
-                continue
-        baseline = run_in_subprocess("full_vocabulary", length, DEFAULT_CHUNK)
-        results["full_vocabulary", length, DEFAULT_CHUNK] = baseline
-        baseline_mib_per_token = baseline["peak_mib"] / length
+        for implementation in ("chunked", "full_vocabulary"):
+            results[implementation, length, DEFAULT_CHUNK] = case(implementation, length, DEFAULT_CHUNK, args.spare_gib)
     for chunk in args.chunks:
-        results["chunked", lengths[0], chunk] = run_in_subprocess("chunked", lengths[0], chunk)
+        results["chunked", lengths[0], chunk] = case("chunked", lengths[0], chunk, args.spare_gib)
 
-    print(f"full-vocabulary calibration at {calibration['response_tokens']} tokens: {calibration['peak_mib']:.0f} MiB, "
-          f"{calibration['tokens_per_second']:.0f} tokens/s")
     print(f"learner step, tiny Llama with Qwen3's vocabulary ({QWEN3_VOCABULARY:,}), {PROMPT_TOKENS}-token prompt, "
-          f"float32, CPU ({os.cpu_count()} cores)")
-    print(f"{'response tokens':>15} | {'full-vocabulary peak':>20} | {'chunked peak':>12} | {'peak ratio':>10} | "
-          f"{'full-vocab tok/s':>16} | {'chunked tok/s':>13} | {'speed ratio':>11}")
+          f"float32, CPU ({os.cpu_count()} cores); peak = the step's rise of the resident set")
+    print("| response tokens | full-vocabulary peak | chunked peak | peak ratio | full-vocabulary tokens/s "
+          "| chunked tokens/s | speed ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for length in lengths:
         chunked = results["chunked", length, DEFAULT_CHUNK]
-        baseline = results.get(("full_vocabulary", length, DEFAULT_CHUNK))
-        if baseline is None:
-            print(f"{length:>15} | {skipped[length]:>20} | {chunked['peak_mib']:>8.0f} MiB | {'—':>10} | {'—':>16} | "
-                  f"{chunked['tokens_per_second']:>13.0f} | {'—':>11}")
-            continue
-        print(f"{length:>15} | {baseline['peak_mib']:>16.0f} MiB | {chunked['peak_mib']:>8.0f} MiB | "
-              f"{baseline['peak_mib'] / chunked['peak_mib']:>9.1f}× | {baseline['tokens_per_second']:>16.0f} | "
-              f"{chunked['tokens_per_second']:>13.0f} | {chunked['tokens_per_second'] / baseline['tokens_per_second']:>10.2f}×")
+        baseline = results["full_vocabulary", length, DEFAULT_CHUNK]
+        baseline_peak, is_baseline_measured = peak_of(baseline)
+        chunked_peak, is_chunked_measured = peak_of(chunked)
+        ratio = f"{baseline_peak / chunked_peak:.1f}×" + ("" if is_baseline_measured and is_chunked_measured
+                                                           else " (from a prediction)")
+        speeds = ["—", "—", "—"]
+        if is_baseline_measured and is_chunked_measured:
+            speeds = [f"{baseline['tokens_per_second']:.0f}", f"{chunked['tokens_per_second']:.0f}",
+                      f"{chunked['tokens_per_second'] / baseline['tokens_per_second']:.2f}×"]
+        elif is_chunked_measured:
+            speeds[1] = f"{chunked['tokens_per_second']:.0f}"
+        print(f"| {length} | {peak_cell(baseline)} | {peak_cell(chunked)} | {ratio} | " + " | ".join(speeds) + " |")
     print(f"chunked peak by chunk size at {lengths[0]} response tokens:")
     for chunk in sorted([DEFAULT_CHUNK, *args.chunks]):
-        case = results["chunked", lengths[0], chunk]
-        print(f"  chunk {chunk:>5} tokens: {case['peak_mib']:>6.0f} MiB ({chunk * QWEN3_VOCABULARY * 4 / 2**20:.0f} MiB "
-              f"per float32 chunk of logits), {case['tokens_per_second']:.0f} tokens/s")
+        result = results["chunked", lengths[0], chunk]
+        speed = f", {result['tokens_per_second']:.0f} tokens/s" if "tokens_per_second" in result else ""
+        print(f"  chunk {chunk:>5} tokens: {peak_cell(result)} ({chunk * QWEN3_VOCABULARY * 4 / 2**20:.0f} MiB "
+              f"per float32 chunk of logits){speed}")
+    print("the predictor (fake tensors, MemTracker) against each real case, predicted / measured peak:")
+    for (implementation, length, chunk), result in results.items():
+        if "measured_bytes" in result:
+            print(f"  {implementation:<15} {length:>6} tokens, chunk {chunk:>4}: {result['predicted_bytes'] / GIB:6.2f} / "
+                  f"{result['measured_bytes'] / GIB:6.2f} GiB = {result['predicted_bytes'] / result['measured_bytes']:.2f}")
     print("rerun:")
     print(RERUN + " --lengths " + " ".join(map(str, lengths)) + " --chunks " + " ".join(map(str, args.chunks))
-          + f" --max-baseline-gib {args.max_baseline_gib:g}")
+          + f" --spare-gib {args.spare_gib:g}")
 
 
 if __name__ == "__main__":

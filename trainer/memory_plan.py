@@ -294,7 +294,7 @@ def learner_micro_step(learner, micro_batch, after_old_logprobs=lambda: None) ->
     learner.optimizer.step()
 
 
-def _fused_attention():
+def fused_attention():
     """Attention as a GPU runs it (no length × length scores); see the module docstring."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -363,13 +363,13 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
     with _PLANNING_LOCK, _fake_ranks(ranks), FakeTensorMode(allow_non_fake_inputs=True):
         learner = _learner_on(config, architecture)
         micro_batch = heaviest_micro_batch(learner, config)
-        _warm_optimizer(learner)
+        warm_optimizer(learner)
         if learner.is_sharded:
             tracker = FSDPMemTracker(learner.model, learner.optimizer)
         else:
             tracker = MemTracker()
             tracker.track_external(learner.model, learner.optimizer)
-        with tracker, _fused_attention():
+        with tracker, fused_attention():
             # FSDPMemTracker follows one forward and backward per module; π_old's pass is a first one.
             learner_micro_step(learner, micro_batch, after_old_logprobs=tracker.reset_mod_stats)
         peak = _total(tracker.get_tracker_snapshot("peak"))
@@ -379,7 +379,7 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
     return LearnerMemory(peak, resident, len(micro_batch), tokens)
 
 
-def _warm_optimizer(learner) -> None:
+def warm_optimizer(learner) -> None:
     """Gradients and AdamW's states as they stand between steps (they persist: zero_grad keeps them)."""
     import torch
 
@@ -495,11 +495,22 @@ def measure_real_step(config: RunConfig) -> int:
     torch.manual_seed(0)
     before = _resident_bytes()
     learner = _real_learner(config)
-    _warm_optimizer(learner)
+    warm_optimizer(learner)
     micro_batch = heaviest_micro_batch(learner, config)
+    resident_before_step = _resident_bytes()
+    return resident_before_step - before + peak_resident_bytes_added(lambda: learner_micro_step(learner, micro_batch))
+
+
+def peak_resident_bytes_added(run) -> int:
+    """How far ``run()`` raises this process's resident set above where it stood, at its peak; attention fused as planned.
+
+    Read from Linux's resident high-water mark, reset just before ``run``, so what the process
+    allocated earlier (loading, building the model) does not blur the reading.
+    """
+    before = _resident_bytes()
     _reset_resident_high_water_mark()
-    with _fused_attention():
-        learner_micro_step(learner, micro_batch)
+    with fused_attention():
+        run()
     return _resident_high_water_mark() - before
 
 

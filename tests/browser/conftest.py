@@ -1,5 +1,7 @@
 """Headless Chromium (Debian's, driven by Playwright) against the platform's real ASGI server."""
 
+import time
+from http import HTTPStatus
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,14 @@ def screenshot(page, name):
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def forget_refused_load(page, status: int = 400) -> None:
+    """Chromium logs a page that comes back with ``status`` as a console error; where the test asked for
+    that refusal, wait for the line (it may follow the load) and drop exactly it, and fail if it never came."""
+    line = f"console.error: Failed to load resource: the server responded with a status of {status} ({HTTPStatus(status).phrase})"
+    deadline = time.monotonic() + 10
+    while line not in page.console_problems and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert line in page.console_problems, f"the page was not refused with {status}: {page.console_problems}"
+    page.console_problems.remove(line)

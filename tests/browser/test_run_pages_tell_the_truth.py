@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from runs.models import Run, RunState
-from tests.browser.conftest import log_in, screenshot
+from runs.models import Run, RunState, job_id_for
+from tests.browser.conftest import forget_refused_load, log_in, screenshot
 from tests.browser.trainer_events import publish, wait_for_state, wait_until
 from trainer.config import RunConfig
 from trainer.events import EventType
@@ -140,7 +140,7 @@ def test_an_rl_run_draws_gaps_integer_steps_and_says_when_it_evaluates_and_what_
     # ?step=abc is an error, not an empty list.
     response = page.goto(f"/runs/{run.pk}/?step=abc")
     assert response.status == 400
-    page.console_problems.remove("console.error: Failed to load resource: the server responded with a status of 400 (Bad Request)")
+    forget_refused_load(page, 400)
     assert "Enter a whole number" in page.locator("#filter-errors").inner_text()
     assert "No rollouts yet" not in page.locator("#rollouts").inner_text(), "?step=abc read as 'no rollouts yet'"
     screenshot(page, "rl-run-gaps")
@@ -212,12 +212,16 @@ def test_a_starting_run_whose_job_waits_for_cpus_says_it_is_waiting_and_why(page
 
     holder = make_run(state=RunState.RUNNING, name="holds the cpus")
     waiting = make_run(state=RunState.STARTING, name="waits")
-    client = JobSubmissionClient(settings.RAY_ADDRESS)  # jobs of no run, holding and waiting for the CPUs
-    holder_job = client.submit_job(entrypoint="sleep 120", entrypoint_num_cpus=2)
+    # The two runs' jobs, under the ids the platform gives their attempts: the sweeper then takes them for
+    # what they are (a running trainer, a pending one) instead of ending runs whose job it cannot find.
+    client = JobSubmissionClient(settings.RAY_ADDRESS)
+    holder_job = client.submit_job(entrypoint="sleep 120", entrypoint_num_cpus=2,
+                                   submission_id=job_id_for(holder.pk, holder.attempt))
     waiting_job = None
     try:
         wait_until(lambda: ray_jobs.status(holder_job).state == "RUNNING", timeout_s=60, what="the job holding the CPUs")
-        waiting_job = client.submit_job(entrypoint="sleep 1", entrypoint_num_cpus=2)
+        waiting_job = client.submit_job(entrypoint="sleep 1", entrypoint_num_cpus=2,
+                                        submission_id=job_id_for(waiting.pk, waiting.attempt))
         Run.objects.filter(pk=holder.pk).update(ray_job_id=holder_job)
         Run.objects.filter(pk=waiting.pk).update(ray_job_id=waiting_job)
         log_in(page, "alice", "alice-password")

@@ -40,6 +40,8 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_DIR / "platform"), str(REPO_DIR)]
 
+from scratch_database import migrated_database  # noqa: E402
+
 MINIF2F = REPO_DIR.parent / "shared" / "data" / "minif2f_valid_test.deepseek.jsonl"
 PARQUET_ROW_GROUP_ROWS = 2000
 ORM_BATCH_ROWS = 2000  # what import_promptset's bulk_create used
@@ -207,25 +209,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="promptset-hub-bench-") as scratch:
         scratch = Path(scratch)
-        postgres = None
-        if "DATABASE_URL" not in os.environ:
-            from deploy.services import PostgresService, free_port
-
-            os.chmod(scratch, 0o755)  # the embedded server may run as its own unprivileged user
-            postgres = PostgresService(name="postgres", port=free_port(), log_dir=scratch / "logs",
-                                       data_dir=scratch / "postgres")
-            postgres.start()
-            os.environ["DATABASE_URL"] = postgres.url
-        try:
-            subprocess.run([sys.executable, str(REPO_DIR / "manage.py"), "migrate", "--skip-checks", "-v", "0"],
-                           check=True, env=os.environ.copy())
+        with migrated_database(scratch):
             parquet_bytes = write_hub_dataset(scratch / "hub", args.rows)
             load_before = load_average()
             results = {stage: child(stage, scratch) for stage in STAGES}
             load_after = load_average()
-        finally:
-            if postgres is not None:
-                postgres.stop()
 
     baseline = results["baseline"]
     for result in results.values():

@@ -30,6 +30,8 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_DIR / "platform"), str(REPO_DIR)]
 
+from scratch_database import migrated_database  # noqa: E402
+
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
 
 
@@ -108,26 +110,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="promptset-bench-") as scratch:
         scratch = Path(scratch)
-        postgres = None
-        if "DATABASE_URL" not in os.environ:
-            from deploy.services import PostgresService, free_port
-
-            os.chmod(scratch, 0o755)  # the embedded server may run as its own unprivileged user
-            postgres = PostgresService(name="postgres", port=free_port(), log_dir=scratch / "logs",
-                                       data_dir=scratch / "postgres")
-            postgres.start()
-            os.environ["DATABASE_URL"] = postgres.url
-        try:
-            subprocess.run([sys.executable, str(REPO_DIR / "manage.py"), "migrate", "--skip-checks", "-v", "0"], check=True,
-                           env=os.environ.copy())
+        with migrated_database(scratch):
             path = scratch / "rows.jsonl"
             write_rows(path, args.rows, args.informal_bytes)
             size_mb = path.stat().st_size / 2**20
             print(f"file: {args.rows:,} rows, {size_mb:.1f} MB of JSON Lines")
             results = {stage: child(stage, path) for stage in ("baseline", "validate", "import")}
-        finally:
-            if postgres is not None:
-                postgres.stop()
     baseline = results["baseline"]
     for stage, result in results.items():
         print(f"{stage:9s} {result['rows']:>8,} rows in {result['seconds']:6.1f} s = {result['rows_per_second']:>8,.0f} rows/s; "

@@ -72,9 +72,10 @@ class Token:
 class LexError(ValueError):
     """Text this reader cannot read the way Lean would; ``offset`` is where the construct starts."""
 
-    def __init__(self, message: str, offset: int):
+    def __init__(self, message: str, offset: int, *, is_unclosed_comment: bool = False):
         super().__init__(message)
         self.offset = offset
+        self.is_unclosed_comment = is_unclosed_comment
 
 
 def position(text: str, offset: int) -> str:
@@ -168,6 +169,14 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
     return tokens
 
 
+def refuse_unopened_comment_close(text: str, tokens: list[Token]) -> None:
+    """LexError at a ``-/`` that closes no comment (Lean refuses it; the lexer reads it as a symbol)."""
+    for token in tokens:
+        if token.kind == TokenKind.SYMBOL and token.text == "-/":
+            raise LexError(f"'-/' at {position(text, token.start)} closes a comment that was never opened: remove it "
+                           "or add the '/-'", token.start)
+
+
 def _block_comment_end(text: str, index: int, strict: bool) -> int:
     # As Lean's whitespace/finishCommentBlock: ``/--`` and ``/-!`` open doc comments whose body
     # starts after the third character (so ``/--/`` is not closed); a plain ``/-`` also consumes
@@ -179,7 +188,7 @@ def _block_comment_end(text: str, index: int, strict: bool) -> int:
             if strict:
                 raise LexError(
                     f"a block comment opened at {position(text, index)} is never closed ({depth} '-/' missing; "
-                    "block comments nest in Lean 4): close it with '-/'", index,
+                    "block comments nest in Lean 4): close it with '-/'", index, is_unclosed_comment=True,
                 )
             return len(text)
         depth += 1 if delimiter.group() == "/-" else -1

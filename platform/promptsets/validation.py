@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer import lean_lexer
-from trainer.lean_lexer import Token, TokenKind
+from trainer.lean_lexer import Token
 
 DEFAULT_MAX_STATEMENT_CHARS = 20_000
 
@@ -83,13 +83,9 @@ def scan(text: str) -> list[Token]:
     ``-/`` that closes nothing."""
     try:
         tokens = lean_lexer.scan(text, strict=True)
+        lean_lexer.refuse_unopened_comment_close(text, tokens)
     except lean_lexer.LexError as error:
         raise StatementRejected(str(error)) from None
-    for token in tokens:
-        if token.kind == TokenKind.SYMBOL and token.text == "-/":
-            raise StatementRejected(
-                f"'-/' at {_position(text, token.start)} closes a comment that was never opened: remove it or add the '/-'"
-            )
     return tokens
 
 

@@ -53,7 +53,7 @@ def blank_comments(text: str) -> str:
     try:
         tokens = lean_lexer.scan(text, strict=True)
     except lean_lexer.LexError as error:
-        if text.startswith("/-", error.offset):
+        if error.is_unclosed_comment:
             raise CannotDecide("an unterminated comment") from None
         raise CannotDecide("string, character or «quoted» literals are outside the fragment") from None
     if any(token.kind not in lean_lexer.COMMENT_KINDS and any(mark in token.text for mark in "\"'«") for token in tokens):

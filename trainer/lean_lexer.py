@@ -37,8 +37,8 @@ attacks in ``tests/verification/test_integrity_attack_table.py``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class TokenKind(StrEnum):
@@ -61,8 +61,7 @@ class CommentRule(StrEnum):
     KIMINA_RELEASE = "kimina_release"  # the release's format checker's, not Lean's (end of this module)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):  # a tuple, not a dataclass: scan makes ~60 a statement, and this is 3x cheaper to build
     kind: TokenKind
     text: str
     start: int
@@ -85,8 +84,8 @@ def position(text: str, offset: int) -> str:
     return f"line {line}, column {column}"
 
 
-# A trailing dot ends a sentence, not a name: it is dropped from the word below.
-_WORD = re.compile(r"eval%|#?[^\W\d][\w'!?.]*")
+# Dots join the parts of a name; a trailing dot ends a sentence, not a name, so it is left out.
+_WORD = re.compile(r"eval%|#?[^\W\d](?:[\w'!?]|\.+(?=[\w'!?]))*")
 # Lean's numerals: decimal, scientific, 0x/0b/0o. A letter right after a numeral starts a new
 # token (``2set_option`` is ``2`` then ``set_option``), as in Lean.
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?")
@@ -97,7 +96,9 @@ _TWO_CHARACTER_SYMBOLS = (":=", "@[", "-/")
 # Whitespace, then the next token, in one regex: its alternatives are tried in order, and the
 # order is the precedence (a comment before a symbol, a raw string before a word, …), so each token
 # costs one match instead of a chain of Python tests. The constructs that nest, may be left open
-# or depend on the previous token only open here; scan() reads them to their end.
+# or depend on the previous token only open here; scan() reads them to their end. The last
+# alternative matches at the end of the text, so a match never fails: finditer then reads token
+# after token with no gap (and trailing whitespace costs one match, not one search per character).
 _TOKEN_PATTERNS = (
     ("line_comment", r"--[^\n]*"),
     ("block_comment", r"/-"),
@@ -110,10 +111,12 @@ _TOKEN_PATTERNS = (
     ("word", _WORD.pattern),
     ("number", _NUMBER.pattern),
     ("symbol", "|".join(re.escape(symbol) for symbol in _TWO_CHARACTER_SYMBOLS) + "|."),
+    ("end_of_text", r"\Z"),
 )
 _NEXT_TOKEN = re.compile(r"\s*+(?:" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _TOKEN_PATTERNS) + ")")
 _WHOLE_TOKEN_KINDS = {"line_comment": TokenKind.COMMENT, "char": TokenKind.CHAR, "word": TokenKind.WORD,
                       "number": TokenKind.NUMBER, "symbol": TokenKind.SYMBOL}
+_new_token = tuple.__new__  # Token's own constructor, without NamedTuple's Python-level __new__
 
 
 def scan(text: str, *, strict: bool = True) -> list[Token]:
@@ -124,21 +127,23 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
     string is then read as a plain one).
     """
     tokens: list[Token] = []
+    append = tokens.append
     length = len(text)
     index = 0
-    while match := _NEXT_TOKEN.match(text, index):  # None once only whitespace is left
-        kind = match.lastgroup
+    while True:
+        # The tokens a regex match reads whole, in one tight loop; it stops at a construct read below.
+        for match in _NEXT_TOKEN.finditer(text, index):
+            kind = match.lastgroup
+            if kind not in _WHOLE_TOKEN_KINDS:
+                break
+            append(_new_token(Token, (_WHOLE_TOKEN_KINDS[kind], match[kind], *match.span(kind))))
+        if kind == "end_of_text":
+            return tokens
         start, index = match.span(kind)
-        if kind in _WHOLE_TOKEN_KINDS:
-            token_text = match.group(kind)
-            if kind == "word" and len(token_text) > 1 and token_text.endswith("."):
-                token_text = token_text.rstrip(".") or token_text
-                index = start + len(token_text)
-            tokens.append(Token(_WHOLE_TOKEN_KINDS[kind], token_text, start, index))
-        elif kind == "block_comment":
+        if kind == "block_comment":
             index = _block_comment_end(text, start, strict)
             is_doc = text.startswith("/--", start)
-            tokens.append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
+            append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
         elif kind == "string":
             if strict and tokens and tokens[-1].end == start and tokens[-1].kind == TokenKind.WORD \
                     and tokens[-1].text.endswith("!"):
@@ -147,7 +152,7 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
                     "braces is not read here", start,
                 )
             index = _string_end(text, start, strict)
-            tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
+            append(Token(TokenKind.STRING, text[start:index], start, index))
         elif kind == "quoted_name":
             end = text.find("»", start + 1)
             if end == -1:
@@ -155,7 +160,7 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
                     raise LexError(f"'«' at {position(text, start)} is never closed: add '»'", start)
                 end = length - 1
             index = end + 1
-            tokens.append(Token(TokenKind.WORD, text[start:index], start, index))
+            append(Token(TokenKind.WORD, text[start:index], start, index))
         else:  # raw_string
             closing = '"' + text[start + 1:index - 1]
             end = text.find(closing, index)
@@ -165,8 +170,7 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
                 index = length
             else:
                 index = end + len(closing)
-            tokens.append(Token(TokenKind.STRING, text[start:index], start, index))
-    return tokens
+            append(Token(TokenKind.STRING, text[start:index], start, index))
 
 
 def refuse_unopened_comment_close(text: str, tokens: list[Token]) -> None:

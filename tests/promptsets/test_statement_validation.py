@@ -2,7 +2,7 @@
 
 import pytest
 
-from promptsets.validation import StatementRejected, validate_lean_statement
+from promptsets.validation import StatementRejected, informal_from_doc_comment, validate_lean_statement
 
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
 
@@ -151,3 +151,15 @@ def test_it_accepts_unicode_identifiers_subscripts_and_primes():
 def test_it_rejects_a_theorem_that_states_no_goal():
     assert "states no goal" in rejection("theorem t := by")
     assert "states no goal" in rejection("theorem t (h : 1 = 1) := by")
+
+
+@pytest.mark.parametrize(("informal", "expected"), [
+    ("/-- Show that $2 + 2 = 4$. -/", "Show that $2 + 2 = 4$."),
+    ("  /--\n  Nested /- comments -/ stay. -/\n", "Nested /- comments -/ stay."),
+    ("Show that 2 + 2 = 4.", "Show that 2 + 2 = 4."),
+    ('An unmatched " quote in prose.', 'An unmatched " quote in prose.'),
+    ("/-- Not closed, as Lean reads it: /- -/", "/-- Not closed, as Lean reads it: /- -/"),
+    ("/-- One -/ /-- two -/", "/-- One -/ /-- two -/"),
+])
+def test_an_informal_statement_written_as_a_doc_comment_is_its_inside(informal, expected):
+    assert informal_from_doc_comment(informal) == expected

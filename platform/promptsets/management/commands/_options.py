@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits
@@ -30,6 +31,23 @@ def add_row_options(parser) -> None:
                         help="Preamble given to rows without imports of their own ('' for none).")
     parser.add_argument("--max-statement-chars", type=int, default=DEFAULT_MAX_STATEMENT_CHARS)
     parser.add_argument("--max-row-bytes", type=int, default=DEFAULT_MAX_ROW_BYTES)
+
+
+def add_promptset_options(parser, *, what: str) -> None:
+    """The new promptset's owner, name and sharing, and whether invalid rows are skipped or refuse ``what``."""
+    parser.add_argument("--owner", required=True, help="Username of the owner.")
+    parser.add_argument("--name", required=True, help="The promptset's name (unique per owner).")
+    parser.add_argument("--description", default="")
+    parser.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
+    parser.add_argument("--skip-invalid-rows", action="store_true",
+                        help=f"Import the valid rows and report the others (default: reject the {what}).")
+
+
+def owner_named(username: str):
+    owner = get_user_model().objects.filter(username=username).first()
+    if owner is None:
+        raise CommandError(f"no user named {username!r}: create it first (manage.py createsuperuser)")
+    return owner
 
 
 def column_mapping(pairs: list[str]) -> ColumnMapping:

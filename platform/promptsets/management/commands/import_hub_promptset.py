@@ -3,14 +3,15 @@ page's Hub form (staged as JSON Lines, then checked and imported all or nothing)
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from promptsets import actions
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RowRejection
-from promptsets.management.commands._options import add_row_options, column_mapping, row_limits
+from promptsets.management.commands._options import (
+    add_promptset_options, add_row_options, column_mapping, owner_named, row_limits,
+)
 from promptsets.models import PromptsetUpload, UploadState
 
 
@@ -26,17 +27,10 @@ class Command(BaseCommand):
         parser.add_argument("--split", default="train")
         parser.add_argument("--revision", help="A branch, tag or commit (default: main).")
         add_row_options(parser)
-        parser.add_argument("--owner", required=True, help="Username of the owner.")
-        parser.add_argument("--name", required=True, help="The promptset's name (unique per owner).")
-        parser.add_argument("--description", default="")
-        parser.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
-        parser.add_argument("--skip-invalid-rows", action="store_true",
-                            help="Import the valid rows and report the others (default: reject the dataset).")
+        add_promptset_options(parser, what="dataset")
 
     def handle(self, *args, **options):
-        owner = get_user_model().objects.filter(username=options["owner"]).first()
-        if owner is None:
-            raise CommandError(f"no user named {options['owner']!r}: create it first (manage.py createsuperuser)")
+        owner = owner_named(options["owner"])
         choices = import_options(
             file_format="jsonl", mapping=column_mapping(options["column"]), skip_invalid_rows=options["skip_invalid_rows"],
             description=options["description"], is_public=options["public"], default_header=options["default_header"],

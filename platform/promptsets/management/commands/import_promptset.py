@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from promptsets import actions
 from promptsets.intake import FileCheck
-from promptsets.management.commands._options import ReadingShown, add_file_options, column_mapping, row_limits
+from promptsets.management.commands._options import (
+    ReadingShown, add_file_options, add_promptset_options, column_mapping, owner_named, row_limits,
+)
 
 
 class Command(BaseCommand):
@@ -15,17 +16,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         add_file_options(parser)
-        parser.add_argument("--owner", required=True, help="Username of the owner.")
-        parser.add_argument("--name", required=True, help="The promptset's name (unique per owner).")
-        parser.add_argument("--description", default="")
-        parser.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
-        parser.add_argument("--skip-invalid-rows", action="store_true",
-                            help="Import the valid rows and report the others (default: reject the file).")
+        add_promptset_options(parser, what="file")
 
     def handle(self, *args, **options):
-        owner = get_user_model().objects.filter(username=options["owner"]).first()
-        if owner is None:
-            raise CommandError(f"no user named {options['owner']!r}: create it first (manage.py createsuperuser)")
+        owner = owner_named(options["owner"])
         try:
             file = open(options["file"], "rb")
         except OSError as error:

@@ -38,6 +38,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 
 GIB = 1024**3
 MIB = 1024**2
+# Part of learner_plan_key: raise it when a change here changes what plan_learner answers, so that
+# plans remembered by the platform are made again.
+LEARNER_PLAN_VERSION = 1
 # Kept free on every rank: the caching allocator's fragmentation and anything this plan does not see.
 SPARE_SHARE = 0.10
 # Per process, outside PyTorch's allocator: the CUDA context and NCCL's buffers (about 0.5-0.8 GiB
@@ -545,13 +549,19 @@ def _reset_resident_high_water_mark() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # "5" resets VmHWM to the current resident size (proc(5))
 
 
-def _learner_key(config: RunConfig) -> str:
-    """The fields the learner's plan depends on (not the GPU's size, nor vLLM's share): equal keys, equal plans."""
+def learner_plan_key(config: RunConfig) -> str:
+    """What the learner's plan depends on: the config fields it reads (not the GPU's size, nor vLLM's
+    share) and the versions of the code that makes it. Equal keys, equal plans, so a plan may be
+    remembered under its key, in this process or (the platform does) in the database."""
+    import torch
+    import transformers
+
     data = config.model_dump(mode="json")
     rollout = {name: value for name, value in data["rollout"].items() if not name.startswith("vllm_")}
     return json.dumps({"model": data["model"], "rollout": rollout, "retry": data["retry"],
-                       "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"]},
-                      sort_keys=True)
+                       "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"],
+                       "plan_version": LEARNER_PLAN_VERSION, "torch": torch.__version__,
+                       "transformers": transformers.__version__}, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=32)
@@ -562,8 +572,12 @@ def _cached_learner_plan(key: str, config_json: str) -> LearnerMemory:
 
 
 def cached_plan_learner(config: RunConfig) -> LearnerMemory:
-    """``plan_learner``, remembered: the launch check asks again for every form submission."""
-    return _cached_learner_plan(_learner_key(config), config.model_dump_json())
+    """``plan_learner``, remembered in this process: the launch check asks again for every form submission."""
+    return _cached_learner_plan(learner_plan_key(config), config.model_dump_json())
+
+
+# How a caller gets the learner's plan for a config (``cached_plan_learner``, or the platform's stored plans).
+LearnerPlanner = Callable[["RunConfig"], LearnerMemory]
 
 
 # The config field each part's message belongs to, for the launch form and the API.
@@ -571,7 +585,7 @@ _FIELD_OF_PART = {"learner step": "rollout.max_response_tokens", "rollout": "rol
                   "memory plan": "model.name_or_path"}
 
 
-def _fit_problems(config: RunConfig) -> list[tuple[str, str]]:
+def _fit_problems(config: RunConfig, learner_plan: LearnerPlanner) -> list[tuple[str, str]]:
     """(config field, message) for each reason ``config`` cannot run on its GPUs."""
     if config.cluster.num_gpus == 0:
         return []
@@ -582,13 +596,13 @@ def _fit_problems(config: RunConfig) -> list[tuple[str, str]]:
     if refused:
         return [(config_field, f"ranks: {message}") for config_field, message in refused]
     try:
-        messages = plan(config, validate=False).problems()
+        messages = plan(config, validate=False, learner=learner_plan(config)).problems()
     except ArchitectureUnknown as error:
         messages = [f"memory plan: {error}"]
     return [(_FIELD_OF_PART.get(message.split(":", 1)[0], "__all__"), message) for message in messages]
 
 
-def check_fits(config: RunConfig) -> list[str]:
+def check_fits(config: RunConfig, *, learner_plan: LearnerPlanner = cached_plan_learner) -> list[str]:
     """Why ``config`` would not fit its GPUs, one message per part over and by how much; empty when it fits.
 
     CPU runs (cluster.num_gpus 0) have nothing to check. A run the trainer would refuse at
@@ -596,15 +610,17 @@ def check_fits(config: RunConfig) -> list[str]:
     tensor-parallel size, the mini-batch) is refused with that reason. A model whose
     architecture the plan cannot find is refused with the reason: a launch is never waved
     through unplanned. The first call for a learner configuration takes seconds to minutes (the
-    fake-tensor run of the whole model); its answer is remembered.
+    fake-tensor run of the whole model); ``learner_plan`` remembers its answer (in this process by
+    default; the platform keeps them in its database, ``runs.models.LearnerPlan``).
     """
-    return [message for _, message in _fit_problems(config)]
+    return [message for _, message in _fit_problems(config, learner_plan)]
 
 
-def check_fits_by_field(config: RunConfig) -> dict[str, list[str]]:
+def check_fits_by_field(config: RunConfig, *,
+                         learner_plan: LearnerPlanner = cached_plan_learner) -> dict[str, list[str]]:
     """``check_fits``'s messages keyed by the config field a person would change; empty when it fits."""
     errors: dict[str, list[str]] = {}
-    for config_field, message in _fit_problems(config):
+    for config_field, message in _fit_problems(config, learner_plan):
         errors.setdefault(config_field, []).append(message)
     return errors
 

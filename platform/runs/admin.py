@@ -15,6 +15,7 @@ from runs.models import (
     Checkpoint,
     DeadLetter,
     Evaluation,
+    LearnerPlan,
     QueueState,
     Quota,
     RegisteredModel,
@@ -195,3 +196,15 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     list_filter = ("created_at",)
     search_fields = ("error", "entry_id", "run__name")
     list_select_related = ("run",)
+
+
+@admin.register(LearnerPlan)
+class LearnerPlanAdmin(ReadOnlyAdmin):
+    """Learner memory plans the launch check made: read-only (a plan is what the code answered; a new torch,
+    transformers or plan version makes new ones under a new key), but deletable: the next launch plans again."""
+
+    list_display = ("key_digest", "peak_bytes", "resident_bytes", "micro_batch_tokens", "planning_seconds", "created_at")
+    search_fields = ("key",)
+
+    def has_delete_permission(self, request, obj=None):
+        return True

@@ -400,3 +400,63 @@ class QueueState(models.Model):
     def current(cls) -> "QueueState":
         state, _ = cls.objects.get_or_create(pk=1)
         return state
+
+
+class LearnerPlanQuerySet(models.QuerySet):
+    def of(self, config: RunConfig) -> LearnerPlanQuerySet:
+        """The stored plan for ``config``, if any (a queryset of at most one)."""
+        return self.filter(key_digest=_learner_plan_digest(config))
+
+    def for_config(self, config: RunConfig):
+        """The learner's memory plan for ``config`` (``trainer.memory_plan.LearnerMemory``), made once for every
+        process: a GPU run's plan is a fake-tensor run of the whole model (half a minute of CPU for the
+        h100x8 preset), so the launch form must not make it again in each web process, nor after a restart."""
+        import time
+
+        from trainer import memory_plan
+
+        stored = self.of(config).first()
+        if stored is not None:
+            return stored.learner_memory()
+        started = time.monotonic()
+        learner = memory_plan.cached_plan_learner(config)
+        # Two processes may plan the same config at once: the same answer, stored once.
+        self.get_or_create(key_digest=_learner_plan_digest(config), defaults={
+            "key": memory_plan.learner_plan_key(config), "peak_bytes": learner.peak_bytes, "resident_bytes": learner.resident_bytes,
+            "micro_batch_sequences": learner.micro_batch_sequences, "micro_batch_tokens": learner.micro_batch_tokens,
+            "planning_seconds": time.monotonic() - started})
+        return learner
+
+
+def _learner_plan_digest(config: RunConfig) -> str:
+    import hashlib
+
+    from trainer import memory_plan
+
+    return hashlib.sha256(memory_plan.learner_plan_key(config).encode()).hexdigest()
+
+
+class LearnerPlan(models.Model):
+    """One learner memory plan, under the settings and code versions it was made with (its key)."""
+
+    key_digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the key.")
+    key = models.TextField(help_text="The learner's settings and the torch, transformers and plan versions, as JSON.")
+    peak_bytes = models.BigIntegerField(help_text="One rank's peak during the learner step.")
+    resident_bytes = models.BigIntegerField(help_text="What the learner keeps between steps, per rank.")
+    micro_batch_sequences = models.PositiveIntegerField()
+    micro_batch_tokens = models.PositiveIntegerField()
+    planning_seconds = models.FloatField(help_text="Wall seconds the fake-tensor run took, which every later launch saves.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = LearnerPlanQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"learner plan {self.key_digest[:12]}: {self.peak_bytes / 1024**3:.1f} GiB peak"
+
+    def learner_memory(self):
+        from trainer.memory_plan import LearnerMemory
+
+        return LearnerMemory(self.peak_bytes, self.resident_bytes, self.micro_batch_sequences, self.micro_batch_tokens)

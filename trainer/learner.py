@@ -317,8 +317,12 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
             for start in range(0, hidden.shape[0], chunk_tokens):
                 stop = start + chunk_tokens
                 logits = ChunkedTokenLogprobs._logits(hidden[start:stop], cast_weight, cast_bias, matmul_dtype, temperature)
-                log_normalizers[start:stop] = torch.logsumexp(logits, dim=-1)
-                token_logprobs[start:stop] = logits.gather(-1, labels[start:stop, None]).squeeze(-1) - log_normalizers[start:stop]
+                label_logits = logits.gather(-1, labels[start:stop, None]).squeeze(-1)
+                # log-sum-exp in place: torch.logsumexp would hold a second (c, V) buffer for exp(logits - max),
+                # which the memory plan's fake-tensor tracker does not see.
+                maxes = logits.amax(dim=-1)
+                log_normalizers[start:stop] = logits.sub_(maxes[:, None]).exp_().sum(dim=-1).log_().add_(maxes)
+                token_logprobs[start:stop] = label_logits - log_normalizers[start:stop]
                 del logits
         ctx.save_for_backward(hidden, weight, bias, labels, log_normalizers)
         ctx.temperature, ctx.chunk_tokens, ctx.matmul_dtype = temperature, chunk_tokens, matmul_dtype

@@ -8,6 +8,7 @@ import re
 import time
 
 import pytest
+from django.db import transaction
 
 from runs.models import Run, RunState, job_id_for
 from tests.browser.conftest import forget_refused_load, log_in, screenshot
@@ -150,9 +151,12 @@ def test_a_cancelled_then_resumed_run_shows_the_same_elapsed_time_in_the_list_an
     run = make_run(state=RunState.STARTING, name="resumed")
     publish(run, EventType.RUN_STARTED, {"step": 0, "total_steps": 20}, at=time.time() - 120)
     wait_for_state(run, RunState.RUNNING)
-    assert run.transition(RunState.CANCELLED, reason="cancelled by its owner")  # as the Cancel button does
-    assert run.transition(RunState.QUEUED, reason="resumed")
-    assert run.transition(RunState.STARTING, reason="submitting to Ray")
+    # In one transaction: the session's real scheduler and worker, woken once it commits, must find the
+    # second attempt already taken by the worker this test plays, or they would dispatch it to Ray themselves.
+    with transaction.atomic():
+        assert run.transition(RunState.CANCELLED, reason="cancelled by its owner")  # as the Cancel button does
+        assert run.transition(RunState.QUEUED, reason="resumed")
+        assert run.transition(RunState.STARTING, reason="submitting to Ray")
     time.sleep(3.5)  # the second attempt trains 3 s after the resume, and reports both ends before they are stored
     second = time.time() - 3
     publish(run, EventType.RUN_STARTED, {"step": 0, "total_steps": 20}, at=second)

@@ -54,6 +54,8 @@ def write_hub_dataset(folder: Path, rows: int) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from promptsets.validation import informal_from_doc_comment
+
     if not MINIF2F.exists():
         raise SystemExit(f"{MINIF2F} is missing: the benchmark builds its rows from miniF2F's statements")
     statements = [json.loads(line) for line in MINIF2F.read_text().splitlines()]
@@ -68,7 +70,7 @@ def write_hub_dataset(folder: Path, rows: int) -> int:
             formal = re.sub(rf"\btheorem {re.escape(source['name'])}\b", f"theorem {name}", source["formal_statement"], count=1)
             batch.append({
                 "statement_id": name, "formal_statement": source["header"] + formal,
-                "natural_language": source["informal_prefix"].strip().removeprefix("/--").removesuffix("-/").strip(),
+                "natural_language": informal_from_doc_comment(source["informal_prefix"]),
                 "source": "minif2f", "rl_data": {"win_rate": (index % 17) / 16},
             })
         table = pa.Table.from_pylist(batch)

@@ -209,6 +209,22 @@ def _string_end(text: str, index: int, strict: bool) -> int:
     return string.end()
 
 
+def doc_comment_inside(text: str) -> str | None:
+    """The inside of ``text`` (surrounding whitespace aside) when it is exactly one closed doc comment
+    (``/-- … -/``), stripped; None for anything else, prose included (never scanned as Lean, where a
+    lone quote would open a string)."""
+    stripped = text.strip()
+    if not stripped.startswith("/--"):
+        return None
+    try:
+        tokens = scan(stripped, strict=True)
+    except LexError:
+        return None
+    if len(tokens) != 1 or tokens[0].kind != TokenKind.DOC_COMMENT:
+        return None
+    return stripped[len("/--"):-len("-/")].strip()
+
+
 def comment_spans(text: str, *, strict: bool = False) -> list[tuple[int, int]]:
     """``(start, end)`` of every comment, doc comments included, in order."""
     return [(token.start, token.end) for token in scan(text, strict=strict) if token.kind in COMMENT_KINDS]

@@ -374,13 +374,5 @@ def validate_lean_statement(
 def informal_from_doc_comment(text: str) -> str:
     """miniF2F's `informal_prefix` is a Lean doc comment; the informal statement is its inside. Any other
     text (prose, or a doc comment followed by more) is the informal statement as it stands."""
-    stripped = text.strip()
-    if not stripped.startswith("/--"):
-        return stripped  # prose: not read as Lean, where a lone quote would be an unclosed string
-    try:
-        tokens = lean_lexer.scan(stripped, strict=True)
-    except lean_lexer.LexError:
-        return stripped
-    if len(tokens) == 1 and tokens[0].kind == lean_lexer.TokenKind.DOC_COMMENT:
-        return stripped[len("/--"):-len("-/")].strip()
-    return stripped
+    inside = lean_lexer.doc_comment_inside(text)
+    return text.strip() if inside is None else inside

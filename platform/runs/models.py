@@ -405,7 +405,9 @@ class QueueState(models.Model):
 class LearnerPlanQuerySet(models.QuerySet):
     def of(self, config: RunConfig) -> LearnerPlanQuerySet:
         """The stored plan for ``config``, if any (a queryset of at most one)."""
-        return self.filter(key_digest=_learner_plan_digest(config))
+        from trainer import memory_plan
+
+        return self.filter(key_digest=_digest(memory_plan.learner_plan_key(config)))
 
     def for_config(self, config: RunConfig):
         """The learner's memory plan for ``config`` (``trainer.memory_plan.LearnerMemory``), made once for every
@@ -415,25 +417,24 @@ class LearnerPlanQuerySet(models.QuerySet):
 
         from trainer import memory_plan
 
-        stored = self.of(config).first()
+        key = memory_plan.learner_plan_key(config)
+        stored = self.filter(key_digest=_digest(key)).first()
         if stored is not None:
             return stored.learner_memory()
         started = time.monotonic()
         learner = memory_plan.cached_plan_learner(config)
         # Two processes may plan the same config at once: the same answer, stored once.
-        self.get_or_create(key_digest=_learner_plan_digest(config), defaults={
-            "key": memory_plan.learner_plan_key(config), "peak_bytes": learner.peak_bytes, "resident_bytes": learner.resident_bytes,
+        self.get_or_create(key_digest=_digest(key), defaults={
+            "key": key, "peak_bytes": learner.peak_bytes, "resident_bytes": learner.resident_bytes,
             "micro_batch_sequences": learner.micro_batch_sequences, "micro_batch_tokens": learner.micro_batch_tokens,
             "planning_seconds": time.monotonic() - started})
         return learner
 
 
-def _learner_plan_digest(config: RunConfig) -> str:
+def _digest(key: str) -> str:
     import hashlib
 
-    from trainer import memory_plan
-
-    return hashlib.sha256(memory_plan.learner_plan_key(config).encode()).hexdigest()
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 class LearnerPlan(models.Model):

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from promptsets.isolated_check import default_memory_ceiling_bytes, limit_memory, ran_out_of_memory, say, start_child
 
 BATCH_ROWS = 2000
 # What Dataset.save_to_disk and DatasetDict.save_to_disk leave at the folder's top.
@@ -166,15 +166,9 @@ def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable
     ``on_progress(rows)`` follows the child, once per ``batch_rows`` rows and at the end; HubSourceError
     says why the source cannot be read.
     """
-    from promptsets.isolated_check import child_environment, default_memory_ceiling_bytes
-
     ceiling = memory_ceiling_bytes or default_memory_ceiling_bytes()
-    # The child sets its own ceiling first thing (no preexec_fn: that would fork a copy of a large parent).
-    child = subprocess.Popen(
-        [sys.executable, "-m", "promptsets.hub_import", json.dumps(source.as_dict()), str(destination), str(ceiling),
-         str(batch_rows)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(),
-    )
+    child = start_child("promptsets.hub_import", json.dumps(source.as_dict()), str(destination), str(ceiling),
+                        str(batch_rows))
     outcome: dict = {}
     for line in child.stdout:
         outcome = json.loads(line)
@@ -186,8 +180,7 @@ def stage_dataset(source: HubSource, destination: Path, *, on_progress: Callable
         raise HubSourceError(outcome["error"])
     if outcome.get("done"):
         return outcome["rows"]
-    out_of_memory = ("MemoryError", "Cannot allocate memory", "failed to map segment")  # the last: loading a library
-    if any(words in errors for words in out_of_memory) or child.returncode in (-9, 137):
+    if ran_out_of_memory(errors, child.returncode):
         raise HubSourceError(f"{source.describe()}: reading it needed more than {ceiling // 2**20:,} MB of memory, "
                              "the limit per upload: split it, or write it with smaller Parquet row groups")
     last = errors.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
@@ -207,24 +200,19 @@ def _write_rows(source: HubSource, destination: Path, batch_rows: int) -> None:
                 if len(batch) >= batch_rows:
                     out.write("\n".join(batch) + "\n")
                     batch = []
-                    _say({"rows": count})
+                    say({"rows": count})
             if batch:
                 out.write("\n".join(batch) + "\n")
         partial.replace(destination)
     except HubSourceError as error:
-        _say({"error": str(error)})
+        say({"error": str(error)})
     else:
-        _say({"rows": count, "done": True})
+        say({"rows": count, "done": True})
     finally:
         partial.unlink(missing_ok=True)  # whatever ended the child early (gone once replaced)
 
 
-def _say(message: dict) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
-
-
 if __name__ == "__main__":
     source_json, destination, ceiling, batch_rows = sys.argv[1:5]
-    resource.setrlimit(resource.RLIMIT_AS, (int(ceiling), int(ceiling)))
+    limit_memory(int(ceiling))
     _write_rows(HubSource(**json.loads(source_json)), Path(destination), int(batch_rows))

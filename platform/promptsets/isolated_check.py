@@ -41,6 +41,34 @@ def child_environment() -> dict[str, str]:
             "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
+def start_child(module: str, *arguments: str) -> subprocess.Popen:
+    """``python -m module arguments…`` with this checkout's modules, its stdout and stderr piped as text.
+
+    The child sets its own memory ceiling first thing (``limit_memory``), not a preexec_fn: that
+    would fork a copy of a large parent.
+    """
+    return subprocess.Popen([sys.executable, "-m", module, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=child_environment())
+
+
+def limit_memory(ceiling_bytes: int) -> None:
+    """The child's first act: its address space may not grow past ``ceiling_bytes``."""
+    resource.setrlimit(resource.RLIMIT_AS, (ceiling_bytes, ceiling_bytes))
+
+
+def ran_out_of_memory(errors: str, returncode: int) -> bool:
+    """Whether a child under the ceiling ended for want of memory: Python's MemoryError, the C library's
+    ENOMEM, a shared library it could not map (an import under the ceiling), or the kernel's kill."""
+    out_of_memory = ("MemoryError", "Cannot allocate memory", "failed to map segment")
+    return any(words in errors for words in out_of_memory) or returncode in (-9, 137)
+
+
+def say(message: dict) -> None:
+    """A child's report to its parent: one JSON line on stdout, at once."""
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
 class IsolatedFileCheck:
     """``FileCheck``'s interface (``candidates()`` and ``report``) for a file on disk, checked in a child.
 
@@ -85,12 +113,7 @@ class IsolatedFileCheck:
 
     def _run_child(self, out: Path) -> None:
         ceiling = self.memory_ceiling_bytes
-        # The child sets its own ceiling first thing (no preexec_fn: that would fork a copy of a large parent).
-        child = subprocess.Popen(
-            [sys.executable, "-m", "promptsets.isolated_check", str(self.path), str(out), json.dumps(self.options),
-             str(ceiling)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_environment(),
-        )
+        child = start_child("promptsets.isolated_check", str(self.path), str(out), json.dumps(self.options), str(ceiling))
         final = None
         for line in child.stdout:
             message = json.loads(line)
@@ -106,7 +129,7 @@ class IsolatedFileCheck:
             vars(self.report).update(vars(_report_from(final)))
             return
         ceiling_mb = ceiling // (1024 * 1024)
-        if "MemoryError" in errors or "Cannot allocate memory" in errors or child.returncode in (-9, 137):
+        if ran_out_of_memory(errors, child.returncode):
             self.report.file_error = (f"reading it needed more than {ceiling_mb:,} MB of memory, the limit per upload: "
                                       "split the file, or write it with shorter rows (or smaller Parquet row groups)")
         else:
@@ -131,7 +154,7 @@ def _peak_memory_bytes() -> int | None:
 
 
 def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
-    resource.setrlimit(resource.RLIMIT_AS, (int(ceiling), int(ceiling)))
+    limit_memory(int(ceiling))
     options = json.loads(options_json)
     total = os.path.getsize(path)
     with open(path, "rb") as file, open(out, "w", encoding="utf-8") as candidates:
@@ -142,10 +165,10 @@ def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
             # vars(), not asdict(): the fields are flat, and asdict's deep copy cost as much as reading the row.
             candidates.write(json.dumps(vars(candidate), ensure_ascii=False) + "\n")
             if check.report.rows_read % PROGRESS_EVERY_ROWS == 0:
-                _say({"rows_read": check.report.rows_read, "bytes_read": _position(file), "bytes_total": total})
+                say({"rows_read": check.report.rows_read, "bytes_read": _position(file), "bytes_total": total})
         report = check.report
-        _say({"rows_read": report.rows_read, "bytes_read": total, "bytes_total": total})
-    _say({"report": {"filename": report.filename, "file_format": report.file_format, "columns": report.columns,
+        say({"rows_read": report.rows_read, "bytes_read": total, "bytes_total": total})
+    say({"report": {"filename": report.filename, "file_format": report.file_format, "columns": report.columns,
                      "rows_read": report.rows_read, "rows_accepted": report.rows_accepted,
                      "file_error": report.file_error, "rejections": [asdict(r) for r in report.rejections]},
           "peak_memory_bytes": _peak_memory_bytes()})
@@ -157,11 +180,6 @@ def _position(file) -> int:
         return file.tell()
     except (OSError, ValueError):  # a text layer over it may forbid tell(); progress is a courtesy
         return 0
-
-
-def _say(message: dict) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

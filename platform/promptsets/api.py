@@ -131,9 +131,8 @@ class ImportIn(_ImportChoicesIn):
     revision: str | None = None
 
     def source(self) -> HubSource:
-        return HubSource(name=(self.dataset or "").strip(), path=(self.folder or "").strip(),
-                         config=(self.config or "").strip() or None, split=self.split.strip(),
-                         revision=(self.revision or "").strip() or None)
+        return HubSource.from_fields(dataset=self.dataset, folder=self.folder, config=self.config, split=self.split,
+                                     revision=self.revision)
 
 
 def _version_out(version: PromptsetVersion) -> dict:
@@ -221,7 +220,7 @@ def import_dataset(request, data: ImportIn):
     rejected, its ``failure`` saying why."""
     try:
         upload = actions.stage_dataset_import(request.user, data.name, data.source(),
-                                              options=data.options("jsonl"))
+                                              options=data.options(None))
     except actions.PromptsetNameTaken as error:
         return 409, {"detail": str(error)}
     except HubSourceError as error:

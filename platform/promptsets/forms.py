@@ -64,7 +64,8 @@ class UploadForm(forms.Form):
     def import_options(self) -> dict:
         """The choices the worker needs to import the file (JSON: stored with the upload)."""
         return import_options(
-            file_format=self.cleaned_data["file_format"] or None, mapping=self.column_mapping(),
+            # A Hub import has no format field: the action stages it as JSON Lines.
+            file_format=self.cleaned_data.get("file_format") or None, mapping=self.column_mapping(),
             skip_invalid_rows=self.cleaned_data["skip_invalid_rows"], description=self.cleaned_data["description"],
             is_public=self.cleaned_data["is_public"], default_header=self.cleaned_data["default_header"],
             limits=self.limits())
@@ -91,18 +92,12 @@ class HubImportForm(UploadForm):
         if self.errors:
             return cleaned
         try:
-            cleaned["source"] = HubSource(name=cleaned["dataset"].strip(), path=cleaned["folder"].strip(),
-                                          config=cleaned["config"].strip() or None, split=cleaned["split"].strip(),
-                                          revision=cleaned["revision"].strip() or None)
+            cleaned["source"] = HubSource.from_fields(
+                dataset=cleaned["dataset"], folder=cleaned["folder"], config=cleaned["config"], split=cleaned["split"],
+                revision=cleaned["revision"])
         except HubSourceError as error:
             self.add_error(None, str(error))
         return cleaned
-
-    def import_options(self) -> dict:
-        return import_options(
-            file_format="jsonl", mapping=self.column_mapping(), skip_invalid_rows=self.cleaned_data["skip_invalid_rows"],
-            description=self.cleaned_data["description"], is_public=self.cleaned_data["is_public"],
-            default_header=self.cleaned_data["default_header"], limits=self.limits())
 
 
 def import_options(*, file_format, mapping: ColumnMapping, skip_invalid_rows: bool, description: str, is_public: bool,

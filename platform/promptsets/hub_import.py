@@ -63,6 +63,14 @@ class HubSource:
         if self.revision is not None and (not REVISION.match(self.revision) or ".." in self.revision):
             raise HubSourceError(f"revision {self.revision!r} is not a branch, tag or commit: letters, digits, _ . / + -")
 
+    @classmethod
+    def from_fields(cls, *, dataset: str | None, folder: str | None, config: str | None, split: str,
+                    revision: str | None) -> HubSource:
+        """From what a person typed (the form, the API, the command line): spaces around a value dropped,
+        an empty config or revision meaning the default. HubSourceError says what is wrong."""
+        return cls(name=(dataset or "").strip(), path=(folder or "").strip(), config=(config or "").strip() or None,
+                   split=split.strip(), revision=(revision or "").strip() or None)
+
     def describe(self) -> str:
         where = self.name or self.path
         parts = [where] + ([f"config {self.config}"] if self.config else []) + [f"split {self.split}"]

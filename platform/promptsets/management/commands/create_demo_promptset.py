@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from promptsets import actions
+from promptsets.management.commands._options import owner_named
 
 
 class Command(BaseCommand):
@@ -15,9 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--owner", required=True, help="Username of the owner.")
 
     def handle(self, *args, **options):
-        owner = get_user_model().objects.filter(username=options["owner"]).first()
-        if owner is None:
-            raise CommandError(f"no user named {options['owner']!r}: create it first (manage.py createsuperuser)")
+        owner = owner_named(options["owner"])
         promptset, is_created = actions.create_demo_promptset(owner)
         verb = "Created" if is_created else "Already present:"
         self.stdout.write(f"{verb} promptset {promptset.pk} ({promptset.name!r}), "

@@ -32,12 +32,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         owner = owner_named(options["owner"])
         choices = import_options(
-            file_format="jsonl", mapping=column_mapping(options["column"]), skip_invalid_rows=options["skip_invalid_rows"],
+            file_format=None, mapping=column_mapping(options["column"]), skip_invalid_rows=options["skip_invalid_rows"],
             description=options["description"], is_public=options["public"], default_header=options["default_header"],
             limits=row_limits(options))
         try:
-            source = HubSource(name=options["dataset"] or "", path=options["folder"] or "", config=options["config"],
-                               split=options["split"], revision=options["revision"])
+            source = HubSource.from_fields(dataset=options["dataset"], folder=options["folder"], config=options["config"],
+                                           split=options["split"], revision=options["revision"])
             upload = actions.stage_dataset_import(owner, options["name"], source, options=choices,
                                                   check_in_this_process=True)
         except (HubSourceError, actions.PromptsetNameTaken) as error:

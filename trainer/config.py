@@ -366,9 +366,16 @@ class RunConfig(Section):
 
     def to_public_dict(self) -> dict[str, Any]:
         """What events may carry to browsers: without where the deployment's Lean server is, or its key."""
-        data = self.to_json_dict()
-        del data["verifier"]["url"], data["verifier"]["api_key"]
-        return data
+        return without_deployment_secrets(self.to_json_dict())
+
+
+def without_deployment_secrets(data: dict[str, Any]) -> dict[str, Any]:
+    """A config as JSON (this trainer's, or one saved by an older one) without the deployment's Lean server
+    address and key: the one rule for what pages, the API and browser events may show. ``data`` is not changed."""
+    shown = {section: dict(values) if isinstance(values, dict) else values for section, values in data.items()}
+    for secret in ("url", "api_key"):
+        (shown.get("verifier") or {}).pop(secret, None)
+    return shown
 
 
 def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -136,20 +136,23 @@ class Run(models.Model):
         return RunConfig.from_saved(self.config)
 
     @property
+    def waiting_for(self) -> str:
+        """Why a queued run still waits, in words: the scheduler's last reason, or that it has not looked yet."""
+        return self.queue_reason or "waiting for the scheduler"
+
+    @property
     def public_config(self) -> dict:
         """The config as pages and the API show it (``RunConfig.to_public_dict``): without the deployment's
         Lean server address and key, which the trainer reads (from the exported config) and no reader needs.
         A config the trainer no longer reads is shown as saved, less the same two fields."""
         from pydantic import ValidationError
 
+        from trainer.config import without_deployment_secrets
+
         try:
             return self.resolved_config.to_public_dict()
         except ValidationError:
-            shown = {section: dict(values) if isinstance(values, dict) else values
-                     for section, values in self.config.items()}
-            for secret in ("url", "api_key"):
-                (shown.get("verifier") or {}).pop(secret, None)
-            return shown
+            return without_deployment_secrets(self.config)
 
     @property
     def planned_steps(self) -> int | None:

@@ -282,7 +282,7 @@ def waiting_reason(run: Run, viewer) -> str:
 
     if run.state == RunState.QUEUED:
         if run.admitted_at is None:
-            return f"In the queue: {run.queue_reason or 'waiting for the scheduler'}."
+            return f"In the queue: {run.waiting_for}."
         return "Queued: admitted, waiting for a platform worker to submit it to the Ray cluster."
     if run.state != RunState.STARTING:
         return ""

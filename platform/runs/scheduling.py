@@ -178,5 +178,5 @@ def queue_of(user) -> list[dict]:
     mine = Run.objects.visible_to(user).filter(pk__in=positions)
     rows = [{"position": positions[run.pk], "id": run.pk, "name": run.name, "url": run.get_absolute_url(),
              "owner": run.owner.username, "priority": run.priority,
-             "reason": run.queue_reason or "waiting for the scheduler"} for run in mine.select_related("owner")]
+             "reason": run.waiting_for} for run in mine.select_related("owner")]
     return sorted(rows, key=lambda row: row["position"])

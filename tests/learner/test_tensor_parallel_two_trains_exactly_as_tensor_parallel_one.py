@@ -20,7 +20,9 @@ import torch
 from deploy.services import free_port
 from tests.learner.conftest import CannedAnswersEngine, FirstTokenRewardScorer
 from tests.learner.test_data_parallel_training import (
+    PEER_FAILURE_GRACE_IN_TESTS_S,
     STEPS,
+    WORLD_SIZE,
     JsonLinesFileSink,
     canned_config,
     checkpoint_weights,
@@ -30,12 +32,6 @@ from tests.learner.test_driver_events import PROBLEMS, answer_for
 from trainer.config import RunConfig
 from trainer.events import EventType, TrainerEvent
 from trainer.verification.standin_server import StandinServerThread
-
-# The ranks' own failure path is what these tests check: on a loaded machine rank 0's watch (tested in
-# test_data_parallel_events.py) must not end the process first, however slowly a loaded machine runs them.
-PEER_FAILURE_GRACE_IN_TESTS_S = 60.0
-
-WORLD_SIZE = 2
 
 
 class RecordingVllmStandIn(CannedAnswersEngine):

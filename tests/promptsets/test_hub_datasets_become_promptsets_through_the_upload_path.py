@@ -46,12 +46,6 @@ def saved_to_disk(import_root):
     return folder
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def post_import(client, checked_at_once, **fields):
     with checked_at_once():
         return client.post("/api/promptsets/imports", {"name": "kimina", **fields}, content_type="application/json")
@@ -63,16 +57,16 @@ def staged_files() -> list:
 
 
 def test_a_hub_layout_folder_posted_on_the_upload_page_becomes_a_promptset_whose_problems_match(
-        alice_client, alice, hub_layout, checked_at_once):
+        alices_client, alice, hub_layout, checked_at_once):
     before = staged_files()
     with checked_at_once():
-        response = alice_client.post(reverse("promptsets:import"), {"hub-name": "kimina", "hub-folder": str(hub_layout),
+        response = alices_client.post(reverse("promptsets:import"), {"hub-name": "kimina", "hub-folder": str(hub_layout),
                                                                     "hub-split": "train"})
     upload = PromptsetUpload.objects.get()
     assert response.status_code == 302 and response.url == upload.get_absolute_url()
     assert (upload.state, upload.source, upload.dataset["path"]) == ("imported", "folder", str(hub_layout))
     promptset = Promptset.objects.get(owner=alice, name="kimina")
-    assert alice_client.get(response.url).url == promptset.get_absolute_url()
+    assert alices_client.get(response.url).url == promptset.get_absolute_url()
     expected = kimina_rows(5)
     rows = list(promptset.versions.get().trainer_rows())
     assert [row["problem_id"] for row in rows] == [row["statement_id"] for row in expected]
@@ -83,19 +77,18 @@ def test_a_hub_layout_folder_posted_on_the_upload_page_becomes_a_promptset_whose
     assert staged_files() == before  # the staged JSON Lines went with the check
 
 
-def test_a_save_to_disk_folder_imported_through_the_api_becomes_a_promptset(client, alice, saved_to_disk,
+def test_a_save_to_disk_folder_imported_through_the_api_becomes_a_promptset(alices_client, saved_to_disk,
                                                                              checked_at_once):
-    client.force_login(alice)
-    response = post_import(client, checked_at_once, folder=str(saved_to_disk), is_public=True)
+    response = post_import(alices_client, checked_at_once, folder=str(saved_to_disk), is_public=True)
     assert response.status_code == 202, response.content
     assert (response.json()["state"], response.json()["source"]) == ("pending", "folder")
-    status = client.get(response.json()["status_url"]).json()
+    status = alices_client.get(response.json()["status_url"]).json()
     assert status["state"] == "imported" and status["report"]["rows_accepted"] == 4
     promptset = Promptset.objects.get(pk=status["promptset_id"])
     assert promptset.is_public and promptset.versions.get().problem_count == 4
 
 
-def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(client, alice, hub_layout, checked_at_once,
+def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(alices_client, hub_layout, checked_at_once,
                                                                            monkeypatch):
     seen = []
     real_stage = actions.stage_dataset
@@ -107,80 +100,79 @@ def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(clien
         return real_stage(source, destination, on_progress=progress, batch_rows=2)
 
     monkeypatch.setattr("promptsets.actions.stage_dataset", stage_and_watch)
-    client.force_login(alice)
-    post_import(client, checked_at_once, folder=str(hub_layout))
+    post_import(alices_client, checked_at_once, folder=str(hub_layout))
     assert seen == [("staging", 2), ("staging", 4), ("staging", 5)]
     assert PromptsetUpload.objects.get().state == "imported"
 
 
 def test_a_wrong_split_ends_the_upload_rejected_naming_the_splits_and_stores_nothing(
-        alice_client, hub_layout, checked_at_once):
+        alices_client, hub_layout, checked_at_once):
     before = staged_files()
-    response = post_import(alice_client, checked_at_once, folder=str(hub_layout), split="validation")
-    status = alice_client.get(response.json()["status_url"]).json()
+    response = post_import(alices_client, checked_at_once, folder=str(hub_layout), split="validation")
+    status = alices_client.get(response.json()["status_url"]).json()
     assert status["state"] == "rejected" and status["is_finished"]
     assert "Bad split: validation" in status["failure"] and "'train'" in status["failure"] and "'test'" in status["failure"]
     assert status["report"]["file_error"] == status["failure"]
-    page = alice_client.get(reverse("promptsets:upload_status", args=[status["id"]])).content.decode()
+    page = alices_client.get(reverse("promptsets:upload_status", args=[status["id"]])).content.decode()
     assert "Rejected: nothing was stored" in page and "Bad split: validation" in page
     assert not Promptset.objects.exists() and not PromptsetVersion.objects.exists()
     assert staged_files() == before
 
 
-def test_a_hub_name_the_server_cannot_reach_ends_rejected_with_the_hubs_reason(alice_client, import_root,
+def test_a_hub_name_the_server_cannot_reach_ends_rejected_with_the_hubs_reason(alices_client, import_root,
                                                                                checked_at_once):
-    response = post_import(alice_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", revision="main")
+    response = post_import(alices_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", revision="main")
     assert response.json()["source"] == "hub" and response.json()["dataset"]["name"] == "AI-MO/NuminaMath-LEAN"
-    status = alice_client.get(response.json()["status_url"]).json()
+    status = alices_client.get(response.json()["status_url"]).json()
     assert status["state"] == "rejected"
     assert status["failure"].startswith("AI-MO/NuminaMath-LEAN, split train, revision main: cannot be read")
     assert "Couldn't reach 'AI-MO/NuminaMath-LEAN' on the Hub" in status["failure"]
     assert not Promptset.objects.exists()
 
 
-def test_a_folder_outside_the_roots_is_refused_at_once_and_nothing_is_queued(alice_client, hub_layout, tmp_path,
+def test_a_folder_outside_the_roots_is_refused_at_once_and_nothing_is_queued(alices_client, hub_layout, tmp_path,
                                                                              checked_at_once, settings):
     elsewhere = tmp_path / "elsewhere"
     hub_layout.rename(elsewhere)
-    response = post_import(alice_client, checked_at_once, folder=str(elsewhere))
+    response = post_import(alices_client, checked_at_once, folder=str(elsewhere))
     assert response.status_code == 422 and "is not under a folder the server may read" in response.json()["detail"]
-    response = post_import(alice_client, checked_at_once, folder="/etc")
+    response = post_import(alices_client, checked_at_once, folder="/etc")
     assert response.status_code == 422 and "PROMPTSET_IMPORT_ROOTS" in response.json()["detail"]
     settings.PROMPTSET_IMPORT_ROOTS = []
-    response = post_import(alice_client, checked_at_once, folder=str(elsewhere))
+    response = post_import(alices_client, checked_at_once, folder=str(elsewhere))
     assert response.status_code == 422
     assert "importing from a folder on the server is off" in response.json()["detail"]
     assert "PROMPTSET_IMPORT_ROOTS setting, which is empty" in response.json()["detail"]
     assert not PromptsetUpload.objects.exists()
 
 
-def test_the_upload_page_offers_the_hub_form_and_says_its_refusals_there(alice_client, hub_layout):
-    page = alice_client.get(reverse("promptsets:upload")).content.decode()
+def test_the_upload_page_offers_the_hub_form_and_says_its_refusals_there(alices_client, hub_layout):
+    page = alices_client.get(reverse("promptsets:upload")).content.decode()
     assert "From the Hugging Face Hub" in page and 'id="promptset-import-form"' in page
     assert 'name="hub-dataset"' in page and 'name="hub-split"' in page and 'name="hub-revision"' in page
     assert 'id="promptset-upload-form"' in page  # the file form is still there, beside it
-    response = alice_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-dataset": "gpt2", "hub-split": "train"})
+    response = alices_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-dataset": "gpt2", "hub-split": "train"})
     assert response.status_code == 200 and "give it as owner/name" in response.content.decode()
-    response = alice_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-folder": "/etc", "hub-split": "train"})
+    response = alices_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-folder": "/etc", "hub-split": "train"})
     assert "is not under a folder the server may read" in response.content.decode()
-    response = alice_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-split": "train"})
+    response = alices_client.post(reverse("promptsets:import"), {"hub-name": "x", "hub-split": "train"})
     assert "give a dataset name" in response.content.decode()
     assert not PromptsetUpload.objects.exists()
 
 
-def test_the_import_api_refuses_unknown_fields_and_bad_names_by_name(alice_client, checked_at_once):
-    response = post_import(alice_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", splitt="test")
+def test_the_import_api_refuses_unknown_fields_and_bad_names_by_name(alices_client, checked_at_once):
+    response = post_import(alices_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", splitt="test")
     assert response.status_code == 422 and "splitt" in str(response.json()["detail"])
-    response = post_import(alice_client, checked_at_once, dataset="../../etc/passwd")
+    response = post_import(alices_client, checked_at_once, dataset="../../etc/passwd")
     assert response.status_code == 422 and "is not a dataset name" in response.json()["detail"]
-    response = post_import(alice_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", folder="/srv/x")
+    response = post_import(alices_client, checked_at_once, dataset="AI-MO/NuminaMath-LEAN", folder="/srv/x")
     assert response.status_code == 422 and "not both" in response.json()["detail"]
     assert not PromptsetUpload.objects.exists()
 
 
-def test_a_name_already_taken_is_refused_at_once(alice_client, saved_to_disk, checked_at_once):
-    post_import(alice_client, checked_at_once, folder=str(saved_to_disk))
-    response = post_import(alice_client, checked_at_once, folder=str(saved_to_disk))
+def test_a_name_already_taken_is_refused_at_once(alices_client, saved_to_disk, checked_at_once):
+    post_import(alices_client, checked_at_once, folder=str(saved_to_disk))
+    response = post_import(alices_client, checked_at_once, folder=str(saved_to_disk))
     assert response.status_code == 409 and "already have a promptset named 'kimina'" in response.json()["detail"]
 
 

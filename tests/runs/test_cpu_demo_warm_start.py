@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from runs.models import Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("dispatched")]
 
 
 @pytest.fixture
@@ -15,12 +15,6 @@ def warm_start_paths(settings, tmp_path):
     settings.WARM_START_MODEL = str(tmp_path / "model")
     settings.WARM_START_STATUS = str(tmp_path / "status.json")
     return tmp_path
-
-
-@pytest.fixture
-def alices_client(client, alice, dispatched):
-    client.force_login(alice)
-    return client
 
 
 def launch(client, version, preset="cpu-demo"):

@@ -79,9 +79,20 @@ def api(platform_processes, alice):
         yield client
 
 
-def upload(api, path: Path, name: str):
+def upload(api, path: Path, name: str, endpoint: str = "/api/promptsets/"):
     with path.open("rb") as file:
-        return api.post("/api/promptsets/", data={"name": name}, files={"file": (path.name, file)})
+        return api.post(endpoint, data={"name": name}, files={"file": (path.name, file)})
+
+
+def finished_status(api, response, timeout_s: float = 300) -> dict:
+    """The upload's status once the worker is done with it (``response`` accepted it with 202)."""
+    assert response.status_code == 202, response.text
+    status_url = response.json()["status_url"]
+    deadline = time.monotonic() + timeout_s
+    while not (status := api.get(status_url).json())["is_finished"]:
+        assert time.monotonic() < deadline, f"the worker did not finish the upload in {timeout_s:.0f} s: {status}"
+        time.sleep(0.5)
+    return status
 
 
 def test_a_9_kb_parquet_file_with_one_256_mb_row_is_refused_from_its_metadata(api, platform_processes, bombs):
@@ -97,15 +108,7 @@ def test_a_9_kb_parquet_file_with_one_256_mb_row_is_refused_from_its_metadata(ap
 
 def test_a_csv_file_with_one_200_mb_line_is_refused_row_by_row_in_bounded_reads(api, platform_processes, bombs):
     with PeakMemory(platform_processes["web"].process.pid) as web:
-        response = upload(api, bombs["csv"], "csv bomb")
-        assert response.status_code == 202, response.text
-        status_url = response.json()["status_url"]
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            status = api.get(status_url).json()
-            if status["is_finished"]:
-                break
-            time.sleep(0.5)
+        status = finished_status(api, upload(api, bombs["csv"], "csv bomb"))
     stored = PromptsetUpload.objects.get()
     print(f"\ncsv bomb ({bombs['csv'].stat().st_size / MB:.0f} MB): web process peak {web.peak / MB:.0f} MB; "
           f"the worker's checking child peaked at {stored.peak_memory_bytes / MB:.0f} MB")
@@ -118,17 +121,8 @@ def test_a_csv_file_with_one_200_mb_line_is_refused_row_by_row_in_bounded_reads(
 
 
 def test_a_dry_run_of_the_csv_bomb_is_read_by_the_worker_never_the_web_process(api, platform_processes, bombs):
-    with PeakMemory(platform_processes["web"].process.pid) as web, bombs["csv"].open("rb") as file:
-        response = api.post("/api/promptsets/validate", data={"name": "csv bomb, dry run"},
-                            files={"file": (bombs["csv"].name, file)})
-        assert response.status_code == 202, response.text
-        status_url = response.json()["status_url"]
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            status = api.get(status_url).json()
-            if status["is_finished"]:
-                break
-            time.sleep(0.5)
+    with PeakMemory(platform_processes["web"].process.pid) as web:
+        status = finished_status(api, upload(api, bombs["csv"], "csv bomb, dry run", endpoint="/api/promptsets/validate"))
     stored = PromptsetUpload.objects.get()
     assert (status["state"], status["dry_run"]) == ("checked", True), status
     (rejection,) = status["report"]["rejections"]

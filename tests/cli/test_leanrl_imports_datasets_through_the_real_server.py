@@ -8,13 +8,11 @@ import time
 import uuid
 
 import httpx
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from django.conf import settings
 
 from promptsets.models import Promptset, PromptsetUpload
-from tests.promptsets.conftest import kimina_rows
+from tests.promptsets.conftest import kimina_rows, write_hub_layout, write_saved_dataset
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -27,19 +25,13 @@ def dataset_folder():
     return folder
 
 
-def hub_layout(folder, rows):
-    (folder / "data").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows), folder / "data" / "train-00000-of-00001.parquet")
-    return folder
-
-
 def test_the_api_imports_a_folder_through_the_worker_and_only_its_owner_follows_it(
         alice, charlie, platform_processes, platform_logs, dataset_folder):
     from accounts.models import ApiToken, TokenScope
 
     _, alices = ApiToken.issue(alice, "import", scope=TokenScope.LAUNCH)
     _, charlies = ApiToken.issue(charlie, "nosy", scope=TokenScope.READ)
-    folder = hub_layout(dataset_folder, kimina_rows(6))
+    folder = write_hub_layout(dataset_folder, {"train": [kimina_rows(6)]})
     with httpx.Client(base_url=platform_processes["url"], timeout=30) as http:
         response = http.post("/api/promptsets/imports", headers={"Authorization": f"Bearer {alices}"},
                              json={"name": "kimina over http", "folder": str(folder), "split": "train"})
@@ -58,13 +50,11 @@ def test_the_api_imports_a_folder_through_the_worker_and_only_its_owner_follows_
 
 def test_leanrl_imports_a_save_to_disk_folder_and_says_why_when_it_cannot(
         alice, platform_processes, leanrl, dataset_folder):
-    import datasets
-
     from accounts.models import ApiToken, TokenScope
 
     _, token = ApiToken.issue(alice, "terminal", scope=TokenScope.LAUNCH)
     assert leanrl("login", "--server", platform_processes["url"], "--token", token).returncode == 0
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(kimina_rows(4))}).save_to_disk(dataset_folder)
+    write_saved_dataset(dataset_folder, kimina_rows(4))
 
     imported = leanrl("promptsets", "import", "--folder", str(dataset_folder), "--name", "saved-cli")
     assert imported.returncode == 0, imported.stderr

@@ -31,6 +31,27 @@ def kimina_rows(count: int = 5) -> list[dict]:
     ]
 
 
+def write_hub_layout(folder: Path, splits: dict[str, list[list[dict]]]) -> Path:
+    """``folder`` as a Hub dataset repository lays a dataset out: each split's shards (lists of rows) as
+    Parquet files under data/, named ``<split>-0000i-of-0000n.parquet``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (folder / "data").mkdir(parents=True)
+    for split, shards in splits.items():
+        for index, rows in enumerate(shards):
+            pq.write_table(pa.Table.from_pylist(rows), folder / "data" / f"{split}-{index:05d}-of-{len(shards):05d}.parquet")
+    return folder
+
+
+def write_saved_dataset(folder: Path, rows: list[dict]) -> Path:
+    """``folder`` as ``datasets``' ``DatasetDict.save_to_disk`` writes one split, train, of ``rows``."""
+    import datasets
+
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(folder)
+    return folder
+
+
 def encode(rows: list[dict], file_format: str) -> bytes:
     """``rows`` written as a file of ``file_format``; nested fields are flattened with dots for CSV."""
     if file_format == "jsonl":

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from promptsets.hub_import import HubSource, HubSourceError, allowed_folder, dataset_rows, stage_dataset
+from tests.promptsets.conftest import write_hub_layout, write_saved_dataset
 
 ROWS = [{"statement_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : â„•) + 0 = {i} := by",
          "natural_language": f"Problem {i}", "rl_data": {"win_rate": i / 10}} for i in range(5)]
@@ -19,12 +18,7 @@ ROWS = [{"statement_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : â„
 @pytest.fixture
 def hub_layout(tmp_path):
     """A dataset repository as the Hub lays it out: Parquet shards under data/, split by file name."""
-    folder = tmp_path / "Kimina-Prover-Promptset"
-    (folder / "data").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(ROWS[:3]), folder / "data" / "train-00000-of-00002.parquet")
-    pq.write_table(pa.Table.from_pylist(ROWS[3:]), folder / "data" / "train-00001-of-00002.parquet")
-    pq.write_table(pa.Table.from_pylist(ROWS[:1]), folder / "data" / "test-00000-of-00001.parquet")
-    return folder
+    return write_hub_layout(tmp_path / "Kimina-Prover-Promptset", {"train": [ROWS[:3], ROWS[3:]], "test": [ROWS[:1]]})
 
 
 def test_a_hub_layout_folder_is_read_split_by_split(hub_layout):
@@ -33,9 +27,7 @@ def test_a_hub_layout_folder_is_read_split_by_split(hub_layout):
 
 
 def test_a_save_to_disk_folder_is_read(tmp_path):
-    import datasets
-
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS)}).save_to_disk(tmp_path / "saved")
+    write_saved_dataset(tmp_path / "saved", ROWS)
     rows = list(dataset_rows(HubSource(path=str(tmp_path / "saved"))))
     assert rows[4]["rl_data"] == {"win_rate": 0.4}
     with pytest.raises(HubSourceError, match="no split 'validation'; it has train"):

@@ -5,8 +5,6 @@ folders in the Hub's Parquet layout or written by save_to_disk; a Hub name is se
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
@@ -14,7 +12,7 @@ from django.urls import reverse
 
 from promptsets import actions
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
-from tests.promptsets.conftest import kimina_rows
+from tests.promptsets.conftest import kimina_rows, write_hub_layout, write_saved_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -30,20 +28,12 @@ def import_root(tmp_path, settings):
 @pytest.fixture
 def hub_layout(import_root):
     """A copy of a Hub dataset repository: one Parquet shard per split under data/."""
-    folder = import_root / "Kimina-Prover-Promptset"
-    (folder / "data").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(kimina_rows(5)), folder / "data" / "train-00000-of-00001.parquet")
-    pq.write_table(pa.Table.from_pylist(kimina_rows(2)), folder / "data" / "test-00000-of-00001.parquet")
-    return folder
+    return write_hub_layout(import_root / "Kimina-Prover-Promptset", {"train": [kimina_rows(5)], "test": [kimina_rows(2)]})
 
 
 @pytest.fixture
 def saved_to_disk(import_root):
-    import datasets
-
-    folder = import_root / "saved"
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(kimina_rows(4))}).save_to_disk(folder)
-    return folder
+    return write_saved_dataset(import_root / "saved", kimina_rows(4))
 
 
 def post_import(client, checked_at_once, **fields):

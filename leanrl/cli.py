@@ -106,6 +106,15 @@ def promptsets_import(client: PlatformClient, args) -> int:
     return follow_upload(client, upload, args.name)
 
 
+def add_new_promptset_arguments(sub) -> None:
+    """What upload and import ask of the promptset they make: its name, description and sharing, and what
+    to do with invalid rows."""
+    sub.add_argument("--name", required=True)
+    sub.add_argument("--description", default="")
+    sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
+    sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
+
+
 def follow_upload(client: PlatformClient, upload: dict, label: str) -> int:
     """Follow an upload until the server's worker has imported or rejected it; say which, and why."""
     staged = -1
@@ -289,10 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.set_defaults(handler=promptsets_list)
     sub = promptsets.add_parser("upload", help="Upload a JSON Lines, JSON, Parquet or CSV file as a new promptset.")
     sub.add_argument("file")
-    sub.add_argument("--name", required=True)
-    sub.add_argument("--description", default="")
-    sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
-    sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
+    add_new_promptset_arguments(sub)
     sub.set_defaults(handler=promptsets_upload)
     sub = promptsets.add_parser("import", help="Import a dataset from the Hugging Face Hub, or a dataset folder on "
                                                "the server, as a new promptset.")
@@ -303,10 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--config", help="The dataset's config (default: its default one).")
     sub.add_argument("--split", default="train", help="Default: train.")
     sub.add_argument("--revision", help="A branch, tag or commit (default: main).")
-    sub.add_argument("--name", required=True)
-    sub.add_argument("--description", default="")
-    sub.add_argument("--public", action="store_true", help="Visible to every signed-in person.")
-    sub.add_argument("--skip-invalid", action="store_true", help="Store the valid rows, list the rejected ones.")
+    add_new_promptset_arguments(sub)
     sub.set_defaults(handler=promptsets_import)
 
     runs = commands.add_parser("runs", help="Launch, list, follow, cancel or resume runs.").add_subparsers(

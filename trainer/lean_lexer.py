@@ -93,53 +93,68 @@ _CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _COMMENT_DELIMITER = re.compile(r"/-|-/")
 _TWO_CHARACTER_SYMBOLS = (":=", "@[", "-/")
-# Whitespace, then the next token, in one regex: its alternatives are tried in order, and the
-# order is the precedence (a comment before a symbol, a raw string before a word, …), so each token
-# costs one match instead of a chain of Python tests. The constructs that nest, may be left open
-# or depend on the previous token only open here; scan() reads them to their end. The last
-# alternative matches at the end of the text, so a match never fails: finditer then reads token
-# after token with no gap (and trailing whitespace costs one match, not one search per character).
+# Whitespace, then the next token, in one regex: its alternatives are tried in order, so each token
+# costs one match instead of a chain of Python tests. Where two alternatives can match at the same
+# place, the order is the precedence: a raw string before a word (``r"``), comments, strings,
+# «names» and character literals before the symbol that would take their first character. The rest
+# are ordered by how common they are (words first), since every failed alternative costs a try.
+# The constructs that nest, may be left open or depend on the previous token only open here;
+# scan() reads them to their end. The last alternative matches at the end of the text, so a match
+# never fails: finditer then reads token after token with no gap (and trailing whitespace costs one
+# match, not one search per character).
 _TOKEN_PATTERNS = (
+    # ``r"`` opens a raw string only where ``r`` starts a token, not at the end of ``bar"``
+    # (``\w`` is exactly ``str.isalnum()`` or ``_``).
+    ("raw_string", r"(?<![\w'!?.])r#*\""),
+    ("word", _WORD.pattern),
+    ("number", _NUMBER.pattern),
     ("line_comment", r"--[^\n]*"),
     ("block_comment", r"/-"),
     ("string", '"'),
     ("quoted_name", "«"),
-    # ``r"`` opens a raw string only where ``r`` starts a token, not at the end of ``bar"``
-    # (``\w`` is exactly ``str.isalnum()`` or ``_``).
-    ("raw_string", r"(?<![\w'!?.])r#*\""),
     ("char", _CHAR.pattern),
-    ("word", _WORD.pattern),
-    ("number", _NUMBER.pattern),
     ("symbol", "|".join(re.escape(symbol) for symbol in _TWO_CHARACTER_SYMBOLS) + "|."),
     ("end_of_text", r"\Z"),
 )
 _NEXT_TOKEN = re.compile(r"\s*+(?:" + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _TOKEN_PATTERNS) + ")")
 _WHOLE_TOKEN_KINDS = {"line_comment": TokenKind.COMMENT, "char": TokenKind.CHAR, "word": TokenKind.WORD,
                       "number": TokenKind.NUMBER, "symbol": TokenKind.SYMBOL}
+# By group number (the patterns themselves capture nothing, so group i is alternative i): a list
+# index per token is cheaper than looking a group up by name.
+_GROUP_NAMES = (None, *(name for name, _ in _TOKEN_PATTERNS))
+_WHOLE_TOKEN_KIND_BY_GROUP = tuple(_WHOLE_TOKEN_KINDS.get(name) for name in _GROUP_NAMES)
 _new_token = tuple.__new__  # Token's own constructor, without NamedTuple's Python-level __new__
 
 
-def scan(text: str, *, strict: bool = True) -> list[Token]:
+def scan(text: str, *, strict: bool = True, start: int = 0) -> list[Token]:
     """The tokens of ``text`` in order (whitespace skipped); ``text[t.start:t.end] == t.text``.
 
     Raises ``LexError`` (strict) on an unterminated comment, string, raw string or «name», and on
     an interpolated string; without ``strict`` those run to the end of the text (an interpolated
     string is then read as a plain one).
+
+    ``start`` reads from that offset on (offsets and messages stay the whole text's). Where ``start``
+    follows a line break and ``text[:start]`` scans without error, ``scan(text[:start])`` followed
+    by ``scan(text, start=start)`` are exactly ``scan(text)``: every construct the prefix opens, it
+    closes, and no token spans a line break unless a construct does.
     """
     tokens: list[Token] = []
     append = tokens.append
     length = len(text)
-    index = 0
+    index = start
     while True:
         # The tokens a regex match reads whole, in one tight loop; it stops at a construct read below.
         for match in _NEXT_TOKEN.finditer(text, index):
-            kind = match.lastgroup
-            if kind not in _WHOLE_TOKEN_KINDS:
+            group = match.lastindex
+            whole_kind = _WHOLE_TOKEN_KIND_BY_GROUP[group]
+            if whole_kind is None:
                 break
-            append(_new_token(Token, (_WHOLE_TOKEN_KINDS[kind], match[kind], *match.span(kind))))
+            start, end = match.span(group)
+            append(_new_token(Token, (whole_kind, text[start:end], start, end)))
+        kind = _GROUP_NAMES[group]
         if kind == "end_of_text":
             return tokens
-        start, index = match.span(kind)
+        start, index = match.span(group)
         if kind == "block_comment":
             index = _block_comment_end(text, start, strict)
             is_doc = text.startswith("/--", start)
@@ -175,6 +190,8 @@ def scan(text: str, *, strict: bool = True) -> list[Token]:
 
 def refuse_unopened_comment_close(text: str, tokens: list[Token]) -> None:
     """LexError at a ``-/`` that closes no comment (Lean refuses it; the lexer reads it as a symbol)."""
+    if not tokens or text.find("-/", tokens[0].start) == -1:
+        return  # most statements: no '-/' at all, so no token to look for
     for token in tokens:
         if token.kind == TokenKind.SYMBOL and token.text == "-/":
             raise LexError(f"'-/' at {position(text, token.start)} closes a comment that was never opened: remove it "

@@ -18,10 +18,15 @@ swallow the proof).
 
 from __future__ import annotations
 
+import bisect
+import functools
+import re
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import NoReturn
 
 from trainer import lean_lexer
-from trainer.lean_lexer import Token
+from trainer.lean_lexer import COMMENT_KINDS, Token, TokenKind
 
 DEFAULT_MAX_STATEMENT_CHARS = 20_000
 
@@ -75,14 +80,15 @@ class ValidatedStatement:
 
 
 _position = lean_lexer.position
+_token_end = attrgetter("end")
 
 
-def scan(text: str) -> list[Token]:
-    """Tokens of ``text`` as the one Lean lexer reads them (``trainer.lean_lexer``); raises
-    StatementRejected on an unclosed comment, string or «name», an interpolated string, or a
+def scan(text: str, *, start: int = 0) -> list[Token]:
+    """Tokens of ``text`` (from ``start`` on) as the one Lean lexer reads them (``trainer.lean_lexer``);
+    raises StatementRejected on an unclosed comment, string or «name», an interpolated string, or a
     ``-/`` that closes nothing."""
     try:
-        tokens = lean_lexer.scan(text, strict=True)
+        tokens = lean_lexer.scan(text, strict=True, start=start)
         lean_lexer.refuse_unopened_comment_close(text, tokens)
     except lean_lexer.LexError as error:
         raise StatementRejected(str(error)) from None
@@ -117,7 +123,8 @@ def _starts_declaration(token: Token) -> bool:
 
 
 def _read_preamble(text: str, code: list[Token]) -> int:
-    """Index in ``code`` of the declaration's first token, after checking every preamble command."""
+    """Index in ``code`` of the declaration's first token (``len(code)`` if none), after checking every
+    preamble command."""
     index = 0
     seen_other_command = False
     while index < len(code):
@@ -188,73 +195,156 @@ def _read_preamble(text: str, code: list[Token]) -> int:
             f"unexpected {token.text!r} at {_position(text, token.start)} before the statement; expected "
             "import, open, set_option or a theorem, lemma or example"
         )
-    raise StatementRejected(
-        "no theorem, lemma or example found (comments do not count): "
-        "the row must state one, e.g. 'theorem two_add_two : 2 + 2 = 4 := by'"
-    )
+    return index
 
 
-def _check_brackets(text: str, code: list[Token]) -> None:
+# Where a declaration (or its doc comment, modifiers or attributes) may begin a line: what lies above
+# is the row's preamble, which most promptsets repeat on every row.
+_DECLARATION_LINE = re.compile(r"^(?:theorem|lemma|example|private|protected|@\[|/--)", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_preamble(preamble: str) -> tuple[list[Token], list[Token]] | None:
+    """The tokens and code tokens of ``preamble`` (text that ends in a line break), read once however many
+    rows repeat it; None where it does not scan, or its commands do not all read, on their own."""
+    try:
+        tokens = scan(preamble)
+        code = [token for token in tokens if token.kind not in COMMENT_KINDS]
+        if _read_preamble(preamble, code) != len(code):
+            return None
+    except StatementRejected:
+        return None
+    return tokens, code
+
+
+def _tokens_and_declaration_start(text: str) -> tuple[list[Token], list[Token], int]:
+    """All tokens of ``text``, its code tokens (comments left out), and the index in those of the
+    declaration's first token, every preamble command checked on the way.
+
+    A preamble seen before is not read again: text up to a line where a declaration may begin is
+    looked up (``_checked_preamble``), and only the rest is scanned. That is the same reading as the
+    whole text's, since a prefix that scans on its own closes all it opens, and its commands stop
+    where a declaration starts, which is checked of the rest's first code token. Any other case
+    (no such line, a preamble that does not read on its own) reads the whole text.
+    """
+    cut = _DECLARATION_LINE.search(text)
+    known = _checked_preamble(text[:cut.start()]) if cut is not None and cut.start() else None
+    if known is not None:
+        rest = scan(text, start=cut.start())
+        rest_code = [token for token in rest if token.kind not in COMMENT_KINDS]
+        if rest_code and _starts_declaration(rest_code[0]):
+            preamble_tokens, preamble_code = known
+            return preamble_tokens + rest, preamble_code + rest_code, len(preamble_code)
+    return _read_whole(text)
+
+
+def _read_whole(text: str) -> tuple[list[Token], list[Token], int]:
+    tokens = scan(text)
+    code = [token for token in tokens if token.kind not in COMMENT_KINDS]
+    return tokens, code, _read_preamble(text, code)
+
+
+# The words of a declaration's body that need a second look: each is refused there, except a
+# set_option (its option is checked) and local/scoped (harmless inside a term).
+_WORDS_TO_CHECK_IN_BODY = CODE_RUNNING_WORDS | DECLARATION_KEYWORDS | OTHER_COMMANDS | {"import", "sorry", "set_option"}
+
+
+def _check_body_word(text: str, body: list[Token], position: int) -> None:
+    token = body[position]
+    if token.text in CODE_RUNNING_WORDS:
+        raise StatementRejected(
+            f"'{token.text}' at {_position(text, token.start)} runs code while Lean reads the file; "
+            "a promptset row may not contain it: remove it"
+        )
+    if token.text in DECLARATION_KEYWORDS or token.text == "import" or (
+        token.text in OTHER_COMMANDS and token.text not in ("local", "scoped")
+    ):
+        raise StatementRejected(
+            f"a second command '{token.text}' at {_position(text, token.start)}: a row holds exactly one "
+            "theorem, lemma or example; split it into separate rows"
+        )
+    if token.text == "sorry":
+        raise StatementRejected(
+            f"'sorry' at {_position(text, token.start)} inside the statement: only a trailing "
+            "'sorry' after ':= by' is dropped; state the goal completely"
+        )
+    if token.text == "set_option":
+        _check_option(text, body[position + 1] if position + 1 < len(body) else None,
+                      body[position + 2] if position + 2 < len(body) else None)
+
+
+def _check_declaration_body(text: str, body: list[Token]) -> None:
+    """The declaration before its ':= by' (``body[0]`` is the keyword): no word that runs code or starts
+    another command, no 'sorry', only harmless options; brackets that close in order; a ':' outside
+    every bracket (the goal). One pass; a refused word is reported before a bracket, and a bracket
+    before a missing goal."""
     open_brackets: list[Token] = []
-    for token in code:
-        if token.kind != "symbol":
-            continue
-        if token.text in CLOSING_BRACKET:
-            open_brackets.append(token)
-        elif token.text in OPENING_BRACKET:
-            if not open_brackets or open_brackets[-1].text != OPENING_BRACKET[token.text]:
-                raise StatementRejected(
-                    f"{token.text!r} at {_position(text, token.start)} closes nothing that was opened: "
-                    "the statement looks truncated or mistyped"
-                )
-            open_brackets.pop()
+    misplaced_closing: Token | None = None
+    depth = 0
+    states_goal = False
+    for position in range(1, len(body)):
+        token = body[position]
+        kind = token.kind
+        if kind is TokenKind.WORD:
+            if token.text in _WORDS_TO_CHECK_IN_BODY:
+                _check_body_word(text, body, position)
+        elif kind is TokenKind.SYMBOL:
+            symbol = token.text
+            if symbol in CLOSING_BRACKET:
+                depth += 1
+                if misplaced_closing is None:
+                    open_brackets.append(token)
+            elif symbol in OPENING_BRACKET:
+                depth -= 1
+                if misplaced_closing is None:
+                    if open_brackets and open_brackets[-1].text == OPENING_BRACKET[symbol]:
+                        open_brackets.pop()
+                    else:
+                        misplaced_closing = token
+            elif symbol == ":" and depth == 0:
+                states_goal = True
+    if misplaced_closing is not None:
+        raise StatementRejected(
+            f"{misplaced_closing.text!r} at {_position(text, misplaced_closing.start)} closes nothing that was "
+            "opened: the statement looks truncated or mistyped"
+        )
     if open_brackets:
         token = open_brackets[-1]
         raise StatementRejected(
             f"{token.text!r} opened at {_position(text, token.start)} is never closed with "
             f"{CLOSING_BRACKET[token.text]!r}: the statement looks truncated"
         )
+    if not states_goal:
+        keyword = body[0]
+        raise StatementRejected(
+            f"the {keyword.text} states no goal (no ':' before ':= by'): write it as "
+            f"'{keyword.text}{' name' if keyword.text != 'example' else ''} (hypotheses) : goal := by'"
+        )
 
 
-def _check_has_type(keyword: Token, body: list[Token]) -> None:
-    depth = 0
-    for token in body:
-        if token.text in CLOSING_BRACKET:
-            depth += 1
-        elif token.text in OPENING_BRACKET:
-            depth -= 1
-        elif token.text == ":" and depth == 0:
-            return
+def _refuse_ending(text: str, ending: list[Token], has_trailing_sorry: bool) -> NoReturn:
+    """Why a declaration whose tokens (a trailing 'sorry' left out) are ``ending`` does not end in ':= by'."""
+    last_assignment = max((i for i, token in enumerate(ending) if token.text == ":="), default=None)
+    if last_assignment is None:
+        raise StatementRejected(
+            "the statement does not end in ':= by': add ':= by' after the goal (no proof is needed)"
+        )
+    after = ending[last_assignment + 1:]
+    if not after and has_trailing_sorry:
+        raise StatementRejected("the statement ends in ':= sorry' (term mode): end it in ':= by'")
+    if not after:
+        raise StatementRejected("the statement ends in ':=' without 'by': end it in ':= by'")
+    if after[0].text == "by":
+        shown = text[after[1].start:ending[-1].end]
+        shown = shown if len(shown) <= 60 else shown[:57] + "…"
+        raise StatementRejected(
+            f"a proof follows ':= by' at {_position(text, after[1].start)} ({shown!r}); a promptset holds "
+            "statements only: end it in ':= by'"
+        )
     raise StatementRejected(
-        f"the {keyword.text} states no goal (no ':' before ':= by'): write it as "
-        f"'{keyword.text}{' name' if keyword.text != 'example' else ''} (hypotheses) : goal := by'"
+        f"the statement does not end in ':= by' (a term proof follows ':=' at "
+        f"{_position(text, ending[last_assignment].start)}): end it in ':= by'"
     )
-
-
-def _check_declaration_body(text: str, body: list[Token]) -> None:
-    for position, token in enumerate(body):
-        if token.kind != "word":
-            continue
-        if token.text in CODE_RUNNING_WORDS:
-            raise StatementRejected(
-                f"'{token.text}' at {_position(text, token.start)} runs code while Lean reads the file; "
-                "a promptset row may not contain it: remove it"
-            )
-        if token.text in DECLARATION_KEYWORDS or token.text == "import" or (
-            token.text in OTHER_COMMANDS and token.text not in ("local", "scoped")
-        ):
-            raise StatementRejected(
-                f"a second command '{token.text}' at {_position(text, token.start)}: a row holds exactly one "
-                "theorem, lemma or example; split it into separate rows"
-            )
-        if token.text == "sorry":
-            raise StatementRejected(
-                f"'sorry' at {_position(text, token.start)} inside the statement: only a trailing "
-                "'sorry' after ':= by' is dropped; state the goal completely"
-            )
-        if token.text == "set_option":
-            _check_option(text, body[position + 1] if position + 1 < len(body) else None,
-                          body[position + 2] if position + 2 < len(body) else None)
 
 
 def validate_lean_statement(
@@ -284,16 +374,18 @@ def validate_lean_statement(
             ) from None
 
     text = f"{header.rstrip()}\n{formal_statement}" if header.strip() else formal_statement
-    tokens = scan(text)
-    code = [token for token in tokens if token.kind not in ("comment", "doc_comment")]
-    first = _read_preamble(text, code)
+    tokens, code, first = _tokens_and_declaration_start(text)
+    if first == len(code):
+        raise StatementRejected(
+            "no theorem, lemma or example found (comments do not count): "
+            "the row must state one, e.g. 'theorem two_add_two : 2 + 2 = 4 := by'"
+        )
 
-    declaration_tokens = code[first:]
-    modifiers_and_attributes = []
-    while declaration_tokens and not (
-        declaration_tokens[0].kind == "word" and declaration_tokens[0].text in DECLARATION_KEYWORDS
+    keyword_index = first
+    while keyword_index < len(code) and not (
+        code[keyword_index].kind is TokenKind.WORD and code[keyword_index].text in DECLARATION_KEYWORDS
     ):
-        leading = declaration_tokens.pop(0)
+        leading = code[keyword_index]
         if leading.text == "@[":
             raise StatementRejected(
                 f"an attribute '@[…]' at {_position(text, leading.start)}: attributes can run code while Lean "
@@ -304,10 +396,11 @@ def validate_lean_statement(
                 f"unexpected {leading.text!r} at {_position(text, leading.start)} before the declaration keyword; "
                 "expected theorem, lemma or example"
             )
-        modifiers_and_attributes.append(leading)
-    if not declaration_tokens:
+        keyword_index += 1
+    if keyword_index == len(code):
         raise StatementRejected("no theorem, lemma or example follows the modifiers: add the declaration")
-    keyword = declaration_tokens[0]
+    keyword = code[keyword_index]
+    declaration_tokens = code[keyword_index:]
 
     theorem_name = ""
     if keyword.text != "example":
@@ -320,48 +413,20 @@ def validate_lean_statement(
         theorem_name = name_token.text
 
     # The end: ':= by', optionally followed by one 'sorry' (dropped). Comments after it are dropped too.
-    ending = list(declaration_tokens)
-    has_trailing_sorry = ending[-1].kind == "word" and ending[-1].text == "sorry"
+    end = len(declaration_tokens)
+    has_trailing_sorry = declaration_tokens[-1].kind == "word" and declaration_tokens[-1].text == "sorry"
     if has_trailing_sorry:
-        ending.pop()
-    if len(ending) >= 2 and ending[-2].text == ":=" and ending[-1].text == "by":
-        by_token = ending[-1]
-    else:
-        last_assignment = max((i for i, token in enumerate(ending) if token.text == ":="), default=None)
-        if last_assignment is None:
-            raise StatementRejected(
-                "the statement does not end in ':= by': add ':= by' after the goal (no proof is needed)"
-            )
-        after = ending[last_assignment + 1:]
-        if not after and has_trailing_sorry:
-            raise StatementRejected("the statement ends in ':= sorry' (term mode): end it in ':= by'")
-        if not after:
-            raise StatementRejected("the statement ends in ':=' without 'by': end it in ':= by'")
-        if after[0].text == "by":
-            shown = text[after[1].start:ending[-1].end]
-            shown = shown if len(shown) <= 60 else shown[:57] + "…"
-            raise StatementRejected(
-                f"a proof follows ':= by' at {_position(text, after[1].start)} ({shown!r}); a promptset holds "
-                "statements only: end it in ':= by'"
-            )
-        raise StatementRejected(
-            f"the statement does not end in ':= by' (a term proof follows ':=' at "
-            f"{_position(text, ending[last_assignment].start)}): end it in ':= by'"
-        )
-
-    body = [token for token in declaration_tokens if token.end <= by_token.start]
-    _check_declaration_body(text, body[1:])
-    _check_brackets(text, body)
-    _check_has_type(keyword, body)
+        end -= 1
+    if not (end >= 2 and declaration_tokens[end - 2].text == ":=" and declaration_tokens[end - 1].text == "by"):
+        _refuse_ending(text, declaration_tokens[:end], has_trailing_sorry)
+    by_token = declaration_tokens[end - 1]
+    _check_declaration_body(text, declaration_tokens[:end - 1])
 
     # A doc comment directly above the declaration (or its modifiers) belongs to it.
-    declaration_start = (modifiers_and_attributes[0] if modifiers_and_attributes else keyword).start
-    for token in reversed(tokens):
-        if token.end > declaration_start:
-            continue
-        if token.kind == "doc_comment" and not text[token.end:declaration_start].strip():
-            declaration_start = token.start
-        break
+    declaration_start = code[first].start
+    above = bisect.bisect_right(tokens, declaration_start, key=_token_end) - 1
+    if above >= 0 and tokens[above].kind == "doc_comment" and not text[tokens[above].end:declaration_start].strip():
+        declaration_start = tokens[above].start
 
     return ValidatedStatement(
         header=text[:declaration_start].strip(),

@@ -1,7 +1,10 @@
 """What a row's Lean statement must be before it may enter a promptset."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from promptsets import validation
 from promptsets.validation import StatementRejected, informal_from_doc_comment, validate_lean_statement
 
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
@@ -163,3 +166,41 @@ def test_it_rejects_a_theorem_that_states_no_goal():
 ])
 def test_an_informal_statement_written_as_a_doc_comment_is_its_inside(informal, expected):
     assert informal_from_doc_comment(informal) == expected
+
+
+# Rows made of a preamble (mostly well formed, so that rows share it) and lines of every kind, good and bad.
+PREAMBLE_LINES = st.sampled_from(["import Mathlib", "import Aesop", "open Real", "set_option maxHeartbeats 400000",
+                                  "universe u", "-- a note", "/- a block -/", ""])
+ROW_LINES = st.sampled_from([
+    "import Mathlib", "import Aesop", "open Real", "open BigOperators Real Nat", "set_option maxHeartbeats 400000",
+    "set_option maxHeartbeats", "set_option debug.skipKernelTC true", "universe u", "open Real in", "open", "-- a note",
+    "/- a block", "-/", "/-- The problem. -/", "/-- doc -/ Nat", "#eval 1", "\"", "«", "@[simp]", "private", "protected",
+    "theorem_x", "theorem t (x : ℕ) (h : x = 1) :", "  x + 1 = 2 := by", "lemma l : True := by", "example : 1 = 1 := by",
+    "theorem", "  sorry", "def f := 1", "", "(", "⟩",
+])
+
+
+def reading(function, text: str):
+    try:
+        return function(text)
+    except StatementRejected as error:
+        return str(error)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(PREAMBLE_LINES, max_size=5), st.lists(ROW_LINES, min_size=1, max_size=5))
+def test_a_preamble_read_once_for_many_rows_gives_each_row_the_whole_texts_reading(preamble, lines):
+    text = "\n".join(preamble + lines)
+    whole = reading(validation._read_whole, text)
+    assert reading(validation._tokens_and_declaration_start, text) == whole  # the preamble maybe new
+    assert reading(validation._tokens_and_declaration_start, text) == whole  # the preamble remembered
+
+
+def test_rows_that_repeat_a_preamble_keep_their_own_doc_comments_and_names():
+    first = validate_lean_statement(f"{HEADER}\n\n/-- One. -/\ntheorem one : 1 = 1 := by\n")
+    second = validate_lean_statement(f"{HEADER}\n\ntheorem two (x : ℕ) : x = x := by sorry")
+    assert (first.header, first.formal_statement, first.theorem_name) == (
+        HEADER, "/-- One. -/\ntheorem one : 1 = 1 := by", "one")
+    assert (second.header, second.formal_statement, second.theorem_name) == (
+        HEADER, "theorem two (x : ℕ) : x = x := by", "two")
+    assert "'sorry' at line 7, column 2" in rejection(f"{HEADER}\n\ntheorem three : 1 = 1 ∧\n sorry := by")

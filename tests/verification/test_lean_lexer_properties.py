@@ -56,6 +56,25 @@ def test_strict_scanning_either_reads_like_the_lenient_one_or_refuses_with_an_of
     assert tokens == scan(text, strict=False)
 
 
+@settings(max_examples=600, deadline=None)
+@given(TRICKY, TRICKY)
+def test_a_prefix_that_ends_a_line_and_scans_alone_reads_the_same_as_within_the_whole_text(prefix, rest):
+    prefix += "\n"
+    text = prefix + rest
+    try:
+        prefix_tokens = scan(prefix, strict=True)
+    except LexError:
+        return  # the claim is only for a prefix that closes what it opens
+    try:
+        whole = scan(text, strict=True)
+    except LexError as whole_error:
+        with pytest.raises(LexError) as rest_error:
+            scan(text, strict=True, start=len(prefix))
+        assert str(rest_error.value) == str(whole_error)
+        return
+    assert prefix_tokens + scan(text, strict=True, start=len(prefix)) == whole
+
+
 @settings(max_examples=400, deadline=None)
 @given(TRICKY)
 def test_blanking_comments_never_changes_length_lines_or_any_character_outside_a_comment(text):

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+import multiprocessing
+import queue
+import threading
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
+from operator import attrgetter
 from typing import Any, BinaryIO, Protocol
 
-from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat, FileFormatError, RowSource, open_rows
+from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat, FileFormatError, RawRow, RowSource, open_rows
 from promptsets.validation import (
     DEFAULT_MAX_STATEMENT_CHARS,
     StatementRejected,
@@ -78,6 +84,13 @@ class CandidateProblem:
     source: str
     source_win_rate: float | None
     statement_hash: str
+
+    def __reduce__(self):
+        # Sent back by a check worker for every row: as its fields, at half the cost of a dataclass's state.
+        return CandidateProblem, _candidate_fields(self)
+
+
+_candidate_fields = attrgetter(*(candidate_field.name for candidate_field in fields(CandidateProblem)))
 
 
 @dataclass(frozen=True)
@@ -228,86 +241,39 @@ class RowCheck(Protocol):
     def candidates(self) -> Iterator[CandidateProblem]: ...
 
 
-class FileCheck:
-    """Reads a file row by row; ``candidates()`` yields valid problems and fills ``report``."""
+# Rows checked per task: large enough that handing a batch to a worker costs little beside checking it,
+# small enough that the batches in flight (two per worker) hold little memory, however long the rows.
+CHECK_BATCH_ROWS = 1000
+CHECK_BATCH_CHARACTERS = 4_000_000
 
-    def __init__(
-        self, file: BinaryIO, *, filename: str = "", file_format: FileFormat | str | None = None,
-        mapping: ColumnMapping | None = None, limits: RowLimits | None = None, default_header: str = RECIPE_HEADER,
-    ):
-        self.file = file
-        self.filename = filename
-        self.file_format = FileFormat(file_format) if file_format else None
-        self.mapping = mapping or ColumnMapping()
-        self.limits = limits or RowLimits()
-        self.default_header = default_header
-        self.report = IntakeReport(filename=filename)
 
-    def candidates(self) -> Iterator[CandidateProblem]:
-        try:
-            if self.default_header.strip():
-                validate_lean_statement("example : True := by", header=self.default_header)
-        except StatementRejected as error:
-            self.report.file_error = f"the default header is not allowed: {error}"
-            return
-        try:
-            yield from self._candidates()
-        except FileFormatError as error:
-            self.report.file_error = str(error)
+@dataclass(frozen=True)
+class RowRules:
+    """How one row becomes a candidate problem: what checking it needs, and nothing else, so that a
+    worker process can be handed it with each batch."""
 
-    def _candidates(self) -> Iterator[CandidateProblem]:
-        source: RowSource = open_rows(
-            self.file, filename=self.filename, file_format=self.file_format, max_row_bytes=self.limits.max_row_bytes,
-        )
-        self.report.file_format = source.file_format.value
-        columns: dict[str, str] | None = None
-        if source.columns is not None:
-            columns = resolve_columns(self.mapping, source.columns, None)
-            self.report.columns = columns
-        seen_statements: dict[str, int] = {}
-        seen_keys: dict[str, int] = {}
-        for raw in source.rows:
-            self.report.rows_read += 1
+    limits: RowLimits
+    default_header: str
+
+    def outcomes(self, rows: list[RawRow], columns: dict[str, str] | None) -> list[CandidateProblem | RowRejection]:
+        """For each row, in order, its candidate or why it is rejected (duplicates are the reader's to find)."""
+        outcomes: list[CandidateProblem | RowRejection] = []
+        for raw in rows:
             if raw.read_error:
-                self.report.rejections.append(RowRejection(raw.number, raw.line, raw.read_error))
+                outcomes.append(RowRejection(raw.number, raw.line, raw.read_error))
                 continue
-            if columns is None:
-                columns = resolve_columns(self.mapping, list(raw.values), raw.values)
-                self.report.columns = columns
             try:
-                candidate = self._candidate(raw.number, raw.values, columns)
+                outcomes.append(self.candidate(raw.number, raw.values, columns))
             except StatementRejected as error:
-                key = self._key_for_report(raw.values, columns)
-                self.report.rejections.append(RowRejection(raw.number, raw.line, str(error), key))
-                continue
-            if candidate.statement_hash in seen_statements:
-                self.report.rejections.append(RowRejection(
-                    raw.number, raw.line,
-                    f"duplicate of row {seen_statements[candidate.statement_hash]} (the same statement, "
-                    "ignoring whitespace): remove one of them", candidate.problem_key,
-                ))
-                continue
-            if candidate.problem_key in seen_keys and "problem_key" not in columns:
-                # Ids made from theorem names need not be unique (autoformalizers reuse `test`).
-                candidate = replace(candidate, problem_key=f"{candidate.problem_key}~row-{raw.number}")
-            if candidate.problem_key in seen_keys:
-                self.report.rejections.append(RowRejection(
-                    raw.number, raw.line,
-                    f"the id {candidate.problem_key!r} is already used by row {seen_keys[candidate.problem_key]}: "
-                    "ids must be unique within a promptset", candidate.problem_key,
-                ))
-                continue
-            seen_statements[candidate.statement_hash] = raw.number
-            seen_keys[candidate.problem_key] = raw.number
-            self.report.rows_accepted += 1
-            yield candidate
+                outcomes.append(RowRejection(raw.number, raw.line, str(error), self._key_for_report(raw.values, columns)))
+        return outcomes
 
     def _key_for_report(self, values: dict[str, Any], columns: dict[str, str]) -> str:
         column = columns.get("problem_key")
         is_present, value = _lookup(values, column) if column else (False, None)
         return str(value)[:MAX_KEY_CHARS] if is_present and isinstance(value, (str, int)) else ""
 
-    def _candidate(self, number: int, values: dict[str, Any], columns: dict[str, str]) -> CandidateProblem:
+    def candidate(self, number: int, values: dict[str, Any], columns: dict[str, str]) -> CandidateProblem:
         limit = self.limits.max_field_chars
         is_present, _ = _lookup(values, columns["formal_statement"])
         if not is_present:
@@ -336,6 +302,225 @@ class FileCheck:
             source_win_rate=_win_rate(values, columns.get("win_rate")),
             statement_hash=statement_fingerprint(statement.formal_statement),
         )
+
+
+class FileCheck:
+    """Reads a file row by row; ``candidates()`` yields valid problems and fills ``report``.
+
+    With ``workers`` above 1, rows are checked in batches by that many processes while this one reads
+    the file and, in the file's order, finds duplicates and fills the report: the same candidates and
+    report as one process gives. The workers are forked when ``candidates()`` starts, before the
+    reader imports pyarrow, so each holds little more than the interpreter and the checks.
+    """
+
+    def __init__(
+        self, file: BinaryIO, *, filename: str = "", file_format: FileFormat | str | None = None,
+        mapping: ColumnMapping | None = None, limits: RowLimits | None = None, default_header: str = RECIPE_HEADER,
+        workers: int = 1,
+    ):
+        self.file = file
+        self.filename = filename
+        self.file_format = FileFormat(file_format) if file_format else None
+        self.mapping = mapping or ColumnMapping()
+        self.rules = RowRules(limits=limits or RowLimits(), default_header=default_header)
+        self.workers = workers
+        self.report = IntakeReport(filename=filename)
+
+    @property
+    def limits(self) -> RowLimits:
+        return self.rules.limits
+
+    def candidates(self) -> Iterator[CandidateProblem]:
+        try:
+            if self.rules.default_header.strip():
+                validate_lean_statement("example : True := by", header=self.rules.default_header)
+        except StatementRejected as error:
+            self.report.file_error = f"the default header is not allowed: {error}"
+            return
+        with _batch_checker(self.rules, self.workers) as check_batches:
+            yield from self._candidates(check_batches)
+
+    def _candidates(self, check_batches) -> Iterator[CandidateProblem]:
+        seen_statements: dict[str, int] = {}
+        seen_keys: dict[str, int] = {}
+        for rows, columns, outcomes in check_batches(self._batches()):
+            for raw, outcome in zip(rows, outcomes):
+                if isinstance(outcome, RowRejection):
+                    self.report.rejections.append(outcome)
+                    continue
+                candidate = outcome
+                if candidate.statement_hash in seen_statements:
+                    self.report.rejections.append(RowRejection(
+                        raw.number, raw.line,
+                        f"duplicate of row {seen_statements[candidate.statement_hash]} (the same statement, "
+                        "ignoring whitespace): remove one of them", candidate.problem_key,
+                    ))
+                    continue
+                if candidate.problem_key in seen_keys and "problem_key" not in columns:
+                    # Ids made from theorem names need not be unique (autoformalizers reuse `test`).
+                    candidate = replace(candidate, problem_key=f"{candidate.problem_key}~row-{raw.number}")
+                if candidate.problem_key in seen_keys:
+                    self.report.rejections.append(RowRejection(
+                        raw.number, raw.line,
+                        f"the id {candidate.problem_key!r} is already used by row {seen_keys[candidate.problem_key]}: "
+                        "ids must be unique within a promptset", candidate.problem_key,
+                    ))
+                    continue
+                seen_statements[candidate.statement_hash] = raw.number
+                seen_keys[candidate.problem_key] = raw.number
+                self.report.rows_accepted += 1
+                yield candidate
+
+    def _batches(self) -> Iterator[tuple[list[RawRow], dict[str, str] | None]]:
+        """The file's rows in batches, with the columns they are read by; a file error (``file_error``)
+        ends the batches after the rows read before it."""
+        batch: list[RawRow] = []
+        batch_characters = 0
+        columns: dict[str, str] | None = None
+        try:
+            source: RowSource = open_rows(
+                self.file, filename=self.filename, file_format=self.file_format, max_row_bytes=self.limits.max_row_bytes,
+            )
+            self.report.file_format = source.file_format.value
+            if source.columns is not None:
+                columns = resolve_columns(self.mapping, source.columns, None)
+                self.report.columns = columns
+            for raw in source.rows:
+                self.report.rows_read += 1
+                if columns is None and not raw.read_error:
+                    columns = resolve_columns(self.mapping, list(raw.values), raw.values)
+                    self.report.columns = columns
+                batch.append(raw)
+                if raw.values:
+                    batch_characters += sum(len(value) for value in raw.values.values() if isinstance(value, str))
+                if len(batch) == CHECK_BATCH_ROWS or batch_characters >= CHECK_BATCH_CHARACTERS:
+                    yield batch, columns
+                    batch, batch_characters = [], 0
+        except FileFormatError as error:
+            self.report.file_error = str(error)
+        if batch:
+            yield batch, columns
+
+
+class CheckWorkerDied(RuntimeError):
+    """A process checking rows ended before it answered (killed, perhaps for want of memory)."""
+
+
+class _CheckWorker:
+    """One process that checks batches of rows, with pipes of its own.
+
+    Not concurrent.futures' process pool: its workers share one result queue under a lock, and a worker
+    killed while writing a result leaves the pool's reader waiting forever on half a message. Here
+    nothing is shared: a worker that dies leaves its reader an end of file, which ``result`` turns into
+    CheckWorkerDied. A thread hands the worker its batches, so that handing one over never waits on the
+    worker while it waits for its last result to be read.
+    """
+
+    def __init__(self, rules: RowRules):
+        context = multiprocessing.get_context("fork")
+        tasks_in, self._tasks_out = context.Pipe(duplex=False)
+        self._results_in, results_out = context.Pipe(duplex=False)
+        self.process = context.Process(target=_check_batches_sent, args=(rules, tasks_in, results_out), daemon=True)
+        self.process.start()
+        # Only the worker may hold these ends, so that its death closes them.
+        tasks_in.close()
+        results_out.close()
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._feeder = threading.Thread(target=self._feed, daemon=True)
+
+    def start_feeding(self) -> None:
+        self._feeder.start()
+
+    def _feed(self) -> None:
+        while True:
+            batch = self._pending.get()
+            try:
+                # None tells the worker to end: workers forked later hold this pipe's end too, so closing it
+                # here would not reach the worker as an end of file.
+                self._tasks_out.send(batch)
+            except OSError:
+                return  # the worker is gone: result() says so
+            if batch is None:
+                return
+
+    def submit(self, rows: list[RawRow], columns: dict[str, str] | None) -> None:
+        self._pending.put((rows, columns))
+
+    def result(self) -> list[CandidateProblem | RowRejection]:
+        try:
+            outcomes = self._results_in.recv()
+        except (EOFError, OSError):
+            raise CheckWorkerDied(f"a process checking the rows ended (exit status {self._exit_status()})") from None
+        if isinstance(outcomes, Exception):
+            raise outcomes
+        return outcomes
+
+    def _exit_status(self) -> int | None:
+        self.process.join(timeout=1)
+        return self.process.exitcode
+
+    def stop(self, *, at_once: bool) -> None:
+        self._pending.put(None)
+        if at_once:
+            self.process.kill()
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self._feeder.join()
+        self._tasks_out.close()
+        self._results_in.close()
+
+
+def _check_batches_sent(rules: RowRules, tasks, results) -> None:
+    """A worker's life: check each batch it is sent and send back the outcomes, until it is sent no more."""
+    while True:
+        try:
+            batch = tasks.recv()
+        except EOFError:
+            return
+        if batch is None:
+            return
+        rows, columns = batch
+        try:
+            outcomes = rules.outcomes(rows, columns)
+        except Exception as error:  # a bug, not a row's fault: the reader raises it
+            outcomes = error
+        results.send(outcomes)
+
+
+@contextmanager
+def _batch_checker(rules: RowRules, workers: int):
+    """``check(batches)``: for each ``(rows, columns)``, ``(rows, columns, outcomes)``, in order; in this
+    process, or by ``workers`` processes, handed batches in turn, with at most two batches each in flight."""
+    if workers <= 1:
+        yield lambda batches: ((rows, columns, rules.outcomes(rows, columns)) for rows, columns in batches)
+        return
+    # Every worker is forked before any thread starts, and while this process is small.
+    pool = [_CheckWorker(rules) for _ in range(workers)]
+    for worker in pool:
+        worker.start_feeding()
+
+    def check(batches):
+        in_flight: deque = deque()
+        for index, (rows, columns) in enumerate(batches):
+            worker = pool[index % workers]
+            worker.submit(rows, columns)
+            in_flight.append((rows, columns, worker))
+            if len(in_flight) >= 2 * workers:
+                rows, columns, worker = in_flight.popleft()
+                yield rows, columns, worker.result()
+        while in_flight:
+            rows, columns, worker = in_flight.popleft()
+            yield rows, columns, worker.result()
+
+    finished = False
+    try:
+        yield check
+        finished = True
+    finally:
+        for worker in pool:
+            worker.stop(at_once=not finished)
 
 
 def check_file(file: BinaryIO, **options) -> IntakeReport:

@@ -21,17 +21,31 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from promptsets.intake import CandidateProblem, ColumnMapping, FileCheck, IntakeReport, RowLimits, RowRejection
+from promptsets.intake import (
+    CandidateProblem, CheckWorkerDied, ColumnMapping, FileCheck, IntakeReport, RowLimits, RowRejection,
+)
 
 PLATFORM_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = PLATFORM_DIR.parent
 PROGRESS_EVERY_ROWS = 500
 DEFAULT_MEMORY_CEILING_MB = 1024
+DEFAULT_MAX_CHECK_WORKERS = 8
+# Below this size a file is checked sooner by one process than worker processes start.
+PARALLEL_CHECK_MIN_BYTES = 2 * 2**20
 
 
 def default_memory_ceiling_bytes() -> int:
     """The address space a child that reads an upload (or a Hub dataset) may use."""
     return int(os.environ.get("PROMPTSET_PARSE_MEMORY_MB", DEFAULT_MEMORY_CEILING_MB)) * 1024 * 1024
+
+
+def check_workers(file_bytes: int) -> int:
+    """How many processes check the rows of a file of ``file_bytes``: one per CPU this process may use, at
+    most PROMPTSET_CHECK_WORKERS (8 by default); one for a small file."""
+    if file_bytes < PARALLEL_CHECK_MIN_BYTES:
+        return 1
+    allowed = int(os.environ.get("PROMPTSET_CHECK_WORKERS", DEFAULT_MAX_CHECK_WORKERS))
+    return max(1, min(len(os.sched_getaffinity(0)), allowed))
 
 
 def child_environment() -> dict[str, str]:
@@ -160,12 +174,19 @@ def _child(path: str, out: str, options_json: str, ceiling: str) -> int:
     with open(path, "rb") as file, open(out, "w", encoding="utf-8") as candidates:
         check = FileCheck(file, filename=options["filename"], file_format=options["file_format"],
                           mapping=ColumnMapping(**options["mapping"]), limits=RowLimits(**options["limits"]),
-                          default_header=options["default_header"])
-        for candidate in check.candidates():
-            # vars(), not asdict(): the fields are flat, and asdict's deep copy cost as much as reading the row.
-            candidates.write(json.dumps(vars(candidate), ensure_ascii=False) + "\n")
-            if check.report.rows_read % PROGRESS_EVERY_ROWS == 0:
-                say({"rows_read": check.report.rows_read, "bytes_read": _position(file), "bytes_total": total})
+                          default_header=options["default_header"], workers=check_workers(total))
+        said_at = 0
+        try:
+            for candidate in check.candidates():
+                # vars(), not asdict(): the fields are flat, and asdict's deep copy cost as much as reading the row.
+                candidates.write(json.dumps(vars(candidate), ensure_ascii=False) + "\n")
+                if check.report.rows_read >= said_at + PROGRESS_EVERY_ROWS:
+                    said_at = check.report.rows_read
+                    say({"rows_read": said_at, "bytes_read": _position(file), "bytes_total": total})
+        except CheckWorkerDied as error:
+            # The last line of stderr is what the parent shows.
+            print(f"{error}: it was killed, perhaps for want of memory; try again, or split the file", file=sys.stderr)
+            return 1
         report = check.report
         say({"rows_read": report.rows_read, "bytes_read": total, "bytes_total": total})
     say({"report": {"filename": report.filename, "file_format": report.file_format, "columns": report.columns,

@@ -45,6 +45,26 @@ def test_staging_writes_json_lines_the_upload_checks_read(hub_layout, tmp_path):
     assert report.rows_accepted == 5 and report.columns["win_rate"] == "rl_data.win_rate"
 
 
+def test_a_parquet_shard_is_read_one_row_group_at_a_time(tmp_path):
+    """Arrow decodes a shard ahead of a reader slower than itself (the child writing JSON is): unless each
+    row group is read on its own, memory holds the whole shard, not the row group the reader is at."""
+    import time
+
+    import pyarrow as pa
+
+    row_group_rows, row_groups = 100, 20
+    rows = [{**ROWS[0], "statement_id": f"p{i}", "natural_language": f"{i} " + "x" * 5000}
+            for i in range(row_group_rows * row_groups)]
+    folder = write_hub_layout(tmp_path / "long", {"train": [rows]}, row_group_rows=row_group_rows)
+    one_row_group = row_group_rows * 5000
+    before, most = pa.total_allocated_bytes(), 0
+    for count, _ in enumerate(dataset_rows(HubSource(path=str(folder)), batch_rows=row_group_rows), start=1):
+        most = max(most, pa.total_allocated_bytes() - before)
+        if count % row_group_rows == 0:
+            time.sleep(0.005)  # the time the child takes to write a row group's JSON, give or take
+    assert count == len(rows) and one_row_group <= most < 2 * one_row_group
+
+
 def test_a_missing_dataset_says_what_to_check(tmp_path):
     with pytest.raises(HubSourceError, match="nowhere"):
         list(dataset_rows(HubSource(path=str(tmp_path / "nowhere"))))
@@ -98,13 +118,28 @@ def test_a_link_inside_an_allowed_folder_may_not_lead_outside_the_roots(hub_layo
         allowed_folder(str(hub_layout), [hub_layout])
 
 
-def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path):
-    shard = hub_layout / "data" / "train-00001-of-00002.parquet"
-    shard.write_bytes(shard.read_bytes()[:-40])  # the second shard is cut short: the first one is read, then it fails
+def cut_short(shard):
+    shard.write_bytes(shard.read_bytes()[:-40])
+
+
+def damage_the_first_page(shard):
+    damaged = bytearray(shard.read_bytes())
+    damaged[4:24] = b"\xff" * 20  # the page header past the magic bytes: the footer still reads
+    shard.write_bytes(bytes(damaged))
+
+
+@pytest.mark.parametrize("damage, says, rows_written_before", [
+    (cut_short, "Parquet magic bytes not found", []),  # every shard's footer is read before the first row
+    (damage_the_first_page, "Deserializing page header failed", [1, 2, 3]),  # the first shard is written first
+])
+def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path, damage, says, rows_written_before):
+    damage(hub_layout / "data" / "train-00001-of-00002.parquet")
     staged = tmp_path / "staging" / "staged.jsonl"
     staged.parent.mkdir()
-    with pytest.raises(HubSourceError, match="Parquet"):
-        stage_dataset(HubSource(path=str(hub_layout)), staged)
+    written = []
+    with pytest.raises(HubSourceError, match=says):
+        stage_dataset(HubSource(path=str(hub_layout)), staged, on_progress=written.append, batch_rows=1)
+    assert written == rows_written_before
     assert list(staged.parent.iterdir()) == []
 
 

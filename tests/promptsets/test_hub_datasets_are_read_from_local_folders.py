@@ -5,6 +5,8 @@ upload's memory ceiling for the upload's checks."""
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -32,6 +34,24 @@ def test_a_save_to_disk_folder_is_read(tmp_path):
     assert rows[4]["rl_data"] == {"win_rate": 0.4}
     with pytest.raises(HubSourceError, match="no split 'validation'; it has train"):
         list(dataset_rows(HubSource(path=str(tmp_path / "saved"), split="validation")))
+
+
+def test_rows_are_the_rows_datasets_gives_whatever_the_column_types(tmp_path):
+    """Rows are made by Arrow, a batch at once; they must be what datasets itself yields, row by row."""
+    import datasets
+
+    rows = [
+        {"text": 'ü "quoted"\n', "count": 3, "share": 0.25, "flag": True, "tags": ["a", "b"],
+         "rl_data": {"win_rate": 0.5, "notes": [{"k": 1}]}, "when": datetime(2024, 5, 1, 12, 30),
+         "day": date(2024, 5, 1), "price": Decimal("1.25"), "raw": b"\x00\xff"},
+        {"text": None, "count": None, "share": None, "flag": None, "tags": [], "rl_data": None, "when": None,
+         "day": None, "price": None, "raw": None},
+    ]
+    saved = write_saved_dataset(tmp_path / "saved", rows)
+    expected = list(datasets.load_from_disk(str(saved))["train"])
+    assert list(dataset_rows(HubSource(path=str(saved)))) == expected
+    hub = write_hub_layout(tmp_path / "hub", {"train": [rows]})
+    assert list(dataset_rows(HubSource(path=str(hub)))) == expected
 
 
 def test_staging_writes_json_lines_the_upload_checks_read(hub_layout, tmp_path):

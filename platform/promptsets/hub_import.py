@@ -5,10 +5,10 @@ folder, streamed into a staged JSON Lines file that then goes through the same c
 dataset), a folder in the Hub's layout (``data/*.parquet`` or a ``README.md`` with ``configs``) is
 read file by file (Parquet row group by row group), and a folder written by ``Dataset.save_to_disk`` is
 memory-mapped. Rows are written as they arrive, so memory holds one batch (and one Parquet row group)
-whatever the dataset's size. ``stage_dataset`` reads in a
-child process under the upload check's memory ceiling (``isolated_check``): the process that asked
-never holds ``datasets`` (about 100 MB once imported), Arrow's buffers or what a hostile dataset makes
-the reader allocate.
+whatever the dataset's size. ``stage_dataset`` reads in a child process under the upload check's
+memory ceiling (``isolated_check``): the process that asked never holds ``datasets`` (about 120 MB
+once imported, pandas and pyarrow with it), Arrow's buffers or what a hostile dataset makes the
+reader allocate.
 
 A local folder is a path on the server: ``allowed_folder`` lets one through only when it lies, once
 resolved (``..`` and symlinks followed), under one of the roots the operator allowed

@@ -72,7 +72,7 @@ def test_a_parquet_shard_is_read_one_row_group_at_a_time(tmp_path):
 
     import pyarrow as pa
 
-    row_group_rows, row_groups = 100, 20
+    row_group_rows, row_groups = 100, 40
     rows = [{**ROWS[0], "statement_id": f"p{i}", "natural_language": f"{i} " + "x" * 5000}
             for i in range(row_group_rows * row_groups)]
     folder = write_hub_layout(tmp_path / "long", {"train": [rows]}, row_group_rows=row_group_rows)
@@ -81,8 +81,10 @@ def test_a_parquet_shard_is_read_one_row_group_at_a_time(tmp_path):
     for count, _ in enumerate(dataset_rows(HubSource(path=str(folder)), batch_rows=row_group_rows), start=1):
         most = max(most, pa.total_allocated_bytes() - before)
         if count % row_group_rows == 0:
-            time.sleep(0.005)  # the time the child takes to write a row group's JSON, give or take
-    assert count == len(rows) and one_row_group <= most < 2 * one_row_group
+            time.sleep(0.01)  # the time the child takes to write a row group's JSON, give or take
+    # The row group being read, and on a busy machine the last two while Arrow's threads let go of
+    # them (read as one scan, the shard ran 34 to 38 row groups ahead).
+    assert count == len(rows) and one_row_group <= most < 5 * one_row_group
 
 
 def test_a_missing_dataset_says_what_to_check(tmp_path):

@@ -31,16 +31,18 @@ def kimina_rows(count: int = 5) -> list[dict]:
     ]
 
 
-def write_hub_layout(folder: Path, splits: dict[str, list[list[dict]]]) -> Path:
+def write_hub_layout(folder: Path, splits: dict[str, list[list[dict]]], row_group_rows: int | None = None) -> Path:
     """``folder`` as a Hub dataset repository lays a dataset out: each split's shards (lists of rows) as
-    Parquet files under data/, named ``<split>-0000i-of-0000n.parquet``."""
+    Parquet files under data/, named ``<split>-0000i-of-0000n.parquet``, in row groups of ``row_group_rows`` rows
+    (pyarrow's default otherwise: one per shard of up to a million rows)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     (folder / "data").mkdir(parents=True)
     for split, shards in splits.items():
         for index, rows in enumerate(shards):
-            pq.write_table(pa.Table.from_pylist(rows), folder / "data" / f"{split}-{index:05d}-of-{len(shards):05d}.parquet")
+            pq.write_table(pa.Table.from_pylist(rows), folder / "data" / f"{split}-{index:05d}-of-{len(shards):05d}.parquet",
+                           row_group_size=row_group_rows)
     return folder
 
 

@@ -5,6 +5,8 @@ upload's memory ceiling for the upload's checks."""
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -34,6 +36,24 @@ def test_a_save_to_disk_folder_is_read(tmp_path):
         list(dataset_rows(HubSource(path=str(tmp_path / "saved"), split="validation")))
 
 
+def test_rows_are_the_rows_datasets_gives_whatever_the_column_types(tmp_path):
+    """Rows are made by Arrow, a batch at once; they must be what datasets itself yields, row by row."""
+    import datasets
+
+    rows = [
+        {"text": 'ü "quoted"\n', "count": 3, "share": 0.25, "flag": True, "tags": ["a", "b"],
+         "rl_data": {"win_rate": 0.5, "notes": [{"k": 1}]}, "when": datetime(2024, 5, 1, 12, 30),
+         "day": date(2024, 5, 1), "price": Decimal("1.25"), "raw": b"\x00\xff"},
+        {"text": None, "count": None, "share": None, "flag": None, "tags": [], "rl_data": None, "when": None,
+         "day": None, "price": None, "raw": None},
+    ]
+    saved = write_saved_dataset(tmp_path / "saved", rows)
+    expected = list(datasets.load_from_disk(str(saved))["train"])
+    assert list(dataset_rows(HubSource(path=str(saved)))) == expected
+    hub = write_hub_layout(tmp_path / "hub", {"train": [rows]})
+    assert list(dataset_rows(HubSource(path=str(hub)))) == expected
+
+
 def test_staging_writes_json_lines_the_upload_checks_read(hub_layout, tmp_path):
     from promptsets.intake import check_file
 
@@ -43,6 +63,28 @@ def test_staging_writes_json_lines_the_upload_checks_read(hub_layout, tmp_path):
     assert seen[-1] == 5 and not staged.with_name("staged.jsonl.partial").exists()
     report = check_file(staged.open("rb"), filename="staged.jsonl")
     assert report.rows_accepted == 5 and report.columns["win_rate"] == "rl_data.win_rate"
+
+
+def test_a_parquet_shard_is_read_one_row_group_at_a_time(tmp_path):
+    """Arrow decodes a shard ahead of a reader slower than itself (the child writing JSON is): unless each
+    row group is read on its own, memory holds the whole shard, not the row group the reader is at."""
+    import time
+
+    import pyarrow as pa
+
+    row_group_rows, row_groups = 100, 40
+    rows = [{**ROWS[0], "statement_id": f"p{i}", "natural_language": f"{i} " + "x" * 5000}
+            for i in range(row_group_rows * row_groups)]
+    folder = write_hub_layout(tmp_path / "long", {"train": [rows]}, row_group_rows=row_group_rows)
+    one_row_group = row_group_rows * 5000
+    before, most = pa.total_allocated_bytes(), 0
+    for count, _ in enumerate(dataset_rows(HubSource(path=str(folder)), batch_rows=row_group_rows), start=1):
+        most = max(most, pa.total_allocated_bytes() - before)
+        if count % row_group_rows == 0:
+            time.sleep(0.01)  # the time the child takes to write a row group's JSON, give or take
+    # The row group being read, and on a busy machine the last two while Arrow's threads let go of
+    # them (read as one scan, the shard ran 34 to 38 row groups ahead).
+    assert count == len(rows) and one_row_group <= most < 5 * one_row_group
 
 
 def test_a_missing_dataset_says_what_to_check(tmp_path):
@@ -98,13 +140,28 @@ def test_a_link_inside_an_allowed_folder_may_not_lead_outside_the_roots(hub_layo
         allowed_folder(str(hub_layout), [hub_layout])
 
 
-def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path):
-    shard = hub_layout / "data" / "train-00001-of-00002.parquet"
-    shard.write_bytes(shard.read_bytes()[:-40])  # the second shard is cut short: the first one is read, then it fails
+def cut_short(shard):
+    shard.write_bytes(shard.read_bytes()[:-40])
+
+
+def damage_the_first_page(shard):
+    damaged = bytearray(shard.read_bytes())
+    damaged[4:24] = b"\xff" * 20  # the page header past the magic bytes: the footer still reads
+    shard.write_bytes(bytes(damaged))
+
+
+@pytest.mark.parametrize("damage, says, rows_written_before", [
+    (cut_short, "Parquet magic bytes not found", []),  # every shard's footer is read before the first row
+    (damage_the_first_page, "Deserializing page header failed", [1, 2, 3]),  # the first shard is written first
+])
+def test_staging_that_breaks_off_leaves_no_file(hub_layout, tmp_path, damage, says, rows_written_before):
+    damage(hub_layout / "data" / "train-00001-of-00002.parquet")
     staged = tmp_path / "staging" / "staged.jsonl"
     staged.parent.mkdir()
-    with pytest.raises(HubSourceError, match="Parquet"):
-        stage_dataset(HubSource(path=str(hub_layout)), staged)
+    written = []
+    with pytest.raises(HubSourceError, match=says):
+        stage_dataset(HubSource(path=str(hub_layout)), staged, on_progress=written.append, batch_rows=1)
+    assert written == rows_written_before
     assert list(staged.parent.iterdir()) == []
 
 

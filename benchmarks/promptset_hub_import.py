@@ -3,13 +3,15 @@
 The dataset is made here: miniF2F's statements (../shared/data) under distinct theorem names, in the
 Kimina-Prover-Promptset layout (statement_id, formal_statement with its preamble, natural_language,
 source, rl_data.win_rate), written as ``data/train-00000-of-00001.parquet`` in a temporary folder.
-Three ways of storing it run in the same run, each in a process of its own, through the real code:
+Four ways of storing it run in the same run, each in a process of its own, through the real code:
 
-* baseline: the Parquet file through the upload path's check (``IsolatedFileCheck``, the child
-  process with the memory ceiling), stored the way imports stored rows before COPY: ORM
-  ``bulk_create`` of Problem and VersionProblem in batches of 2,000, in one transaction
-* upload: the same file through the upload path as it is now (the check, then ``import_promptset``,
-  which stores by COPY)
+* baseline: the upload path as it was: the Parquet file through the upload check
+  (``IsolatedFileCheck``, the child process with the memory ceiling) in one process
+  (PROMPTSET_CHECK_WORKERS=1), stored by ORM ``bulk_create`` of Problem and VersionProblem in
+  batches of 2,000, in one transaction
+* upload, one checker: the upload path as it is now (the check, then ``import_promptset``, which
+  stores by COPY), its rows checked by one process
+* upload: the same with the rows checked by one process per CPU (``isolated_check.check_workers``)
 * hub: the folder as a Hub dataset: ``hub_import.stage_dataset`` (its child process) into JSON Lines,
   then the same check and ``import_promptset``
 
@@ -45,7 +47,8 @@ from scratch_database import migrated_database  # noqa: E402
 MINIF2F = REPO_DIR.parent / "shared" / "data" / "minif2f_valid_test.deepseek.jsonl"
 PARQUET_ROW_GROUP_ROWS = 2000
 ORM_BATCH_ROWS = 2000  # what import_promptset's bulk_create used
-STAGES = ("baseline", "upload", "hub")
+STAGES = ("baseline", "upload, one checker", "upload", "hub")
+ONE_CHECKER_STAGES = ("baseline", "upload, one checker")
 RSS_POLL_SECONDS = 0.02
 
 
@@ -129,7 +132,7 @@ def run_stage(stage: str, folder: Path) -> dict:
     from promptsets.actions import import_promptset
     from promptsets.hub_import import HubSource, stage_dataset
     from promptsets.intake import RECIPE_HEADER
-    from promptsets.isolated_check import IsolatedFileCheck
+    from promptsets.isolated_check import IsolatedFileCheck, check_workers
 
     owner, _ = get_user_model().objects.get_or_create(username="benchmark")
     name = f"{stage} {time.time()}"
@@ -141,6 +144,7 @@ def run_stage(stage: str, folder: Path) -> dict:
         seconds["stage"] = time.perf_counter() - started
     else:
         path = folder / "hub" / "data" / "train-00000-of-00001.parquet"
+    workers = check_workers(path.stat().st_size)
     check = IsolatedFileCheck(path, filename=path.name, default_header=RECIPE_HEADER)
     check.run()
     seconds["check"] = time.perf_counter() - started - seconds["stage"]
@@ -153,7 +157,7 @@ def run_stage(stage: str, folder: Path) -> dict:
     check.close()
     assert check.report.is_clean and stored == check.report.rows_read, check.report.summary()
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"stage": stage, "rows": stored, "seconds": seconds, "rows_per_second": stored / seconds["total"],
+    return {"stage": stage, "rows": stored, "check_processes": workers, "seconds": seconds, "rows_per_second": stored / seconds["total"],
             "cpu_seconds": own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime}
 
 
@@ -165,8 +169,9 @@ def child(stage: str, folder: Path) -> dict:
     """
     import psutil
 
+    environment = {**os.environ, **({"PROMPTSET_CHECK_WORKERS": "1"} if stage in ONE_CHECKER_STAGES else {})}
     process = subprocess.Popen([sys.executable, __file__, "--stage", stage, "--folder", str(folder)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     peaks = {"importer": 0, "child": 0, "sum": 0}
     stop = threading.Event()
 
@@ -227,11 +232,13 @@ def main() -> None:
         return
     print(f"{args.rows:,} miniF2F-based rows, {parquet_bytes / 2**20:.1f} MB of Parquet; "
           f"load average (1, 5, 15 min) {load_before} before, {load_after} after")
-    print("| path | stage s | check s | store s | rows/s | vs baseline | CPU s | peak RSS MB: importer, largest child, all at once |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| path | checking processes | stage s | check s | store s | rows/s | vs baseline | CPU s | "
+          "peak RSS MB: importer, largest child, all at once |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for stage, result in results.items():
         s = result["seconds"]
-        print(f"| {stage} | {s['stage']:.1f} | {s['check']:.1f} | {s['store']:.1f} | {result['rows_per_second']:,.0f} | "
+        print(f"| {stage} | {result['check_processes']} | {s['stage']:.1f} | {s['check']:.1f} | {s['store']:.1f} | "
+              f"{result['rows_per_second']:,.0f} | "
               f"x{result['speed_vs_baseline']:.2f} | {result['cpu_seconds']:.1f} | {result['peak_rss_importer_mb']:.0f}, "
               f"{result['peak_rss_child_mb']:.0f}, {result['peak_rss_sum_mb']:.0f} |")
     print(f"rerun: {command}")

@@ -139,6 +139,21 @@ def rollout_tensor_parallel_size(config: RunConfig) -> int:
     return config.rollout.vllm_tensor_parallel_size if config.rollout.engine is RolloutEngineKind.VLLM else 1
 
 
+def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str | None:
+    """Why vLLM engines of ``tensor_parallel_size`` consecutive ranks cannot tile ``world_size`` ranks, or None.
+
+    The one statement of the rule: the launch checks (``rank_rule_problems``), ``EngineGroups``
+    and ``VllmEngine.from_config`` all refuse with this message.
+    """
+    if tensor_parallel_size >= 1 and world_size % tensor_parallel_size == 0:
+        return None
+    sizes = ", ".join(str(size) for size in range(1, world_size + 1) if world_size % size == 0)
+    more_gpus = f", or cluster.num_gpus to a multiple of {tensor_parallel_size}" if tensor_parallel_size >= 1 else ""
+    return (f"rollout.vllm_tensor_parallel_size, the consecutive ranks each vLLM engine spans (one tensor-parallel "
+            f"shard on each), must divide the run's {world_size} rank{'s' if world_size != 1 else ''} (one per GPU, "
+            f"cluster.num_gpus) but is {tensor_parallel_size}; set it to one of {sizes}{more_gpus}")
+
+
 def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, str]]:
     """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
 
@@ -147,13 +162,9 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
     engine groups too (prompts_per_step is a multiple of mini_batch_prompts, world_size of tp).
     """
     problems = []
-    tensor_parallel = rollout_tensor_parallel_size(config)
-    if world_size % tensor_parallel:
-        sizes = ", ".join(str(size) for size in range(1, world_size + 1) if world_size % size == 0)
-        problems.append(("rollout.vllm_tensor_parallel_size", (
-            f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) must divide the {world_size} GPU(s) "
-            f"(cluster.num_gpus): each vLLM engine spans {tensor_parallel} consecutive ranks, one tensor-parallel "
-            f"shard on each; set it to one of {sizes}, or cluster.num_gpus to a multiple of {tensor_parallel}")))
+    engines_problem = tensor_parallel_problem(rollout_tensor_parallel_size(config), world_size)
+    if engines_problem:
+        problems.append(("rollout.vllm_tensor_parallel_size", engines_problem))
     mini_batch = config.optimizer.mini_batch_prompts
     if mini_batch % world_size:
         fits = mini_batch + world_size - mini_batch % world_size
@@ -188,9 +199,9 @@ class EngineGroups:
     tensor_parallel_size: int = 1
 
     def __post_init__(self) -> None:
-        if self.tensor_parallel_size < 1 or self.world_size % self.tensor_parallel_size:
-            raise ValueError(f"a tensor-parallel size of {self.tensor_parallel_size} does not divide "
-                             f"{self.world_size} ranks; set rollout.vllm_tensor_parallel_size to a divisor of it")
+        problem = tensor_parallel_problem(self.tensor_parallel_size, self.world_size)
+        if problem:
+            raise ValueError(problem)
 
     @property
     def count(self) -> int:
@@ -664,5 +675,5 @@ __all__ = [
     "DataParallelRun", "PeerFailureWatch", "PeerRankFailed", "RankEventPublisher", "RankGroup", "RankPosition",
     "EngineGroups", "RolloutShare", "build_rank_engine", "check_launch_fits_config", "check_world_fits_config",
     "combine_learner_metrics", "owned_slot_indices", "rank_rule_problems", "rollout_tensor_parallel_size",
-    "run_data_parallel", "torchrun_position",
+    "run_data_parallel", "tensor_parallel_problem", "torchrun_position",
 ]

@@ -16,6 +16,7 @@ from trainer.distributed import (
     owned_slot_indices,
     rank_rule_problems,
     rollout_tensor_parallel_size,
+    tensor_parallel_problem,
     torchrun_position,
 )
 
@@ -61,14 +62,27 @@ def test_vllm_engines_may_span_any_number_of_ranks_that_divides_the_world():
 
 def test_a_tensor_parallel_size_that_does_not_divide_the_ranks_is_refused_with_the_sizes_that_do():
     config = RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": 3}})
-    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(3\) must divide the 8 GPU.*set it to one of 1, 2, 4, 8"):
+    with pytest.raises(ValueError) as refusal:
         check_world_fits_config(config, 8)
-    assert [field for field, _ in rank_rule_problems(config, 8)] == ["rollout.vllm_tensor_parallel_size"]
+    assert str(refusal.value) == (
+        "rollout.vllm_tensor_parallel_size, the consecutive ranks each vLLM engine spans (one tensor-parallel shard "
+        "on each), must divide the run's 8 ranks (one per GPU, cluster.num_gpus) but is 3; set it to one of "
+        "1, 2, 4, 8, or cluster.num_gpus to a multiple of 3")
+    assert rank_rule_problems(config, 8) == [("rollout.vllm_tensor_parallel_size", str(refusal.value))]
+
+
+def test_the_engine_groups_refuse_a_tensor_parallel_size_with_the_launch_checks_message():
+    with pytest.raises(ValueError) as refusal:
+        EngineGroups(world_size=8, tensor_parallel_size=3)
+    assert str(refusal.value) == tensor_parallel_problem(3, 8)
+    # Never from a config (it refuses sizes below 1), but 8 % 0 would raise ZeroDivisionError instead.
+    with pytest.raises(ValueError, match=r"must divide the run's 8 ranks .* but is 0; set it to one of 1, 2, 4, 8$"):
+        EngineGroups(world_size=8, tensor_parallel_size=0)
 
 
 def test_one_gpu_run_as_one_process_cannot_hold_a_tensor_parallel_engine():
     config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 1}, "rollout": {"vllm_tensor_parallel_size": 2}})
-    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(2\) must divide the 1 GPU.*set it to one of 1\b"):
+    with pytest.raises(ValueError, match=r"must divide the run's 1 rank \(.* but is 2; set it to one of 1, or cluster"):
         check_launch_fits_config(config, None)
     check_launch_fits_config(RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 1}}), None)
 
@@ -93,8 +107,6 @@ def test_engines_span_consecutive_ranks_as_vllms_external_launcher_forms_its_gro
     assert groups.all_ranks() == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert [groups.engine_of(rank) for rank in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert [groups.member_of(rank) for rank in range(8)] == [0, 1, 0, 1, 0, 1, 0, 1]
-    with pytest.raises(ValueError, match="does not divide 8 ranks"):
-        EngineGroups(world_size=8, tensor_parallel_size=3)
 
 
 def test_the_ranks_of_an_engine_score_each_of_its_answers_exactly_once():

@@ -9,6 +9,7 @@ import pytest
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
 from trainer import memory_plan
 from trainer.config import RunConfig
+from trainer.distributed import tensor_parallel_problem
 
 
 def amount_over(message: str) -> float:
@@ -70,12 +71,12 @@ def test_a_vllm_engine_spanning_two_of_the_ranks_fits_with_half_its_weights_and_
 def test_a_run_the_trainer_would_refuse_for_its_ranks_is_refused_unplanned_on_the_field_to_change():
     config = tiny_gpu_config(rollout={"vllm_tensor_parallel_size": 4})  # an engine of 4 on 2 GPUs
     [message] = memory_plan.check_fits(config)
-    assert message.startswith("ranks: rollout.vllm_tensor_parallel_size (4) must divide the 2 GPU(s)")
+    assert message == f"ranks: {tensor_parallel_problem(4, 2)}"
     assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_tensor_parallel_size"]
     uneven = tiny_gpu_config(cluster={"num_gpus": 4}, rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 6})
     assert memory_plan.check_fits_by_field(uneven) == {"optimizer.mini_batch_prompts": [
         "ranks: optimizer.mini_batch_prompts (6) must be a multiple of the 4 ranks, each of which trains "
         "mini_batch_prompts / 4 prompts' rollouts per optimizer step; set it to 8 (and rollout.prompts_per_step "
         "to a multiple of that)"]}
-    with pytest.raises(ValueError, match=r"vllm_tensor_parallel_size \(4\) must divide the 2 GPU"):
+    with pytest.raises(ValueError, match=r"must divide the run's 2 ranks .* but is 4"):
         memory_plan.plan(config, validate=False)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from trainer.distributed import tensor_parallel_problem
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -63,5 +65,5 @@ def test_a_cpu_preset_has_no_gpu_memory_to_plan():
 def test_a_run_the_trainer_would_refuse_for_its_ranks_is_not_planned_and_exits_2_with_the_rule():
     result = memory_plan("--preset", "h100x8", "--set", "rollout.vllm_tensor_parallel_size=3", "--no-validate")
     assert result.returncode == 2
-    assert "memory-plan: rollout.vllm_tensor_parallel_size (3) must divide the 8 GPU(s)" in result.stderr
+    assert f"memory-plan: {tensor_parallel_problem(3, 8)}" in result.stderr
     assert "set it to one of 1, 2, 4, 8" in result.stderr

@@ -17,6 +17,7 @@ import torch
 
 from deploy.services import free_port
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
+from trainer.distributed import tensor_parallel_problem
 from trainer.rollout.vllm_engine import VllmEngine
 
 WORLD_SIZE = 4
@@ -81,7 +82,7 @@ def test_every_rank_is_given_the_full_weights_for_vllms_loaders_to_take_its_shar
 
 def test_a_tensor_parallel_size_that_does_not_divide_the_ranks_is_refused_before_vllm_starts(ranks):
     for record in ranks:
-        assert "vllm_tensor_parallel_size (3) must divide the 4 ranks" in record["refusal"]
+        assert record["refusal"] == tensor_parallel_problem(3, 4)
         assert record["instances_after_refusal"] == 1
 
 

@@ -146,11 +146,13 @@ class VllmEngine:
             )
         rank, world_size = _distributed_rank_and_size()
         tensor_parallel = rollout.vllm_tensor_parallel_size
-        if world_size > 1 and world_size % tensor_parallel:
-            raise ValueError(
-                f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) must divide the {world_size} ranks, "
-                f"each engine spanning {tensor_parallel} consecutive ranks; set it to a divisor of {world_size}"
-            )
+        # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
+        if world_size > 1:
+            from trainer.distributed import tensor_parallel_problem  # loads the driver: only a torchrun rank needs it
+
+            problem = tensor_parallel_problem(tensor_parallel, world_size)
+            if problem:
+                raise ValueError(problem)
         model_path, staging_dir = _model_folder(config, model, tokenizer)
         # With several training ranks each rank runs its own colocated engine, or its shard of
         # one; vLLM's external launcher carves the tensor-parallel groups out of those ranks.

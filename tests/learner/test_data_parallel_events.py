@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 
-from trainer.distributed import PeerFailureWatch, RankEventPublisher, RankGroup, combine_learner_metrics
+from deploy.services import free_port
+from trainer.distributed import (
+    EngineGroups,
+    PeerFailureWatch,
+    PeerRankFailed,
+    RankEventPublisher,
+    RankGroup,
+    RankPosition,
+    combine_learner_metrics,
+)
 from trainer.events import EventType, ListSink
 
 
@@ -113,3 +126,36 @@ def test_a_step_no_rank_trained_a_token_in_measures_no_rate_and_no_clip_fraction
     combined = combine_learner_metrics([idle, dict(idle)])
     assert combined["tokens_per_second"] is None
     assert combined["clip_fraction"] is None and combined["clip_low_fraction"] is None
+
+
+def exchange_within_engines(rank: int, port: int, folder: str) -> None:
+    """One of 4 ranks in engines of 2 ({0, 1} and {2, 3}) exchanging within its engine, where rank 3 fails."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    engines = EngineGroups(world_size=4, tensor_parallel_size=2)
+    peers = RankGroup.join(RankPosition(rank, 4, rank)).join_engine_peers(engines)
+
+    def share() -> int:
+        if rank == 3:
+            raise RuntimeError("the Lean client lost its connection")
+        return rank
+
+    try:
+        outcome = ["shares", peers.exchange(share, "scoring")]
+    except PeerRankFailed as error:
+        outcome = ["peer failed", error.rank, error.reason]
+    except RuntimeError as error:
+        outcome = ["own error", str(error)]
+    (Path(folder) / f"rank{rank}.json").write_text(json.dumps(outcome))
+    dist.destroy_process_group()
+
+
+def test_a_failure_exchanged_within_an_engine_names_the_run_rank_that_failed(tmp_path):
+    # Within engine 1 rank 3 is the group's second member: its peer must hear "rank 3", not "rank 1".
+    torch.multiprocessing.spawn(exchange_within_engines, args=(free_port(), str(tmp_path)), nprocs=4, join=True)
+    assert [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(4)] == [
+        ["shares", [0, 1]],
+        ["shares", [0, 1]],
+        ["peer failed", 3, "failed during scoring: RuntimeError: the Lean client lost its connection"],
+        ["own error", "the Lean client lost its connection"],
+    ]

@@ -237,26 +237,24 @@ def owned_slot_indices(num_slots: int, engine: int, engines: int) -> list[int]:
 
 @dataclass
 class _Share:
-    kind: str  # "done", "failed" or "cancelled"
+    kind: str  # "done", "failed" (this rank's own failure), "passed_on" (a peer's it learnt of) or "cancelled"
     value: Any = None
     reason: str = ""
-    failed_rank: int | None = None  # the run rank whose failure this is, when it is a peer's
+    failed_rank: int | None = None  # the run rank whose failure this is, in whichever group it is exchanged
 
 
 class RankGroup:
     """The driver's collectives (host memory, their own gloo group) and the run's failure record.
 
-    ``rank`` is this process's rank in the run; ``members`` are the run ranks the group spans,
-    in the order its collectives return their shares (the whole run by default; one engine
-    group's ranks for ``engine_peers``).
+    ``rank`` is this process's rank in the run, ``world_size`` the number of ranks the group spans
+    (the whole run's; one engine's for ``engine_peers``).
     """
 
-    def __init__(self, rank: int, world_size: int, control_group=None, store=None, members: Sequence[int] | None = None):
+    def __init__(self, rank: int, world_size: int, control_group=None, store=None):
         self.rank = rank
         self.world_size = world_size
         self.control_group = control_group
         self.store = store
-        self.members = list(members) if members is not None else list(range(world_size))
         self._has_recorded_failure = False
 
     @classmethod
@@ -281,8 +279,7 @@ class RankGroup:
         """
         subgroup, _ = dist.new_subgroups_by_enumeration(groups.all_ranks(), timeout=CONTROL_GROUP_TIMEOUT,
                                                         backend="gloo")
-        members = groups.ranks_of(groups.engine_of(self.rank))
-        return RankGroup(self.rank, len(members), subgroup, self.store, members)
+        return RankGroup(self.rank, groups.tensor_parallel_size, subgroup, self.store)
 
     def all_gather(self, value: Any) -> list:
         gathered: list = [None] * self.world_size
@@ -312,22 +309,20 @@ class RankGroup:
             share = _Share("cancelled")
         except PeerRankFailed as error:  # a failure this rank learned of in an exchange of its own: pass it on as it is
             own_error = error
-            share = _Share("failed", reason=error.reason, failed_rank=error.rank)
+            share = _Share("passed_on", reason=error.reason, failed_rank=error.rank)
         except Exception as error:  # noqa: BLE001 - any failure must reach rank 0
             own_error = error
             reason = f"failed during {during}: {type(error).__name__}: {error}"
             self.record_failure(reason)
-            share = _Share("failed", reason=reason)
+            share = _Share("failed", reason=reason, failed_rank=self.rank)
         shares = self.all_gather(share)
         if own_error is not None:
             raise own_error
-        own_failures = [(member, other.reason) for member, other in zip(self.members, shares)
-                        if other.kind == "failed" and other.failed_rank is None]
-        passed_on = [(other.failed_rank, other.reason) for other in shares
-                     if other.kind == "failed" and other.failed_rank is not None]
-        if own_failures or passed_on:
-            rank, reason = (own_failures or passed_on)[0]
-            raise PeerRankFailed(rank, reason)
+        first_hand = [other for other in shares if other.kind == "failed"]
+        passed_on = [other for other in shares if other.kind == "passed_on"]
+        if first_hand or passed_on:
+            failure = (first_hand or passed_on)[0]
+            raise PeerRankFailed(failure.failed_rank, failure.reason)
         if any(other.kind == "cancelled" for other in shares):
             raise RunCancelled()
         return [other.value for other in shares]

@@ -5,11 +5,15 @@ answer of 4k, 8k and 16k response tokens (after a 64-token prompt): one ``Learne
 π_old pass, gradient pass and AdamW step included, float32 on this machine's CPU, AdamW's
 states already there (a step as it runs mid-training).
 
-- ``full_vocabulary``: the learner as it was, padded micro-batches and
-  ``full_vocabulary_response_logprobs`` (the (tokens × vocabulary) logits and a log-softmax
-  of the same size, in the π_old pass and again with gradients).
-- ``chunked``: the learner as it is, packed micro-batches and ``response_logprobs``
-  (``optimizer.logprob_chunk_tokens`` rows of the vocabulary at a time).
+- ``chunked`` (measured): the trainer's learner as the driver runs it, untouched:
+  ``trainer.learner.Learner`` built by its own constructor (``trainer.memory_plan.real_learner``)
+  and its ``step``, so packed micro-batches, ``response_logprobs`` (``ChunkedTokenLogprobs``,
+  ``optimizer.logprob_chunk_tokens`` rows of the vocabulary at a time), the Dr.GRPO loss
+  (``clipped_token_loss``, ``constant_divisor_loss``), gradient clipping and AdamW.
+- ``full_vocabulary`` (the baseline, no longer in the product): the same ``Learner.step``
+  with the two things the chunked path replaced put back (``use_full_vocabulary_baseline``):
+  padded micro-batches and ``full_vocabulary_response_logprobs`` (the (tokens × vocabulary)
+  logits and a log-softmax of the same size, in the π_old pass and again with gradients).
 
 Every case is first *predicted*: the learner's micro-step on fake tensors, its memory
 counted by PyTorch's MemTracker (``trainer.memory_plan.plan_learner``, the launch check's
@@ -17,13 +21,14 @@ own method). It then runs for real only if ``MemAvailable`` (/proc/meminfo) hold
 prediction plus a quarter (the predictor's error, the allocator's slack) plus
 ``--spare-gib`` left for everything else on the machine; otherwise the table shows the
 predicted figure, marked as such. A real case's peak is how far the step raised the
-process's resident set (Linux's high-water mark, reset just before the step); each real
-case also checks the predictor (predicted / measured). Each case, predicted or real, runs
-in its own process. The same single step is timed: at thousands of tokens a step takes
-tens of seconds, which one-time costs do not move, and a second step per case would double
-a run on a machine shared by several sessions (so the benchmarks' warm-up-then-median rule
-is waived here). The chunked learner is also run at other chunk sizes, to show that its
-peak follows the chunk, not the answer's length.
+process's resident set (Linux's high-water mark, reset just before the step); its tokens/s
+is the one the step itself reports (the figure the trainer logs); each real case also checks
+the predictor (predicted / measured). Each case, predicted or real, runs in its own process.
+The same single step is timed: at thousands of tokens a step takes tens of seconds, which
+one-time costs do not move, and a second step per case would double a run on a machine
+shared by several sessions (so the benchmarks' warm-up-then-median rule is waived here).
+The chunked learner is also run at other chunk sizes, to show that its peak follows the
+chunk, not the answer's length.
 
 Rerun: .venv/bin/python benchmarks/learner_memory.py [--lengths 4096 8192 16384]
        [--chunks 256] [--spare-gib 4]
@@ -36,7 +41,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,13 +55,28 @@ GIB = 2**30
 RERUN = "  .venv/bin/python benchmarks/learner_memory.py"
 
 
+def use_full_vocabulary_baseline() -> None:
+    """Put back, in this process only, what the chunked path replaced: the baseline, never the measured side.
+
+    The learner module's own names are replaced, before any ``Learner`` is built, so that the
+    plan (``plan_learner``) and the real step both run the learner as it was: padded rows
+    (``supports_packing`` false) and ``full_vocabulary_response_logprobs`` for the log-probs.
+    Everything else, the loss and the optimizer included, is ``Learner.step``'s own.
+    """
+    from trainer import learner as learner_module
+
+    def full_vocabulary_logprobs(model, batch, temperature=1.0, chunk_tokens=None):
+        return learner_module.full_vocabulary_response_logprobs(model, batch, temperature)
+
+    learner_module.supports_packing = lambda model: False
+    learner_module.response_logprobs = full_vocabulary_logprobs
+
+
 def case_setup(implementation: str, response_tokens: int, chunk_tokens: int):
-    """The case's run config and model architecture; for ``full_vocabulary``, the learner put back as it was."""
+    """The case's run config and model architecture; for ``full_vocabulary``, the baseline put in place."""
     from transformers import LlamaConfig
 
-    from trainer import learner as learner_module
     from trainer.config import RunConfig
-    from trainer.learner import full_vocabulary_response_logprobs
 
     architecture = LlamaConfig(
         vocab_size=QWEN3_VOCABULARY, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -73,10 +92,9 @@ def case_setup(implementation: str, response_tokens: int, chunk_tokens: int):
                       "logprob_chunk_tokens": chunk_tokens},
     })
     if implementation == "full_vocabulary":
-        # The learner before the chunked path: padded rows and the full-vocabulary function.
-        learner_module.supports_packing = lambda model: False
-        learner_module.response_logprobs = lambda model, batch, temperature, chunk: (
-            full_vocabulary_response_logprobs(model, batch, temperature))
+        use_full_vocabulary_baseline()
+    elif implementation != "chunked":
+        raise ValueError(f"unknown implementation {implementation!r}; chunked or full_vocabulary")
     return config, architecture
 
 
@@ -90,29 +108,24 @@ def predict_case(implementation: str, response_tokens: int, chunk_tokens: int) -
 
 
 def run_case(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
-    """One real ``Learner.step``: how far it raised the resident set, and how long it took."""
+    """One real ``Learner.step``: how far it raised the resident set, and the seconds and tokens/s it reports."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from trainer.learner import Learner
-    from trainer.memory_plan import full_length_sequences, peak_resident_bytes_added, warm_optimizer
+    from trainer.memory_plan import full_length_sequences, peak_resident_bytes_added, real_learner, warm_optimizer
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
     config, architecture = case_setup(implementation, response_tokens, chunk_tokens)
-    architecture._attn_implementation = "sdpa"  # as the plan builds it
-    model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
-
-    class PadOnly:
-        pad_token_id = 0
-
-    learner = Learner(config, model, PadOnly())
+    learner = real_learner(config, architecture)
     warm_optimizer(learner)
     sequences = full_length_sequences(config)  # the very sequence the prediction planned
-    started = time.perf_counter()
-    peak = peak_resident_bytes_added(lambda: learner.step(sequences))
-    seconds = time.perf_counter() - started
-    return {"measured_bytes": peak, "seconds": seconds, "tokens_per_second": response_tokens / seconds}
+    step_metrics = {}
+    peak = peak_resident_bytes_added(lambda: step_metrics.update(learner.step(sequences)))
+    if step_metrics["tokens"] != response_tokens or step_metrics["optimizer_steps"] != 1:
+        raise RuntimeError(f"the step trained {step_metrics['tokens']} tokens in {step_metrics['optimizer_steps']} "
+                           f"optimizer steps, not {response_tokens} in 1: it measured something else")
+    return {"measured_bytes": peak, "seconds": step_metrics["seconds"],
+            "tokens_per_second": step_metrics["tokens_per_second"]}
 
 
 def in_subprocess(mode: str, implementation: str, response_tokens: int, chunk_tokens: int) -> dict:

@@ -498,7 +498,7 @@ def measure_real_step(config: RunConfig) -> int:
 
     torch.manual_seed(0)
     before = _resident_bytes()
-    learner = _real_learner(config)
+    learner = real_learner(config)
     warm_optimizer(learner)
     micro_batch = heaviest_micro_batch(learner, config)
     resident_before_step = _resident_bytes()
@@ -518,14 +518,18 @@ def peak_resident_bytes_added(run) -> int:
     return _resident_high_water_mark() - before
 
 
-def _real_learner(config: RunConfig):
+def real_learner(config: RunConfig, architecture=None):
+    """The learner, built by its own constructor, around a fresh float32 model of ``architecture``'s shapes, for real.
+
+    The validation's small Qwen3 by default; benchmarks/learner_memory.py gives its own shapes.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
     from trainer.learner import Learner
 
-    architecture = transformers_config(*VALIDATION_ARCHITECTURE)
-    architecture._attn_implementation = "sdpa"
+    architecture = architecture if architecture is not None else transformers_config(*VALIDATION_ARCHITECTURE)
+    architecture._attn_implementation = "sdpa"  # what from_pretrained gives the learner
     model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
     return Learner(config, model, _PlanTokenizer())
 

@@ -310,7 +310,9 @@ class FileCheck:
     With ``workers`` above 1, rows are checked in batches by that many processes while this one reads
     the file and, in the file's order, finds duplicates and fills the report: the same candidates and
     report as one process gives. The workers are forked when ``candidates()`` starts, before the
-    reader imports pyarrow, so each holds little more than the interpreter and the checks.
+    reader imports pyarrow, so each holds little more than the interpreter and the checks; forking
+    is safe only in a process without threads, which is why only the upload check's own child
+    (``isolated_check``) asks for workers.
     """
 
     def __init__(
@@ -416,17 +418,25 @@ class _CheckWorker:
     worker while it waits for its last result to be read.
     """
 
-    def __init__(self, rules: RowRules):
+    def __init__(self, rules: RowRules, earlier_workers: list[_CheckWorker]):
         context = multiprocessing.get_context("fork")
         tasks_in, self._tasks_out = context.Pipe(duplex=False)
         self._results_in, results_out = context.Pipe(duplex=False)
-        self.process = context.Process(target=_check_batches_sent, args=(rules, tasks_in, results_out), daemon=True)
+        # The worker closes the reader's ends it inherits (its own pipes' and the earlier workers'): with
+        # the reader gone, its pipes must be at an end, so that it ends too.
+        readers_ends = [self._tasks_out, self._results_in, *(end for worker in earlier_workers for end in worker.readers_ends)]
+        self.process = context.Process(target=_check_batches_sent, args=(rules, tasks_in, results_out, readers_ends),
+                                       daemon=True)
         self.process.start()
         # Only the worker may hold these ends, so that its death closes them.
         tasks_in.close()
         results_out.close()
         self._pending: queue.SimpleQueue = queue.SimpleQueue()
         self._feeder = threading.Thread(target=self._feed, daemon=True)
+
+    @property
+    def readers_ends(self) -> tuple:
+        return self._tasks_out, self._results_in
 
     def start_feeding(self) -> None:
         self._feeder.start()
@@ -472,8 +482,11 @@ class _CheckWorker:
         self._results_in.close()
 
 
-def _check_batches_sent(rules: RowRules, tasks, results) -> None:
-    """A worker's life: check each batch it is sent and send back the outcomes, until it is sent no more."""
+def _check_batches_sent(rules: RowRules, tasks, results, readers_ends: list) -> None:
+    """A worker's life: check each batch it is sent and send back the outcomes, until it is sent no more or
+    its reader is gone."""
+    for end in readers_ends:
+        end.close()
     while True:
         try:
             batch = tasks.recv()
@@ -486,7 +499,10 @@ def _check_batches_sent(rules: RowRules, tasks, results) -> None:
             outcomes = rules.outcomes(rows, columns)
         except Exception as error:  # a bug, not a row's fault: the reader raises it
             outcomes = error
-        results.send(outcomes)
+        try:
+            results.send(outcomes)
+        except BrokenPipeError:
+            return
 
 
 @contextmanager
@@ -497,7 +513,9 @@ def _batch_checker(rules: RowRules, workers: int):
         yield lambda batches: ((rows, columns, rules.outcomes(rows, columns)) for rows, columns in batches)
         return
     # Every worker is forked before any thread starts, and while this process is small.
-    pool = [_CheckWorker(rules) for _ in range(workers)]
+    pool: list[_CheckWorker] = []
+    for _ in range(workers):
+        pool.append(_CheckWorker(rules, earlier_workers=list(pool)))
     for worker in pool:
         worker.start_feeding()
 

@@ -7,6 +7,7 @@ import io
 import os
 import signal
 import threading
+import time
 
 import psutil
 import pytest
@@ -135,3 +136,40 @@ def test_a_small_file_is_checked_by_one_process_and_a_large_one_by_every_cpu_all
     assert check_workers(PARALLEL_CHECK_MIN_BYTES) == min(len(os.sched_getaffinity(0)), 8)
     monkeypatch.setenv("PROMPTSET_CHECK_WORKERS", "1")
     assert check_workers(10 * PARALLEL_CHECK_MIN_BYTES) == 1
+
+
+def test_when_the_reading_process_is_killed_its_checking_processes_end_too(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(encode(kimina_rows(6_000), "jsonl"))
+    workers: list[psutil.Process] = []
+
+    def kill_the_reader(rows_read: int, bytes_read: int, bytes_total: int) -> None:
+        if workers:
+            return
+        child = next(process for process in psutil.Process(os.getpid()).children()
+                     if "promptsets.isolated_check" in " ".join(process.cmdline()))
+        workers.extend(child.children())
+        child.kill()
+
+    check = IsolatedFileCheck(path, filename="big.jsonl", on_progress=kill_the_reader)
+    # The upload must end even if its reader's workers did not (they would hold the reader's stdout open).
+    runner = threading.Thread(target=check.run, daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "the upload's check never ended after its reader was killed"
+    check.close()
+    assert len(workers) >= 2 and "memory" in check.report.file_error  # a reader killed reads as out of memory
+    assert all(has_ended(worker) for worker in workers), "checking processes outlived their reader"
+
+
+def has_ended(process: psutil.Process, within_s: float = 30) -> bool:
+    """Whether ``process`` exits within ``within_s`` (a zombie has exited: only its parent's wait is missing)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False

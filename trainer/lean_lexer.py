@@ -92,6 +92,7 @@ _NUMBER = re.compile(r"0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|\d[\d_]*(?:\.
 _CHAR = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _COMMENT_DELIMITER = re.compile(r"/-|-/")
+DOC_COMMENT_OPENER = "/--"  # for a reader that must find where a declaration's doc comment may begin
 _TWO_CHARACTER_SYMBOLS = (":=", "@[", "-/")
 # Whitespace, then the next token, in one regex: its alternatives are tried in order, so each token
 # costs one match instead of a chain of Python tests. Where two alternatives can match at the same
@@ -157,7 +158,7 @@ def scan(text: str, *, strict: bool = True, start: int = 0) -> list[Token]:
         start, index = match.span(group)
         if kind == "block_comment":
             index = _block_comment_end(text, start, strict)
-            is_doc = text.startswith("/--", start)
+            is_doc = text.startswith(DOC_COMMENT_OPENER, start)
             append(Token(TokenKind.DOC_COMMENT if is_doc else TokenKind.COMMENT, text[start:index], start, index))
         elif kind == "string":
             if strict and tokens and tokens[-1].end == start and tokens[-1].kind == TokenKind.WORD \
@@ -231,7 +232,7 @@ def doc_comment_inside(text: str) -> str | None:
     (``/-- … -/``), stripped; None for anything else, prose included (never scanned as Lean, where a
     lone quote would open a string)."""
     stripped = text.strip()
-    if not stripped.startswith("/--"):
+    if not stripped.startswith(DOC_COMMENT_OPENER):
         return None
     try:
         tokens = scan(stripped, strict=True)
@@ -239,7 +240,7 @@ def doc_comment_inside(text: str) -> str | None:
         return None
     if len(tokens) != 1 or tokens[0].kind != TokenKind.DOC_COMMENT:
         return None
-    return stripped[len("/--"):-len("-/")].strip()
+    return stripped[len(DOC_COMMENT_OPENER):-len("-/")].strip()
 
 
 def comment_spans(text: str, *, strict: bool = False) -> list[tuple[int, int]]:

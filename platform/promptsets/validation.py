@@ -199,8 +199,11 @@ def _read_preamble(text: str, code: list[Token]) -> int:
 
 
 # Where a declaration (or its doc comment, modifiers or attributes) may begin a line: what lies above
-# is the row's preamble, which most promptsets repeat on every row.
-_DECLARATION_LINE = re.compile(r"^(?:theorem|lemma|example|private|protected|@\[|/--)", re.MULTILINE)
+# is the row's preamble, which most promptsets repeat on every row. What opens a doc comment is the
+# lexer's to say.
+_DECLARATION_LINE = re.compile(
+    rf"^(?:theorem|lemma|example|private|protected|@\[|{re.escape(lean_lexer.DOC_COMMENT_OPENER)})", re.MULTILINE,
+)
 
 
 @functools.lru_cache(maxsize=64)

@@ -242,9 +242,10 @@ class RowCheck(Protocol):
 
 
 # Rows checked per task: large enough that handing a batch to a worker costs little beside checking it,
-# small enough that the batches in flight (two per worker) hold little memory, however long the rows.
+# small enough that the batches in flight (two per worker) hold little memory, however long the rows
+# (as the parser measured them: RawRow.size).
 CHECK_BATCH_ROWS = 1000
-CHECK_BATCH_CHARACTERS = 4_000_000
+CHECK_BATCH_SIZE = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -328,10 +329,6 @@ class FileCheck:
         self.workers = workers
         self.report = IntakeReport(filename=filename)
 
-    @property
-    def limits(self) -> RowLimits:
-        return self.rules.limits
-
     def candidates(self) -> Iterator[CandidateProblem]:
         try:
             if self.rules.default_header.strip():
@@ -377,11 +374,11 @@ class FileCheck:
         """The file's rows in batches, with the columns they are read by; a file error (``file_error``)
         ends the batches after the rows read before it."""
         batch: list[RawRow] = []
-        batch_characters = 0
+        batch_size = 0
         columns: dict[str, str] | None = None
         try:
             source: RowSource = open_rows(
-                self.file, filename=self.filename, file_format=self.file_format, max_row_bytes=self.limits.max_row_bytes,
+                self.file, filename=self.filename, file_format=self.file_format, max_row_bytes=self.rules.limits.max_row_bytes,
             )
             self.report.file_format = source.file_format.value
             if source.columns is not None:
@@ -393,11 +390,10 @@ class FileCheck:
                     columns = resolve_columns(self.mapping, list(raw.values), raw.values)
                     self.report.columns = columns
                 batch.append(raw)
-                if raw.values:
-                    batch_characters += sum(len(value) for value in raw.values.values() if isinstance(value, str))
-                if len(batch) == CHECK_BATCH_ROWS or batch_characters >= CHECK_BATCH_CHARACTERS:
+                batch_size += raw.size
+                if len(batch) == CHECK_BATCH_ROWS or batch_size >= CHECK_BATCH_SIZE:
                     yield batch, columns
-                    batch, batch_characters = [], 0
+                    batch, batch_size = [], 0
         except FileFormatError as error:
             self.report.file_error = str(error)
         if batch:

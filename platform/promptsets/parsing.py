@@ -54,10 +54,11 @@ class RawRow:
     line: int | None = None  # the line it starts on, for text formats
     values: dict[str, Any] | None = None
     read_error: str | None = None
+    size: int = 0  # how large the row's values were as read (its text's bytes; Parquet: its strings' length)
 
     def __reduce__(self):
         # Sent to a check worker for every row: as its fields, at half the cost of a dataclass's state.
-        return RawRow, (self.number, self.line, self.values, self.read_error)
+        return RawRow, (self.number, self.line, self.values, self.read_error, self.size)
 
 
 @dataclass
@@ -165,7 +166,7 @@ def read_jsonl(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) ->
             yield RawRow(number, line_number, read_error=f"not valid JSON ({reason}): each line must be one JSON object")
             continue
         values, error = _object_or_error(value)
-        yield RawRow(number, line_number, values=values, read_error=error)
+        yield RawRow(number, line_number, values=values, read_error=error, size=len(raw))
 
 
 def read_json_array(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> Iterator[RawRow]:
@@ -258,7 +259,7 @@ def read_json_array(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTE
                 yield RawRow(number, start_line, read_error=_too_long(size, max_row_bytes))
             else:
                 values, error = _object_or_error(value)
-                yield RawRow(number, start_line, values=values, read_error=error)
+                yield RawRow(number, start_line, values=values, read_error=error, size=size)
             following = skip_whitespace()
             if following == ",":
                 state["position"] += 1
@@ -362,8 +363,9 @@ def open_csv(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> R
             if not record or all(not cell.strip() for cell in record):
                 continue
             number += 1
-            if sum(len(cell) for cell in record) > max_row_bytes:
-                yield RawRow(number, line, read_error=_too_long(sum(len(c) for c in record), max_row_bytes))
+            size = sum(len(cell) for cell in record)
+            if size > max_row_bytes:
+                yield RawRow(number, line, read_error=_too_long(size, max_row_bytes))
                 continue
             if any(_has_undecodable(cell) for cell in record):
                 yield RawRow(number, line, read_error="not valid UTF-8: re-save the file as UTF-8")
@@ -374,7 +376,7 @@ def open_csv(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) -> R
                     "check the quoting of commas and line breaks in this row"
                 ))
                 continue
-            yield RawRow(number, line, values=dict(zip(columns, record)))
+            yield RawRow(number, line, values=dict(zip(columns, record)), size=size)
 
     return RowSource(FileFormat.CSV, rows(), columns)
 
@@ -447,7 +449,7 @@ def open_parquet(file: BinaryIO, *, max_row_bytes: int = DEFAULT_MAX_ROW_BYTES) 
                     if size > max_row_bytes:
                         yield RawRow(number, read_error=_too_long(size, max_row_bytes))
                         continue
-                    yield RawRow(number, values=values)
+                    yield RawRow(number, values=values, size=size)
         except (pa.ArrowException, OSError, ValueError) as error:
             raise FileFormatError(
                 f"the Parquet data after row {number} cannot be read ({error}); the file may be truncated or "

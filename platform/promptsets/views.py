@@ -8,10 +8,8 @@ from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import Lean4Lexer
 
+from proofs.lean_view import highlighted_html
 from promptsets import actions
 from promptsets.curation import describe_rule
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
@@ -201,9 +199,6 @@ def curate_version(request, pk, number):
     return render(request, "promptsets/version.html", context, status=400)
 
 
-def highlighted_lean(text: str) -> str:
-    """Lean highlighted by Pygments, which escapes the text: statements are untrusted input."""
-    return highlight(text, Lean4Lexer(), HtmlFormatter(nowrap=True))
 
 
 @login_required
@@ -215,8 +210,8 @@ def problem_detail(request, pk, problem_pk):
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,
-        "highlighted_header": highlighted_lean(problem.header) if problem.header else "",
-        "highlighted_statement": highlighted_lean(problem.formal_statement),
+        "highlighted_header": highlighted_html(problem.header) if problem.header else "",
+        "highlighted_statement": highlighted_html(problem.formal_statement),
         "platform_accepted": accepted, "platform_scored": scored,
         "platform_win_rate": accepted / scored if scored else None,
         "versions": versions, "can_curate": promptset.is_editable_by(request.user),

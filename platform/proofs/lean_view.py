@@ -7,28 +7,60 @@ converts them to its UTF-16 offsets when it places the markers (frontend/src/_le
 
 from __future__ import annotations
 
-from pygments.lexers import Lean4Lexer
-from pygments.token import STANDARD_TYPES
+from django.utils.html import escape
 
-_LEXER = Lean4Lexer(stripnl=False, ensurenl=False)
+from trainer import lean_lexer
+from trainer.lean_lexer import TokenKind
+
+# Words drawn as keywords: the commands that open a declaration or shape a file, and the words that
+# structure a term or a proof. Names, tactics and whitespace stay unstyled (a long proof is then a
+# few spans per line).
+_COMMAND_WORDS = frozenset({
+    "import", "open", "namespace", "section", "end", "variable", "universe", "set_option", "theorem", "lemma",
+    "example", "def", "abbrev", "instance", "structure", "inductive", "class", "axiom", "noncomputable",
+    "private", "protected", "attribute", "macro", "syntax", "#eval", "#print", "#check",
+})
+_TERM_WORDS = frozenset({
+    "by", "fun", "have", "show", "from", "let", "in", "if", "then", "else", "match", "with", "do", "at", "calc",
+    "obtain", "suffices", "this", "sorry",
+})
+_BRACKETS_AND_COLONS = frozenset({"(", ")", "[", "]", "{", "}", "⟨", "⟩", "⦃", "⦄", ":", ":="})
 
 
-# Names and whitespace stay unstyled: merging them keeps a long proof to a few spans per line.
-_PLAIN = {"", "w", "n", "x", "err"}
+def _css_class(token: lean_lexer.Token) -> str:
+    kind = token.kind
+    if kind is TokenKind.COMMENT:
+        return "c1" if token.text.startswith("--") else "cm"
+    if kind is TokenKind.DOC_COMMENT:
+        return "sd"
+    if kind is TokenKind.STRING:
+        return "s2"
+    if kind is TokenKind.CHAR:
+        return "sc"
+    if kind is TokenKind.NUMBER:
+        return "mi"
+    if kind is TokenKind.WORD:
+        return "kn" if token.text in _COMMAND_WORDS else "k" if token.text in _TERM_WORDS else ""
+    return "o" if token.text in _BRACKETS_AND_COLONS else ""
 
 
-def _css_class(token_type) -> str:
-    while token_type not in STANDARD_TYPES:
-        token_type = token_type.parent
-    css_class = STANDARD_TYPES[token_type]
-    return "" if css_class in _PLAIN else css_class
+def _pieces(code: str):
+    """``(css_class, text)`` pieces that add up to ``code``: its tokens as the one Lean lexer reads them
+    (trainer.lean_lexer, leniently: an answer may be cut short), the whitespace between them unstyled."""
+    cursor = 0
+    for token in lean_lexer.scan(code, strict=False):
+        if token.start > cursor:
+            yield "", code[cursor:token.start]
+        yield _css_class(token), token.text
+        cursor = token.end
+    if cursor < len(code):
+        yield "", code[cursor:]
 
 
 def highlighted_lines(code: str) -> list[list[list[str]]]:
     """One list of ``[css_class, text]`` per line of ``code`` (no newlines inside a token)."""
     lines: list[list[list[str]]] = [[]]
-    for token_type, text in _LEXER.get_tokens(code):
-        css_class = _css_class(token_type)
+    for css_class, text in _pieces(code):
         for index, piece in enumerate(text.split("\n")):
             if index:
                 lines.append([])
@@ -41,6 +73,15 @@ def highlighted_lines(code: str) -> list[list[list[str]]]:
     if len(lines) > 1 and not lines[-1] and code.endswith("\n"):
         lines.pop()
     return lines
+
+
+def highlighted_html(code: str) -> str:
+    """``code`` as escaped HTML spans of those classes, for a ``<pre class="lean">``: statements and answers are
+    untrusted text, so every piece is escaped."""
+    return "\n".join(
+        "".join(f'<span class="{css_class}">{escape(text)}</span>' if css_class else escape(text) for css_class, text in line)
+        for line in highlighted_lines(code)
+    )
 
 
 def code_view(checked_code: str, messages: list[dict], fallback_code: str = "") -> dict:

@@ -91,3 +91,25 @@ def test_an_upload_error_is_said_once_beside_a_laid_out_column_mapping_and_check
         assert label["x"] + label["width"] <= box["x"] + 1 and abs(label["y"] - box["y"]) < 12, \
             "the column mapping runs labels and inputs together"
     screenshot(page, "upload-error")
+
+
+def test_a_problem_page_draws_its_statement_as_the_lean_lexer_reads_it_and_its_numbers_as_the_api_gives_them(
+        page, alice, alices_client, promptset_version):
+    problem = promptset_version.promptset.problems.first()
+    problem.formal_statement = ('theorem t (x : ℕ) (h : «odd -- name» = "<b>not bold</b>") :\n'
+                                "  /- a /- nested -/ comment -/ x = x := by -- the end")
+    problem.source_win_rate = 0.375
+    problem.save()
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/promptsets/{problem.promptset_id}/problems/{problem.pk}/")
+    statement = page.locator("main pre.lean").last
+    assert statement.inner_text() == problem.formal_statement  # escaped: the <b> is text, not markup
+    assert statement.locator("b").count() == 0
+    comments = statement.locator(".c1, .cm, .sd").all_inner_texts()
+    assert comments == ["/- a /- nested -/ comment -/", "-- the end"], comments
+    assert statement.locator(".kn").first.inner_text() == "theorem"
+    [listed] = [row for row in alices_client.get(
+        f"/api/promptsets/{problem.promptset_id}/versions/1/problems").json() if row["id"] == problem.pk]
+    facts = page.locator("dl.facts").inner_text()
+    assert f"File win rate\n{listed['source_win_rate']}" in facts and f"Id\n{listed['problem_key']}" in facts, facts
+    screenshot(page, "problem-page")

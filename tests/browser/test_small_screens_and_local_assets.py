@@ -35,7 +35,7 @@ def overflow(page) -> dict:
     }""")
 
 
-def test_at_390_px_the_runs_list_a_run_page_a_rollout_and_the_upload_page_never_scroll_sideways(
+def test_at_390_px_the_runs_list_a_run_page_a_rollout_the_upload_page_and_a_problem_never_scroll_sideways(
         phone, alice, make_run, make_attempt, settings):
     run = make_run(state="running", name="a run with a rather long name to wrap on a phone")
     for step in range(1, 4):
@@ -45,9 +45,13 @@ def test_at_390_px_the_runs_list_a_run_page_a_rollout_and_the_upload_page_never_
     attempt = make_attempt(run, step=3, lean_code=f"theorem t : True := by\n{LONG_LINE}",
                            checked_code=f"import Mathlib\n\ntheorem t : True := by\n{LONG_LINE}",
                            rollout_key="s3-" + "k" * 80)
+    problem = run.promptset_version.promptset.problems.first()
+    problem.formal_statement = f"theorem t (x : ℕ) :\n  x = x := by\n{LONG_LINE}"
+    problem.save()
     log_in(phone, "alice", "alice-password")
     for name, address in (("runs list", "/runs/"), ("run page", f"/runs/{run.pk}/"),
-                          ("rollout", f"/proofs/{attempt.pk}/"), ("upload page", "/promptsets/upload/")):
+                          ("rollout", f"/proofs/{attempt.pk}/"), ("upload page", "/promptsets/upload/"),
+                          ("problem page", f"/promptsets/{problem.promptset_id}/problems/{problem.pk}/")):
         phone.goto(address)
         phone.wait_for_load_state("networkidle")
         measured = overflow(phone)

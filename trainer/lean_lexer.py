@@ -2,8 +2,9 @@
 
 Everything that must tell code from comments or strings reads Lean through this module: the
 integrity rules (``trainer/verification/integrity.py``), the stand-in server
-(``trainer/verification/standin.py``), promptset validation (``platform/promptsets/validation.py``)
-and the format check's comment handling (``trainer/format_reward.py``). It is a security
+(``trainer/verification/standin.py``), promptset validation (``platform/promptsets/validation.py``),
+the format check's comment handling (``trainer/format_reward.py``) and the highlighting of the proof
+viewer and the problem page (``platform/proofs/lean_view.py``). It is a security
 boundary: if two of them read a ``-/`` differently, a proof can hide code from one check inside
 what another takes for a comment. So there is exactly one reading, and it is Lean's:
 

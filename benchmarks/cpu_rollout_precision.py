@@ -58,7 +58,8 @@ def config_for(dtype: str, args):
 
 def time_rollouts(config, model, tokenizer, prompts, args) -> float:
     """Generated tokens per second (answers end when the model says so, as in a run)."""
-    from trainer.rollout.base import SamplingSettings, build_engine
+    from trainer.rollout.base import SamplingSettings
+    from trainer.rollout.engines import build_engine
 
     engine = build_engine(config, model, tokenizer)
     sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=args.tokens, seed=0)

@@ -239,7 +239,7 @@ def _learner_step(learner, config, plan: dict) -> dict:
 def _transformers_generation(config, learner, tokenizer, args) -> dict:
     import torch
 
-    from trainer.rollout.base import build_engine
+    from trainer.rollout.engines import build_engine
 
     print(f"\n[4] the transformers engine generates {args.samples} samples × {args.prompts} prompts, "
           f"{args.generate_tokens} tokens each")

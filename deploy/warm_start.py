@@ -24,8 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.warm_start_status import STATUS_FILE, read_warm_start_status
+from trainer.warm_start_status import is_built as is_model_built
+
 WARM_START_FOLDER = "warm-start"
-STATUS_FILE = "status.json"
 # Statements the demonstrations are written for, answers per statement, and the share of
 # answers whose proof Lean rejects (what is left for RL to learn).
 DEMONSTRATION_PROBLEMS = 48
@@ -72,21 +74,12 @@ def warm_start_checkpoint_path(data_dir: str | Path) -> Path:
 
 
 def is_built(data_dir: str | Path) -> bool:
-    return (warm_start_checkpoint_path(data_dir) / "config.json").is_file()
+    return is_model_built(warm_start_checkpoint_path(data_dir))
 
 
 def warm_start_status(data_dir: str | Path) -> dict:
     """{"state": "ready" | "building" | "failed" | "absent", "step", "total_steps", "path", "message"}."""
-    path = warm_start_checkpoint_path(data_dir)
-    if is_built(data_dir):
-        return {"state": "ready", "path": str(path)}
-    status_file = warm_start_build_dir(data_dir) / STATUS_FILE
-    if status_file.is_file():
-        try:
-            return {**json.loads(status_file.read_text()), "path": str(path)}
-        except json.JSONDecodeError:
-            pass  # being rewritten this very moment
-    return {"state": "absent", "path": str(path)}
+    return read_warm_start_status(warm_start_checkpoint_path(data_dir), warm_start_build_dir(data_dir) / STATUS_FILE)
 
 
 def _write_status(build_dir: Path, **status) -> None:

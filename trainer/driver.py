@@ -25,18 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished
-
-
-class RunStatus(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
 
 
 class VerifierUnreachable(RuntimeError):
@@ -313,7 +306,7 @@ class TrainingRun:
         self._start_rollouts_and_scoring()
 
     def _start_rollouts_and_scoring(self) -> None:
-        from trainer.rollout.base import build_engine
+        from trainer.rollout.engines import build_engine
 
         if self.engine is None:
             self.engine = build_engine(self.config, self.model, self.tokenizer)

@@ -16,7 +16,9 @@ import uuid
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainer.verification.verdicts import Turn, Verdict
 
 
 class EventType(StrEnum):
@@ -53,7 +55,7 @@ class RolloutFinished(BaseModel):
     problem_id: str
     problem_name: str = ""
     formal_statement: str = ""
-    turn: str = Field("first", description="'first' for a first attempt, 'retry' for an error-correction turn.")
+    turn: Turn = Field(Turn.FIRST, description="The first attempt, or the error-correction retry of one.")
     parent_rollout_key: str | None = None
     sample_index: int = 0
     prompt: str = Field("", description="The exact prompt text the model was given (after the chat template).")
@@ -65,7 +67,7 @@ class RolloutFinished(BaseModel):
     format_detail: str = Field("", description="The format check's own words for why the answer failed it.")
     format_failure_lines: list[list[int]] = Field(
         [], description="Where the format check failed: [first, last] line ranges (1-based) of the response.")
-    verdict: str | None = Field(None, description="valid, sorry, lean_error, timeout, infra_error; None if never sent.")
+    verdict: Verdict | None = Field(None, description="Lean's verdict; None if the answer was never sent to Lean.")
     lean_messages: list[LeanMessagePayload] = []
     reward: float | None = None
     reasons: list[str] = []
@@ -76,6 +78,63 @@ class RolloutFinished(BaseModel):
     generation_seconds: float = 0.0
     verification_seconds: float = 0.0
     sampling: dict[str, Any] = {}
+
+
+class RunStatus(StrEnum):
+    """How a run ended, as the trainer reports it in ``run_finished``."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class _Payload(BaseModel):
+    """A payload's fields that the platform reads; others may ride along (a log's level, a run's
+    extra facts) and are stored as sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class StepStarted(_Payload):
+    step: int = Field(ge=0)
+
+
+class StepValues(_Payload):
+    """``metrics`` and ``evaluation``: named numbers for one step."""
+
+    step: int = Field(ge=0)
+    values: dict[str, Any] = {}
+
+
+class CheckpointSaved(_Payload):
+    step: int = Field(ge=0)
+    path: str = ""
+
+
+class RetryCreated(_Payload):
+    """A failed first attempt turned into an error-correction prompt."""
+
+    parent_rollout_key: str
+    feedback: str = ""
+    step: int = Field(0, ge=0)
+
+
+class RunFinished(_Payload):
+    status: RunStatus
+    reason: str = ""
+
+
+# The fields each type's effects read on the platform; the ingester validates every payload of these
+# types with its model before storing it, so a payload without them cannot fail half-way through a batch.
+PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
+    EventType.ROLLOUT_FINISHED: RolloutFinished,
+    EventType.STEP_STARTED: StepStarted,
+    EventType.METRICS: StepValues,
+    EventType.EVALUATION: StepValues,
+    EventType.CHECKPOINT_SAVED: CheckpointSaved,
+    EventType.RETRY_CREATED: RetryCreated,
+    EventType.RUN_FINISHED: RunFinished,
+}
 
 
 class TrainerEvent(BaseModel):
@@ -98,9 +157,21 @@ class TrainerEvent(BaseModel):
         return {"event": self.model_dump_json()}
 
 
+STREAM_PATTERN = "trainer:run:*:events"  # every run's stream, for SCAN; stream_key and run_id_of are its two halves
+
+
 def stream_key(run_id: str) -> str:
     """The Redis Stream a run's events go to."""
     return f"trainer:run:{run_id}:events"
+
+
+def run_id_of(key: str) -> int | None:
+    """``trainer:run:12:events`` → 12; None for a key that is no run's stream (the trainer's own
+    ``--run-id local`` among them: the platform's runs have numbers)."""
+    parts = key.split(":")
+    if len(parts) == 4 and parts[:2] == ["trainer", "run"] and parts[3] == "events" and parts[2].isdigit():
+        return int(parts[2])
+    return None
 
 
 class EventSink(Protocol):

@@ -433,7 +433,7 @@ def plan(config: RunConfig, *, validate: bool = True, learner: LearnerMemory | N
     """The whole plan; ``learner`` stands in for the learner's plan when the caller made it already."""
     if config.cluster.num_gpus == 0:
         raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
-    from trainer.distributed import check_world_fits_config
+    from trainer.ranks import check_world_fits_config
 
     check_world_fits_config(config, config.cluster.num_gpus)  # a run the trainer would refuse is not planned
     architecture = architecture_of(config)
@@ -593,7 +593,7 @@ def _fit_problems(config: RunConfig, learner_plan: LearnerPlanner) -> list[tuple
     """(config field, message) for each reason ``config`` cannot run on its GPUs."""
     if config.cluster.num_gpus == 0:
         return []
-    from trainer.distributed import rank_rule_problems
+    from trainer.ranks import rank_rule_problems
 
     # The trainer's own start-up rules for its ranks first: a run it would refuse is refused here, unplanned.
     refused = rank_rule_problems(config, config.cluster.num_gpus)
@@ -668,7 +668,7 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.distributed import rank_rule_problems
+    from trainer.ranks import rank_rule_problems
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(architecture_of(config), dtype=torch.float32)
@@ -696,7 +696,7 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
 
 def allowed_rank_counts(config: RunConfig) -> list[int]:
     """The rank counts ``smallest_fit`` tries: those the trainer accepts ``config``'s mini-batch at."""
-    from trainer.distributed import rank_rule_problems
+    from trainer.ranks import rank_rule_problems
 
     single = _with(config, rollout={"vllm_tensor_parallel_size": 1})
     return [ranks for ranks in RANK_COUNTS

@@ -179,7 +179,9 @@ export function matchesFilters(r, f) {
   return true;
 }
 
-const VERDICT_LABELS = { valid: "Valid", sorry: "Uses sorry", lean_error: "Lean error", timeout: "Lean timeout (scored 0)", infra_error: "Verifier could not decide (censored)" };
+// The labels come with the page (run-context, from trainer/verification/verdicts.py): one list, no copy here.
+const VERDICT_LABELS = context.verdictLabels || {};
+const TURN_LABELS = context.turnLabels || {};
 
 function rolloutCard(r) {
   const verdictText = r.format_error || VERDICT_LABELS[r.verdict] || r.verdict || "—";
@@ -187,7 +189,7 @@ function rolloutCard(r) {
   const name = r.problem_name || r.problem_id;
   const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
   const head = el("div", { class: "rollout-head" }, title,
-    ` · step ${r.step} · ${r.turn === "retry" ? "Retry" : "First attempt"} · `,
+    ` · step ${r.step} · ${TURN_LABELS[r.turn] || r.turn} · `,
     el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
   const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");

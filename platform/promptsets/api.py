@@ -15,7 +15,7 @@ from promptsets import actions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
-from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
+from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits, max_statement_chars_problem
 from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from promptsets.views import search_problems
@@ -156,8 +156,9 @@ def _visible(request, promptset_id: int) -> Promptset:
 
 
 def _limits(max_statement_chars: int) -> RowLimits:
-    if not 100 <= max_statement_chars <= 200_000:
-        raise HttpError(422, f"max_statement_chars must be from 100 to 200000, got {max_statement_chars}")
+    problem = max_statement_chars_problem(max_statement_chars)
+    if problem:
+        raise HttpError(422, problem)
     return RowLimits(max_statement_chars=max_statement_chars)
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.problems import DEFAULT_LEAN_HEADER
+
 DEMO_PROMPTSET_NAME = "Demo: closed arithmetic"
-DEMO_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
+DEMO_HEADER = DEFAULT_LEAN_HEADER  # the trainer's, kept in one place
 DEMO_SOURCE = "demo"
 
 

@@ -5,7 +5,9 @@ from pydantic import ValidationError
 
 from promptsets.curation import WinRateSource, parse_rule
 from promptsets.hub_import import HubSource, HubSourceError
-from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, ColumnMapping, RowLimits
+from promptsets.intake import (
+    FIELD_LABELS, MAX_STATEMENT_CHARS_LEAST, MAX_STATEMENT_CHARS_MOST, RECIPE_HEADER, ColumnMapping, RowLimits,
+)
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 
@@ -28,8 +30,9 @@ class UploadForm(forms.Form):
         help_text="Given to rows whose statement has no imports of its own. Leave empty to give none.",
     )
     max_statement_chars = forms.IntegerField(
-        min_value=100, max_value=200_000, initial=DEFAULT_MAX_STATEMENT_CHARS, required=False,
-        help_text="Longer statements (header included) are rejected. From 100 to 200,000.",
+        min_value=MAX_STATEMENT_CHARS_LEAST, max_value=MAX_STATEMENT_CHARS_MOST, initial=DEFAULT_MAX_STATEMENT_CHARS,
+        required=False, help_text=f"Longer statements (header included) are rejected. From "
+                                  f"{MAX_STATEMENT_CHARS_LEAST:,} to {MAX_STATEMENT_CHARS_MOST:,}.",
     )
 
     def __init__(self, *args, **kwargs):

@@ -26,9 +26,10 @@ from promptsets.validation import (
     informal_from_doc_comment,
     validate_lean_statement,
 )
+from trainer.problems import DEFAULT_LEAN_HEADER
 
 # The Kimina-Prover-RL recipe's preamble, given to rows whose statement brings none.
-RECIPE_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
+RECIPE_HEADER = DEFAULT_LEAN_HEADER  # the trainer's (trainer/problems.py), the one home of it
 DEFAULT_MAX_FIELD_CHARS = 100_000
 MAX_KEY_CHARS = 300
 
@@ -64,6 +65,22 @@ class ColumnMapping:
 
     def explicit(self) -> dict[str, str]:
         return {name: column for name, column in asdict(self).items() if column}
+
+
+# The upload contract's bounds on what a person may set, stated once: the form's fields, the API's
+# checks and the management commands' options all read them (a limit under the least would refuse
+# every real statement; one over the most would let one row hold a worker's memory).
+MAX_STATEMENT_CHARS_LEAST = 100
+MAX_STATEMENT_CHARS_MOST = 200_000
+MAX_ROW_BYTES_LEAST = 1024
+
+
+def max_statement_chars_problem(value: int) -> str | None:
+    """Why ``value`` cannot be a row limit on a statement's length, or None when it can."""
+    if MAX_STATEMENT_CHARS_LEAST <= value <= MAX_STATEMENT_CHARS_MOST:
+        return None
+    return (f"max_statement_chars must be from {MAX_STATEMENT_CHARS_LEAST} to {MAX_STATEMENT_CHARS_MOST}, "
+            f"got {value}")
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,13 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-
-class Turn(models.TextChoices):
-    FIRST = "first", "First attempt"
-    RETRY = "retry", "Retry"
+from trainer.verification import verdicts
 
 
-class Verdict(models.TextChoices):
-    VALID = "valid", "Valid"
-    SORRY = "sorry", "Uses sorry"
-    LEAN_ERROR = "lean_error", "Lean error"
-    REJECTED = "rejected", "Rejected by an integrity rule"
-    TIMEOUT = "timeout", "Lean timeout (scored 0)"
-    INFRA_ERROR = "infra_error", "Verifier could not decide (censored)"
+# The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
+# are built from them, names, values and labels, so the database, the admin and the pages cannot drift.
+Turn = models.TextChoices("Turn", [(turn.name, (turn.value, turn.label)) for turn in verdicts.Turn], module=__name__)
+Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.label)) for verdict in verdicts.Verdict], module=__name__)
 
 
 class ProofAttemptQuerySet(models.QuerySet):

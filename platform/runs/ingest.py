@@ -38,7 +38,6 @@ import socket
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
-from typing import Any, Literal
 
 import redis
 from asgiref.sync import async_to_sync
@@ -47,7 +46,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from config.logs import about_run
 from proofs.models import ProofAttempt, RetryFeedback
@@ -55,14 +54,15 @@ from promptsets.models import Problem
 from runs.models import (
     FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics,
 )
-from trainer.events import EventType, RolloutFinished, TrainerEvent, stream_key
+from trainer.events import (
+    PAYLOAD_SCHEMAS, STREAM_PATTERN, EventType, RolloutFinished, RunStatus, TrainerEvent, run_id_of, stream_key,
+)
 
 logger = logging.getLogger(__name__)
 
 GROUP = "platform-ingester"
-STREAM_PATTERN = "trainer:run:*:events"
 FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
-FINAL_STATUS = {"succeeded": RunState.SUCCEEDED, "failed": RunState.FAILED, "cancelled": RunState.CANCELLED}
+FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunState.FAILED, RunStatus.CANCELLED: RunState.CANCELLED}
 RAW_PAYLOAD_LIMIT = 1_000_000
 NUL_STAND_IN = "\u2400"  # ␀, SYMBOL FOR NULL: what the viewer shows where the model wrote a NUL
 
@@ -88,45 +88,6 @@ def browser_message(stored: RunEvent) -> dict:
 
 class Unstorable(ValueError):
     """An entry that no retry will store: it goes to the dead-letter table."""
-
-
-class _Payload(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _StepPayload(_Payload):
-    step: int = Field(ge=0)
-
-
-class _ValuesPayload(_StepPayload):
-    values: dict[str, Any] = {}
-
-
-class _CheckpointPayload(_StepPayload):
-    path: str = ""
-
-
-class _RetryPayload(_Payload):
-    parent_rollout_key: str
-    feedback: str = ""
-    step: int = Field(0, ge=0)
-
-
-class _FinishedPayload(_Payload):
-    status: Literal["succeeded", "failed", "cancelled"]
-    reason: str = ""
-
-
-# The fields each type's effects read; a payload without them would fail half-way through a batch.
-PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
-    EventType.ROLLOUT_FINISHED: RolloutFinished,
-    EventType.STEP_STARTED: _StepPayload,
-    EventType.METRICS: _ValuesPayload,
-    EventType.EVALUATION: _ValuesPayload,
-    EventType.CHECKPOINT_SAVED: _CheckpointPayload,
-    EventType.RETRY_CREATED: _RetryPayload,
-    EventType.RUN_FINISHED: _FinishedPayload,
-}
 
 
 def storable_text(value):
@@ -189,14 +150,6 @@ def raw_text(fields: dict | None) -> str:
     decoded = {_text(key): _text(value) for key, value in (fields or {}).items()}
     text = json.dumps(decoded, ensure_ascii=False)  # control characters, NUL too, come out escaped
     return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "… (cut)"
-
-
-def run_id_of(key: str) -> int | None:
-    """``trainer:run:12:events`` → 12; None for a key that is no run's stream."""
-    parts = key.split(":")
-    if len(parts) == 4 and parts[:2] == ["trainer", "run"] and parts[3] == "events" and parts[2].isdigit():
-        return int(parts[2])
-    return None
 
 
 def _next_id(entry_id: str) -> str:

@@ -10,6 +10,7 @@ from runs import actions, queries, scheduling, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
+from trainer.verification.verdicts import Turn, Verdict
 
 RUNS_LISTED = 200
 RUNS_COMPARED = 6
@@ -87,6 +88,9 @@ def detail(request, pk):
         "run": run,
         "is_rl": is_rl,
         "run_context": {"runId": run.pk, "kind": run.kind, "lastEventNumber": last_event_number, "state": run.state,
+                        # A live card's labels: the trainer's one list of each, never a copy in JavaScript.
+                        "verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
+                        "turnLabels": {turn.value: turn.label for turn in Turn},
                         "filtersAreActive": bool(is_rl and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
                                   "runningSince": clock.running_since.timestamp() if clock.running_since else None}},

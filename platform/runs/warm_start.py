@@ -3,10 +3,9 @@ builds in the background (deploy/warm_start.py) and how far the build is."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from django.conf import settings
+
+from trainer.warm_start_status import read_warm_start_status
 
 WARM_STARTED_PRESET = "cpu-demo"
 
@@ -15,12 +14,7 @@ def status() -> dict:
     """{"state": "ready" | "building" | "failed" | "absent" | "not configured", ...}."""
     if not settings.WARM_START_MODEL:
         return {"state": "not configured"}
-    if (Path(settings.WARM_START_MODEL) / "config.json").is_file():
-        return {"state": "ready", "path": settings.WARM_START_MODEL}
-    try:
-        return json.loads(Path(settings.WARM_START_STATUS).read_text())
-    except (OSError, TypeError, ValueError):
-        return {"state": "absent"}
+    return read_warm_start_status(settings.WARM_START_MODEL, settings.WARM_START_STATUS)
 
 
 def starting_model(preset: str) -> str | None:

@@ -12,15 +12,8 @@ import torch
 import torch.distributed as dist
 
 from deploy.services import free_port
-from trainer.distributed import (
-    EngineGroups,
-    PeerFailureWatch,
-    PeerRankFailed,
-    RankEventPublisher,
-    RankGroup,
-    RankPosition,
-    combine_learner_metrics,
-)
+from trainer.distributed import PeerFailureWatch, PeerRankFailed, RankEventPublisher, RankGroup, combine_learner_metrics
+from trainer.ranks import EngineGroups, RankPosition
 from trainer.events import EventType, ListSink
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.learner.conftest import tiny_run_config
 from trainer.config import RunConfig
-from trainer.distributed import (
+from trainer.ranks import (
     EngineGroups,
     RankPosition,
     check_launch_fits_config,

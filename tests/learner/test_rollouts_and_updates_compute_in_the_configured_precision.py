@@ -7,7 +7,8 @@ import torch
 
 from tests.learner.conftest import tiny_run_config
 from trainer.learner import Learner, TrainingSequence
-from trainer.rollout.base import SamplingSettings, build_engine
+from trainer.rollout.base import SamplingSettings
+from trainer.rollout.engines import build_engine
 from trainer.rollout.replica import ReplicaRolloutEngine
 from trainer.rollout.transformers_engine import TransformersEngine
 

@@ -9,7 +9,7 @@ import pytest
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
 from trainer import memory_plan
 from trainer.config import RunConfig
-from trainer.distributed import tensor_parallel_problem
+from trainer.ranks import tensor_parallel_problem
 
 
 def amount_over(message: str) -> float:

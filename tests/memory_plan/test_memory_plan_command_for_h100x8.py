@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.distributed import tensor_parallel_problem
+from trainer.ranks import tensor_parallel_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,8 @@ import torch
 from tokenizers import processors
 
 from trainer.config import RunConfig
-from trainer.rollout.base import SamplingSettings, build_engine
+from trainer.rollout.base import SamplingSettings
+from trainer.rollout.engines import build_engine
 from trainer.rollout.vllm_engine import VllmEngine
 
 SMALL_LENGTHS = {"rollout": {"max_prompt_tokens": 64, "max_response_tokens": 64}, "retry": {"max_prompt_tokens": 128}}

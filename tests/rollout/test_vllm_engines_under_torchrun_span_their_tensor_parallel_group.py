@@ -17,7 +17,7 @@ import torch
 
 from deploy.services import free_port
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
-from trainer.distributed import tensor_parallel_problem
+from trainer.ranks import tensor_parallel_problem
 from trainer.rollout.vllm_engine import VllmEngine
 
 WORLD_SIZE = 4

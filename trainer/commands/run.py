@@ -18,6 +18,7 @@ from trainer.commands import (
     existing_file,
     warn_if_events_destination_is_down,
 )
+from trainer.fields import parse_config_assignments
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,22 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_overrides(pairs: list[str]) -> dict:
-    """``["optimizer.learning_rate=1e-5"]`` → ``{"optimizer": {"learning_rate": 1e-5}}``."""
-    nested: dict = {}
-    for pair in pairs:
-        path, separator, raw = pair.partition("=")
-        if not separator or "." not in path:
-            raise ValueError(f"--set expects SECTION.FIELD=VALUE, got {pair!r}; e.g. --set optimizer.learning_rate=1e-5")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        *sections, name = path.split(".")
-        target = nested
-        for section in sections:
-            target = target.setdefault(section, {})
-        target[name] = value
-    return nested
+    """``["optimizer.learning_rate=1e-5"]`` → ``{"optimizer": {"learning_rate": 1e-5}}`` (trainer/fields.py reads them)."""
+    return parse_config_assignments(pairs)
 
 
 def resolve_config(args: argparse.Namespace):
@@ -161,7 +148,7 @@ def with_delivery(sink, body) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.distributed import torchrun_position
+    from trainer.ranks import torchrun_position
 
     sink = events_sink(args)
     try:
@@ -206,7 +193,7 @@ def start_reporting(config, output: Path, publisher, title: str) -> None:
 
 
 def _run(args: argparse.Namespace, sink, position) -> int:
-    from trainer.distributed import check_launch_fits_config
+    from trainer.ranks import check_launch_fits_config
     from trainer.events import configure_sink
 
     output = Path(args.output)

@@ -5,6 +5,7 @@ Hugging Face transformers on CPU (or one GPU without vLLM), vLLM on GPU nodes. v
 imported only when that engine is built.
 """
 
-from trainer.rollout.base import Generation, RolloutEngine, SamplingSettings, build_engine
+from trainer.rollout.base import Generation, RolloutEngine, SamplingSettings
+from trainer.rollout.engines import build_engine
 
 __all__ = ["Generation", "RolloutEngine", "SamplingSettings", "build_engine"]

@@ -148,7 +148,7 @@ class VllmEngine:
         tensor_parallel = rollout.vllm_tensor_parallel_size
         # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
         if world_size > 1:
-            from trainer.distributed import tensor_parallel_problem  # loads the driver: only a torchrun rank needs it
+            from trainer.ranks import tensor_parallel_problem
 
             problem = tensor_parallel_problem(tensor_parallel, world_size)
             if problem:

@@ -7,21 +7,55 @@ from enum import StrEnum
 
 
 class Verdict(StrEnum):
+    """Lean's word on one proof. The one list of verdicts: the proofs app's choices, the ingester's
+    checks and the run page's labels (through ``json_script``) are all built from it.
+
+    Members keep the order of the platform's choices (its migrations record that order)."""
+
     VALID = "valid"  # no error-severity message, no sorry, integrity rules passed
     SORRY = "sorry"
     LEAN_ERROR = "lean_error"
+    # Lean accepted the code, but it breaks an integrity rule (a forbidden construct, a non-standard
+    # axiom, no axioms report): zero, never censored, the reason in ``reasons``.
+    REJECTED = "rejected"
     # Lean ran out of time on the proof: the proof's fault, as in the release, so it scores 0 and
     # its retry prompt is the release's "# System Error" feedback. Not censored.
     TIMEOUT = "timeout"
     INFRA_ERROR = "infra_error"  # censored: server error, unreachable, bad response, stand-in "cannot decide"
-    # Lean accepted the code, but it breaks an integrity rule (a forbidden construct, a non-standard
-    # axiom, no axioms report): zero, never censored, the reason in ``reasons``.
-    REJECTED = "rejected"
 
     @property
     def is_censored(self) -> bool:
         """Censored, not zero: a Lean outage or an undecided proof is not a wrong proof."""
         return self is Verdict.INFRA_ERROR
+
+    @property
+    def label(self) -> str:
+        """What a person reads for it, on the pages and in the admin."""
+        return VERDICT_LABELS[self]
+
+
+VERDICT_LABELS: dict[Verdict, str] = {
+    Verdict.VALID: "Valid",
+    Verdict.SORRY: "Uses sorry",
+    Verdict.LEAN_ERROR: "Lean error",
+    Verdict.REJECTED: "Rejected by an integrity rule",
+    Verdict.TIMEOUT: "Lean timeout (scored 0)",
+    Verdict.INFRA_ERROR: "Verifier could not decide (censored)",
+}
+
+
+class Turn(StrEnum):
+    """Which turn of a problem a rollout is: the first attempt, or the error-correction retry of one."""
+
+    FIRST = "first"
+    RETRY = "retry"
+
+    @property
+    def label(self) -> str:
+        return TURN_LABELS[self]
+
+
+TURN_LABELS: dict[Turn, str] = {Turn.FIRST: "First attempt", Turn.RETRY: "Retry"}
 
 
 @dataclass(frozen=True)

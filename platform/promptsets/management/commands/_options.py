@@ -9,9 +9,13 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits
+from promptsets.intake import (
+    FIELD_LABELS, MAX_ROW_BYTES_LEAST, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits,
+    max_statement_chars_problem,
+)
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
+from trainer.fields import split_assignment
 
 
 def add_file_options(parser) -> None:
@@ -53,8 +57,11 @@ def owner_named(username: str):
 def column_mapping(pairs: list[str]) -> ColumnMapping:
     mapping = {}
     for pair in pairs:
-        field_name, separator, column = pair.partition("=")
-        if not separator or field_name not in FIELD_LABELS or not column:
+        try:
+            field_name, column = split_assignment(pair, shape="FIELD=COLUMN", example="formal_statement=statement")
+        except ValueError:
+            field_name, column = "", ""
+        if field_name not in FIELD_LABELS or not column:
             raise CommandError(
                 f"--column takes FIELD=COLUMN with FIELD one of {', '.join(FIELD_LABELS)}; got {pair!r}"
             )
@@ -63,8 +70,11 @@ def column_mapping(pairs: list[str]) -> ColumnMapping:
 
 
 def row_limits(options) -> RowLimits:
-    if options["max_statement_chars"] < 100 or options["max_row_bytes"] < 1024:
-        raise CommandError("--max-statement-chars must be at least 100 and --max-row-bytes at least 1024")
+    problem = max_statement_chars_problem(options["max_statement_chars"])
+    if problem:
+        raise CommandError(f"--max-statement-chars: {problem}")
+    if options["max_row_bytes"] < MAX_ROW_BYTES_LEAST:
+        raise CommandError(f"--max-row-bytes must be at least {MAX_ROW_BYTES_LEAST}, got {options['max_row_bytes']}")
     return RowLimits(max_row_bytes=options["max_row_bytes"], max_statement_chars=options["max_statement_chars"])
 
 

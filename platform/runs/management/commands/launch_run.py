@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from leanrl.fields import parse_assignments
+from trainer.fields import parse_assignments
 from runs import actions, launch_contract
 
 

@@ -1,0 +1,157 @@
+"""The rules of a run over several ranks (one process per GPU under torchrun), as pure rules.
+
+Where this process stands in a torchrun world, whether a run's config fits the ranks started, and
+which ranks share one vLLM engine. Torch-free and driver-free, so a rollout engine, the memory
+plan and the launch checks read the rules without loading the learner: trainer/distributed.py
+runs the ranks by them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from trainer.config import RolloutEngineKind, RunConfig
+
+
+# --- where this process stands --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankPosition:
+    """This process's place in a torchrun world."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def torchrun_position(environ: Mapping[str, str] = os.environ) -> RankPosition | None:
+    """RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them; None for a process that runs alone."""
+    world_size = int(environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return None
+    if "RANK" not in environ:
+        raise ValueError(
+            f"WORLD_SIZE is {world_size} but RANK is not set; start the trainer with "
+            "`python -m torch.distributed.run --nproc-per-node N -m trainer run ...`, which sets both"
+        )
+    rank = int(environ["RANK"])
+    if not 0 <= rank < world_size:
+        raise ValueError(f"RANK must be in [0, {world_size}), got {rank}; let torchrun set it")
+    return RankPosition(rank, world_size, int(environ.get("LOCAL_RANK", rank)))
+
+
+def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -> None:
+    """Fail at start-up when the processes started do not match ``cluster.num_gpus``."""
+    gpus = config.cluster.num_gpus
+    if position is None:
+        if gpus > 1:
+            raise ValueError(
+                f"cluster.num_gpus is {gpus} but this trainer runs as one process; start one process per GPU with "
+                f"`python -m torch.distributed.run --standalone --nproc-per-node {gpus} -m trainer run ...` "
+                "(the platform does), or set cluster.num_gpus to 1"
+            )
+        if gpus == 1:
+            check_world_fits_config(config, 1)  # one GPU holds one engine of tensor-parallel size 1
+        return
+    check_world_fits_config(config, position.world_size)
+
+
+def rollout_tensor_parallel_size(config: RunConfig) -> int:
+    """Ranks that share one rollout engine: vLLM's tensor-parallel size; 1 for an engine that never shards."""
+    return config.rollout.vllm_tensor_parallel_size if config.rollout.engine is RolloutEngineKind.VLLM else 1
+
+
+def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str | None:
+    """Why vLLM engines of ``tensor_parallel_size`` consecutive ranks cannot tile ``world_size`` ranks, or None.
+
+    The one statement of the rule: the launch checks (``rank_rule_problems``), ``EngineGroups``
+    and ``VllmEngine.from_config`` all refuse with this message.
+    """
+    if tensor_parallel_size >= 1 and world_size % tensor_parallel_size == 0:
+        return None
+    sizes = ", ".join(str(size) for size in range(1, world_size + 1) if world_size % size == 0)
+    more_gpus = f", or cluster.num_gpus to a multiple of {tensor_parallel_size}" if tensor_parallel_size >= 1 else ""
+    return (f"rollout.vllm_tensor_parallel_size, the consecutive ranks each vLLM engine spans (one tensor-parallel "
+            f"shard on each), must divide the run's {world_size} rank{'s' if world_size != 1 else ''} (one per GPU, "
+            f"cluster.num_gpus) but is {tensor_parallel_size}; set it to one of {sizes}{more_gpus}")
+
+
+def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, str]]:
+    """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
+
+    The learner shards every mini-batch over all ranks, whatever the engines span, so the
+    mini-batch must split evenly over the ranks; the slots of a step then split evenly over the
+    engine groups too (prompts_per_step is a multiple of mini_batch_prompts, world_size of tp).
+    """
+    problems = []
+    engines_problem = tensor_parallel_problem(rollout_tensor_parallel_size(config), world_size)
+    if engines_problem:
+        problems.append(("rollout.vllm_tensor_parallel_size", engines_problem))
+    mini_batch = config.optimizer.mini_batch_prompts
+    if mini_batch % world_size:
+        fits = mini_batch + world_size - mini_batch % world_size
+        problems.append(("optimizer.mini_batch_prompts", (
+            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of the {world_size} ranks, each of which "
+            f"trains mini_batch_prompts / {world_size} prompts' rollouts per optimizer step; set it to {fits} "
+            f"(and rollout.prompts_per_step to a multiple of that)")))
+    return problems
+
+
+def check_world_fits_config(config: RunConfig, world_size: int) -> None:
+    """The rules a run of ``world_size`` ranks adds to RunConfig's own, checked before anything is loaded."""
+    if config.cluster.num_gpus != world_size:
+        raise ValueError(
+            f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}; "
+            f"launch with --nproc-per-node {config.cluster.num_gpus} or set cluster.num_gpus to {world_size}"
+        )
+    for _, message in rank_rule_problems(config, world_size):
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class EngineGroups:
+    """Which ranks share one rollout engine: runs of ``tensor_parallel_size`` consecutive ranks.
+
+    Consecutive because vLLM's external launcher forms its tensor-parallel groups so (its rank
+    layout is external data parallel × pipeline × tensor, tensor innermost), and because
+    torchrun numbers a node's GPUs consecutively, which keeps a group on one node's NVLink.
+    """
+
+    world_size: int
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        problem = tensor_parallel_problem(self.tensor_parallel_size, self.world_size)
+        if problem:
+            raise ValueError(problem)
+
+    @property
+    def count(self) -> int:
+        return self.world_size // self.tensor_parallel_size
+
+    def engine_of(self, rank: int) -> int:
+        return rank // self.tensor_parallel_size
+
+    def member_of(self, rank: int) -> int:
+        """Which shard of its engine ``rank`` holds, and so which share of its answers it scores."""
+        return rank % self.tensor_parallel_size
+
+    def ranks_of(self, engine: int) -> list[int]:
+        first = engine * self.tensor_parallel_size
+        return list(range(first, first + self.tensor_parallel_size))
+
+    def all_ranks(self) -> list[list[int]]:
+        return [self.ranks_of(engine) for engine in range(self.count)]
+
+    def scores(self, rank: int, prompt_index: int, sample_index: int, samples_per_prompt: int) -> bool:
+        """Whether ``rank`` scores this answer of its engine: every tp-th by position, so the group shares Lean's work."""
+        position = prompt_index * samples_per_prompt + sample_index
+        return position % self.tensor_parallel_size == self.member_of(rank)
+
+
+def owned_slot_indices(num_slots: int, engine: int, engines: int) -> list[int]:
+    """The prompt slots one engine group rolls out: every engines-th, so each GRPO group stays on one engine."""
+    return list(range(engine, num_slots, engines))

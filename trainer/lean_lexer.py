@@ -4,7 +4,7 @@ Everything that must tell code from comments or strings reads Lean through this 
 integrity rules (``trainer/verification/integrity.py``), the stand-in server
 (``trainer/verification/standin.py``), promptset validation (``platform/promptsets/validation.py``),
 the format check's comment handling (``trainer/format_reward.py``) and the highlighting of the proof
-viewer and the problem page (``platform/proofs/lean_view.py``). It is a security
+viewer and the problem page (``platform/promptsets/lean_view.py``). It is a security
 boundary: if two of them read a ``-/`` differently, a proof can hide code from one check inside
 what another takes for a comment. So there is exactly one reading, and it is Lean's:
 

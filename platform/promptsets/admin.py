@@ -6,8 +6,8 @@ ones), so only a promptset's name, description and visibility can be edited here
 
 from django.contrib import admin
 
+from config.read_only_admin import ReadOnlyAdmin
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
-from runs.admin import ReadOnlyAdmin
 
 
 @admin.register(Promptset)

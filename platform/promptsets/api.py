@@ -11,7 +11,7 @@ from ninja.files import UploadedFile
 from pydantic import ValidationError
 
 from config.api_schemas import StrictSchema, refuse_unknown_fields
-from promptsets import actions
+from promptsets import uploads, versions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
@@ -203,10 +203,10 @@ def upload_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
     options = data.options(data.file_format or None)
     try:
-        upload = actions.stage_upload(request.user, data.name, file, options=options)
-    except actions.PromptsetNameTaken as error:
+        upload = uploads.stage_upload(request.user, data.name, file, options=options)
+    except versions.PromptsetNameTaken as error:
         return 409, {"detail": str(error)}
-    except actions.ImportRejected as rejected:
+    except versions.ImportRejected as rejected:
         return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
     return 202, _upload_out(upload)
 
@@ -220,9 +220,9 @@ def import_dataset(request, data: ImportIn):
     folder outside the allowed ones is refused at once (422); a dataset that cannot be read ends the upload
     rejected, its ``failure`` saying why."""
     try:
-        upload = actions.stage_dataset_import(request.user, data.name, data.source(),
+        upload = uploads.stage_dataset_import(request.user, data.name, data.source(),
                                               options=data.options(None))
-    except actions.PromptsetNameTaken as error:
+    except versions.PromptsetNameTaken as error:
         return 409, {"detail": str(error)}
     except HubSourceError as error:
         return 422, {"detail": str(error)}
@@ -243,9 +243,9 @@ def validate_promptset(request, data: Form[UploadIn], file: File[UploadedFile]):
     once (422)."""
     refuse_unknown_fields([*request.POST, *request.FILES], UploadIn, also=("file",))
     try:
-        upload = actions.stage_upload(request.user, data.name, file, options=data.options(data.file_format or None),
+        upload = uploads.stage_upload(request.user, data.name, file, options=data.options(data.file_format or None),
                                       dry_run=True)
-    except actions.ImportRejected as rejected:
+    except versions.ImportRejected as rejected:
         return 422, {"detail": str(rejected), "report": rejected.report.as_dict()}
     return 202, _upload_out(upload)
 
@@ -294,7 +294,7 @@ def curate_version(request, promptset_id: int, number: int, rule: Body[dict]):
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
         return 422, {"detail": f"invalid rule ({problems}); kinds: drop_above_win_rate, weight_hard, sample, split"}
     try:
-        created = actions.curate(version, parsed)
-    except actions.CurationRefused as error:
+        created = versions.curate(version, parsed)
+    except versions.CurationRefused as error:
         return 422, {"detail": str(error)}
     return 201, [_version_out(v) for v in created]

@@ -2,7 +2,7 @@
 
 Each rule is a small typed model (validated once, stored with the version it made) and
 ``apply_rule`` is a pure function from the parent's entries to the new version's entries, so
-the rules are tested without a database. ``actions.curate`` persists the result.
+the rules are tested without a database. ``versions.curate`` persists the result.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def apply_rule(entries: list[Entry], rule: Rule) -> list[CuratedPart]:
             CuratedPart([entry for index, entry in enumerate(entries) if index not in held_out], part=SplitPart.TRAIN),
             CuratedPart([entry for index, entry in enumerate(entries) if index in held_out], part=SplitPart.EVAL),
         ]
-    raise TypeError(f"apply_rule cannot apply {type(rule).__name__}; variants are added by actions.add_variants")
+    raise TypeError(f"apply_rule cannot apply {type(rule).__name__}; variants are added by versions.add_variants")
 
 
 def describe_rule(rule: dict) -> str:

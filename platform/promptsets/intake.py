@@ -249,7 +249,7 @@ def _win_rate(values: dict[str, Any], column: str | None) -> float | None:
 
 
 class RowCheck(Protocol):
-    """What actions.import_promptset stores from: ``FileCheck`` in this process (the management commands, the
+    """What versions.import_promptset stores from: ``FileCheck`` in this process (the management commands, the
     demo), or ``isolated_check.IsolatedFileCheck`` in a child process (uploads). ``report`` is one object,
     complete once ``candidates()`` is exhausted; its ``filename`` names the file in messages."""
 

@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from promptsets import results
+
 
 class PromptsetQuerySet(models.QuerySet):
     def visible_to(self, user):
@@ -92,28 +94,9 @@ class Problem(models.Model):
     def attempt_history(self, viewer):
         """Scored attempts at this problem in every run ``viewer`` may see, per run (newest run first).
 
-        A public promptset is seen by everyone; the runs on it are not: only those Run.visible_to allows.
+        The proofs app answers (promptsets/results.py): this app sits below it and imports nothing of it.
         """
-        from django.db.models import Count, Max, Min
-
-        from proofs.models import ProofAttempt
-
-        attempts = ProofAttempt.objects.visible_to(viewer).filter(
-            Q(problem=self) | Q(problem__isnull=True, problem_key=self.problem_key,
-                                run__promptset_version__promptset_id=self.promptset_id)
-        )
-        return (
-            attempts.values("run_id", "run__name", "run__state")
-            .annotate(
-                attempts=Count("id"),
-                scored=Count("id", filter=Q(reward__isnull=False)),
-                accepted=Count("id", filter=Q(reward__gte=1)),
-                censored=Count("id", filter=Q(reward__isnull=True)),
-                first_accepted_step=Min("step", filter=Q(reward__gte=1)),
-                last_step=Max("step"),
-            )
-            .order_by("-run_id")
-        )
+        return results.attempt_history(self, viewer)
 
     def as_trainer_row(self) -> dict:
         """The row format trainer.problems.load_problems_jsonl reads."""
@@ -227,7 +210,7 @@ class PromptsetUpload(models.Model):
     ``bytes_read``; a rejected upload keeps its report (the rejected rows) and stores no promptset.
     A ``dry_run`` upload (the API's validate) is checked and reported, never imported. ``updated_at`` moves
     with every write of the worker: an upload at work whose ``updated_at`` stopped is one whose worker died
-    (actions.end_stalled_uploads ends it).
+    (uploads.end_stalled_uploads ends it).
     """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="promptset_uploads")

@@ -1,9 +1,9 @@
-from celery import shared_task
+"""The promptsets app's Celery tasks, for Celery's autodiscovery (it imports each app's ``tasks`` module).
 
-from promptsets import actions
+Each is defined beside what it runs (promptsets/uploads.py), so that queueing one never imports a
+module that imports the queuer back.
+"""
 
+from promptsets.uploads import check_upload
 
-@shared_task(name="promptsets.check_upload")
-def check_upload(upload_id: int) -> None:
-    """Check a staged upload in a child process with a memory ceiling, then import it (promptsets.actions.run_upload)."""
-    actions.run_upload(upload_id)
+__all__ = ["check_upload"]

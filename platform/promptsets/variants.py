@@ -3,7 +3,7 @@
 Configured by ``PROMPTSET_VARIANTS_BASE_URL`` (e.g. ``http://vllm:8000/v1``), with
 ``PROMPTSET_VARIANTS_MODEL`` and ``PROMPTSET_VARIANTS_API_KEY``, from Django settings or the
 environment. The reply is untrusted text: only its ```lean4 blocks are read, as plain text,
-and each goes through the same validation as an uploaded row (``actions.add_variants``).
+and each goes through the same validation as an uploaded row (``versions.add_variants``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from proofs.lean_view import highlighted_html
-from promptsets import actions
+from promptsets.lean_view import highlighted_html
+from promptsets import results, uploads, versions
 from promptsets.curation import describe_rule
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
 from promptsets.hub_import import HubSourceError
@@ -86,11 +86,11 @@ def promptset_upload(request):
     if request.method == "POST" and form.is_valid():
         # The web process only stores the file (and reads a Parquet footer); a worker checks the rows.
         try:
-            upload = actions.stage_upload(request.user, form.cleaned_data["name"], form.cleaned_data["file"],
+            upload = uploads.stage_upload(request.user, form.cleaned_data["name"], form.cleaned_data["file"],
                                           options=form.import_options())
-        except actions.PromptsetNameTaken as error:
+        except versions.PromptsetNameTaken as error:
             form.add_error("name", str(error))
-        except actions.ImportRejected as rejected:
+        except versions.ImportRejected as rejected:
             report, failure = rejected.report, str(rejected)
         else:
             return redirect(upload)
@@ -104,9 +104,9 @@ def promptset_import(request):
     hub_form = HubImportForm(request.POST, prefix=HUB_FORM_PREFIX)
     if hub_form.is_valid():
         try:
-            upload = actions.stage_dataset_import(request.user, hub_form.cleaned_data["name"],
+            upload = uploads.stage_dataset_import(request.user, hub_form.cleaned_data["name"],
                                                   hub_form.cleaned_data["source"], options=hub_form.import_options())
-        except actions.PromptsetNameTaken as error:
+        except versions.PromptsetNameTaken as error:
             hub_form.add_error("name", str(error))
         except HubSourceError as error:
             hub_form.add_error(None, str(error))
@@ -182,8 +182,8 @@ def curate_version(request, pk, number):
     form = CurationForm(request.POST)
     if form.is_valid():
         try:
-            created = actions.curate(version, form.cleaned_data["rule"])
-        except actions.CurationRefused as error:
+            created = versions.curate(version, form.cleaned_data["rule"])
+        except versions.CurationRefused as error:
             form.add_error(None, str(error))
         else:
             if len(created) > 1:  # a split: name both parts, so the held-out one is never mistaken for the other
@@ -206,7 +206,7 @@ def problem_detail(request, pk, problem_pk):
     promptset = _visible_promptset(request, pk)
     problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
     history = list(problem.attempt_history(request.user))
-    accepted, scored = actions.platform_win_rates([problem.pk], viewer=request.user).get(problem.pk, (0, 0))
+    accepted, scored = results.win_rates([problem.pk], viewer=request.user).get(problem.pk, (0, 0))
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,
@@ -237,7 +237,7 @@ def problem_variants(request, pk, problem_pk):
     try:
         statements = request_variants(endpoint, problem.formal_statement, problem.informal_statement,
                                       form.cleaned_data["count"])
-        new_version, refused = actions.add_variants(latest, problem, statements, endpoint_model=endpoint.model)
+        new_version, refused = versions.add_variants(latest, problem, statements, endpoint_model=endpoint.model)
     except VariantsUnavailable as error:
         messages.error(request, str(error))
         return redirect(problem)

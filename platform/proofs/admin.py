@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 
+from config.read_only_admin import ReadOnlyAdmin
 from proofs.models import ProofAttempt, RetryFeedback
-from runs.admin import ReadOnlyAdmin
 
 
 @admin.register(ProofAttempt)

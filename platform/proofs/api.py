@@ -5,7 +5,7 @@ from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 
 from config.api_schemas import StrictSchema, refuse_unknown_fields
-from proofs.lean_view import code_view
+from promptsets.lean_view import code_view
 from proofs.models import ProofAttempt
 from proofs.queries import RolloutFilters, attempt_page
 from runs.models import Run

@@ -5,7 +5,7 @@ import difflib
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from proofs.lean_view import code_view
+from promptsets.lean_view import code_view
 from proofs.models import ProofAttempt, RetryFeedback
 
 

@@ -6,6 +6,7 @@ import json
 import logging
 import time
 
+from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -159,12 +160,26 @@ def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> b
     return run.transition(RunState.QUEUED, reason=f"re-queued after preemption ({reason})")
 
 
+@shared_task(name="runs.dispatch_run")
+def dispatch_run(run_id: int, resume: bool | None = None) -> None:
+    """The Celery task that submits a queued run to Ray (``dispatch``). Defined here, beside what it runs,
+    so that queueing it never imports back (runs/tasks.py lists it for Celery's autodiscovery).
+
+    ``resume`` is ignored: whether the trainer resumes follows from the run's attempt. It is still
+    accepted only so that messages queued by an older release (which sent it) are not refused.
+    """
+    dispatch(run_id)
+
+
+def dispatch_admitted(sender, *, run_id: int, **kwargs) -> None:
+    """``run_admitted``'s listener (runs/signals.py): the scheduler admitted the run; hand it to a worker."""
+    enqueue_dispatch(run_id)
+
+
 def enqueue_dispatch(run_id: int) -> bool:
     """Hand an admitted run to a Celery worker; whether the broker took it. A broker that is down leaves
     the run queued and admitted, not lost: the sweeper re-dispatches admitted runs queued for longer
     than SWEEP_QUEUED_AFTER_S. Only the scheduler (and the sweeper, for runs it admitted) calls this."""
-    from runs.tasks import dispatch_run
-
     try:
         dispatch_run.delay(run_id)
     except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper tries again either way

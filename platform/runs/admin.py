@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 
+from config.read_only_admin import ReadOnlyAdmin
 from runs import actions, scheduling
 from runs.models import (
     Checkpoint,
@@ -24,19 +25,6 @@ from runs.models import (
     RunStateChange,
     StepMetrics,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written by the trainer or the ingester: viewable, never added, changed or deleted by hand."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class RunStateChangeInline(admin.TabularInline):

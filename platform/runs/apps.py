@@ -10,3 +10,9 @@ class RunsConfig(AppConfig):
         from config.logs import forget_the_request_run
 
         request_finished.connect(forget_the_request_run, dispatch_uid="forget_the_request_run")
+
+        # The lower modules announce, the higher ones act (runs/signals.py): imports flow one way.
+        from runs import actions, scheduling, signals
+
+        signals.state_changed.connect(scheduling.schedule_when_a_slot_changes, dispatch_uid="schedule_on_state_change")
+        signals.run_admitted.connect(actions.dispatch_admitted, dispatch_uid="dispatch_admitted_runs")

@@ -49,13 +49,12 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from config.logs import about_run
-from proofs.models import ProofAttempt, RetryFeedback
-from promptsets.models import Problem
+from runs import rollouts
 from runs.models import (
     FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics,
 )
 from trainer.events import (
-    PAYLOAD_SCHEMAS, STREAM_PATTERN, EventType, RolloutFinished, RunStatus, TrainerEvent, run_id_of, stream_key,
+    PAYLOAD_SCHEMAS, STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -488,9 +487,8 @@ class EventIngester:
         return stored
 
     def _apply_effects(self, stored: list[RunEvent]) -> None:
-        rollouts = [e for e in stored if e.type == EventType.ROLLOUT_FINISHED]
-        if rollouts:
-            self._store_attempts(rollouts)
+        # Rollouts and retries are the proofs app's rows: handed over in this same transaction (runs/rollouts.py).
+        rollouts.store(stored)
         for event in stored:
             run = Run(pk=event.run_id)
             payload = event.payload
@@ -515,70 +513,11 @@ class EventIngester:
                 # Kept as a row (a run may have started from it: its lineage stays), marked as gone from disk.
                 Checkpoint.objects.filter(run_id=run.pk, step=payload["step"]).update(
                     removed_at=timezone.now(), removal_reason=payload.get("reason", ""))
-            elif event.type == EventType.RETRY_CREATED:
-                parent = ProofAttempt.objects.filter(run_id=run.pk, rollout_key=payload.get("parent_rollout_key")).first()
-                RetryFeedback.objects.get_or_create(
-                    run_id=run.pk, parent_rollout_key=payload.get("parent_rollout_key", ""),
-                    defaults={"parent": parent, "feedback": payload.get("feedback", ""),
-                              "created_step": payload.get("step", 0)},
-                )
             elif event.type == EventType.RUN_FINISHED:
                 status = FINAL_STATUS.get(payload.get("status"), RunState.FAILED)
                 reason = payload.get("reason") or ""
                 Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}",
                                                       attempt=event.attempt)
-
-    def _store_attempts(self, events: list[RunEvent]) -> None:
-        """One ProofAttempt per rollout, linked to its problem and (for a retry) its first attempt.
-
-        Links are resolved before the insert, so a burst of 2,048 rollouts is one INSERT, not an
-        INSERT and a 2,048-row UPDATE; only a retry whose first attempt is in the same batch is
-        linked after it."""
-        rollouts = [(event, RolloutFinished.model_validate(event.payload)) for event in events]
-        promptset_of = dict(Run.objects.filter(pk__in={e.run_id for e in events})
-                            .values_list("pk", "promptset_version__promptset_id"))
-        problems: dict[tuple[int, str], int] = {}
-        for promptset_id in set(promptset_of.values()):
-            keys = {r.problem_id for e, r in rollouts if promptset_of[e.run_id] == promptset_id}
-            problems.update(((promptset_id, key), pk) for key, pk in Problem.objects.filter(
-                promptset_id=promptset_id, problem_key__in=keys).values_list("problem_key", "pk"))
-        parents: dict[tuple[int, str], int] = {}
-        for run_id in promptset_of:
-            keys = {r.parent_rollout_key for e, r in rollouts if e.run_id == run_id and r.parent_rollout_key}
-            if keys:
-                parents.update(((run_id, key), pk) for key, pk in ProofAttempt.objects.filter(
-                    run_id=run_id, rollout_key__in=keys).values_list("rollout_key", "pk"))
-        rows = []
-        for event, rollout in rollouts:
-            rows.append(ProofAttempt(
-                run_id=event.run_id, rollout_key=rollout.rollout_key, run_attempt=event.attempt, step=rollout.step,
-                problem_key=rollout.problem_id, problem_name=rollout.problem_name,
-                problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
-                formal_statement=rollout.formal_statement, turn=rollout.turn,
-                parent_rollout_key=rollout.parent_rollout_key or "", sample_index=rollout.sample_index,
-                parent_id=parents.get((event.run_id, rollout.parent_rollout_key or "")),
-                prompt=rollout.prompt, response=rollout.response, reasoning=rollout.reasoning,
-                lean_code=rollout.lean_code, checked_code=rollout.checked_code,
-                format_error=rollout.format_error or "", format_detail=rollout.format_detail,
-                format_failure_lines=rollout.format_failure_lines, verdict=rollout.verdict or "",
-                lean_messages=[m.model_dump() for m in rollout.lean_messages], reward=rollout.reward,
-                reasons=rollout.reasons, is_censored=rollout.is_censored,
-                is_standin_verdict=rollout.is_standin_verdict, num_tokens=rollout.num_tokens,
-                is_truncated=rollout.is_truncated, generation_seconds=rollout.generation_seconds,
-                verification_seconds=rollout.verification_seconds, sampling=rollout.sampling, event_id=event.pk,
-            ))
-        ProofAttempt.objects.bulk_create(rows, ignore_conflicts=True)
-        unlinked = [row for row in rows if row.parent_rollout_key and row.parent_id is None]
-        for row in unlinked:  # retries whose first attempt came in this same batch
-            parent = ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.parent_rollout_key).values_list(
-                "pk", flat=True).first()
-            if parent:
-                ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.rollout_key).update(parent_id=parent)
-        attempt_ids = dict(
-            ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).values_list("event_id", "pk")
-        )
-        for event in events:
-            event.attempt_id = attempt_ids.get(event.pk)
 
     # -- keeping Redis small ----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.signals import state_changed
 from trainer.config import ModelSource
 
 if TYPE_CHECKING:
@@ -223,11 +224,7 @@ class Run(models.Model):
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
         if changed:
             self.refresh_from_db()
-            if to in FINAL_STATES or to == RunState.QUEUED:
-                # A slot freed or a run waits: let the queue move once this change is committed.
-                from runs import scheduling
-
-                transaction.on_commit(scheduling.schedule_soon)
+            state_changed.send(sender=Run, run=self, state=to)  # the scheduler listens (runs/signals.py)
         return changed == 1
 
     def mark_failed(self, reason: str, *, attempt: int | None = None) -> bool:

@@ -11,6 +11,7 @@ from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from runs import rollouts
 from runs.models import FINAL_STATES, Checkpoint, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
 from trainer.events import EventType
 
@@ -204,12 +205,11 @@ EVENT_PAGE_LIMIT = 500  # events per page of a replay: a browser far behind asks
 def events_after(run_id: int, after: int, limit: int = EVENT_PAGE_LIMIT) -> list[dict]:
     """The run's events numbered after ``after``, oldest first, at most ``limit`` (capped at
     EVENT_PAGE_LIMIT), as a watching browser receives them."""
-    from proofs.models import ProofAttempt
     from runs.ingest import browser_message
 
     limit = max(1, min(limit, EVENT_PAGE_LIMIT))
     events = list(RunEvent.objects.filter(run_id=run_id, run_seq__gt=after).order_by("run_seq")[:limit])
-    attempt_ids = dict(ProofAttempt.objects.filter(event__in=[e.pk for e in events]).values_list("event_id", "pk"))
+    attempt_ids = rollouts.attempt_ids(e.pk for e in events)
     for event in events:
         event.attempt_id = attempt_ids.get(event.pk)
     return [browser_message(event) for event in events]

@@ -26,7 +26,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.models import Quota, QueueState, Run, RunState
+from runs.models import FINAL_STATES, Quota, QueueState, Run, RunState
+from runs.signals import run_admitted
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +93,9 @@ def waiting():
 
 
 def schedule() -> list[int]:
-    """Admit every waiting run that fits; record why the others wait. Returns the admitted runs' ids."""
-    from runs import actions
+    """Admit every waiting run that fits; record why the others wait. Returns the admitted runs' ids.
 
+    Each admission, once committed, is announced (``run_admitted``): runs.actions dispatches it."""
     admitted: list[int] = []
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -133,7 +134,7 @@ def schedule() -> list[int]:
             elif reason != run.queue_reason:
                 Run.objects.filter(pk=run.pk).update(queue_reason=reason[:300])
         for run_id in admitted:
-            transaction.on_commit(lambda run_id=run_id: actions.enqueue_dispatch(run_id))
+            transaction.on_commit(lambda run_id=run_id: run_admitted.send(sender=Run, run_id=run_id))
     return admitted
 
 
@@ -153,6 +154,13 @@ def _blocking_reason(owner_id: int, gpus: int, own: Limits, groups: dict[int, Li
             return (f"waiting for GPUs: {limit.holder} runs hold {used_gpus} of {limit.max_gpus} GPUs and this run "
                     f"needs {gpus}")
     return None
+
+
+def schedule_when_a_slot_changes(sender, *, run: Run, state: RunState, **kwargs) -> None:
+    """``state_changed``'s listener: a slot freed or a run waits, so let the queue move once the change
+    is committed."""
+    if state in FINAL_STATES or state == RunState.QUEUED:
+        transaction.on_commit(schedule_soon)
 
 
 def schedule_soon() -> None:

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from promptsets.actions import end_stalled_uploads
+from promptsets.uploads import end_stalled_uploads
 from runs import ray_jobs
 from runs.ingest import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState

@@ -1,13 +1,9 @@
-from celery import shared_task
+"""The runs app's Celery tasks, for Celery's autodiscovery (it imports each app's ``tasks`` module).
 
-from runs import actions
+Each is defined beside the action it runs (runs/actions.py), so that queueing one never imports a
+module that imports the queuer back.
+"""
 
+from runs.actions import dispatch_run
 
-@shared_task(name="runs.dispatch_run")
-def dispatch_run(run_id: int, resume: bool | None = None) -> None:
-    """Submit a queued run to Ray (see runs.actions.dispatch).
-
-    ``resume`` is ignored: whether the trainer resumes follows from the run's attempt. It is still
-    accepted only so that messages queued by an older release (which sent it) are not refused.
-    """
-    actions.dispatch(run_id)
+__all__ = ["dispatch_run"]

@@ -5,8 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from proofs.queries import RolloutFilters, attempt_page
-from runs import actions, queries, scheduling, warm_start
+from runs import actions, queries, rollouts, scheduling, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -68,13 +67,9 @@ def launch(request):
 def detail(request, pk):
     run = _visible_run(request, pk)
     is_rl = run.kind == RunKind.RL
-    filters = RolloutFilters(request.GET)
+    filters, attempts, next_before = rollouts.page(run, request.GET)  # the proofs app's (runs/rollouts.py)
     if not is_rl:
         attempts, next_before = [], None  # an SFT run has no rollouts: no viewer, no filters
-    elif filters.is_valid():
-        attempts, next_before = attempt_page(run.proof_attempts.all(), filters)
-    else:
-        attempts, next_before = [], None
     other = None
     if request.GET.get("diff", "").isdigit():
         other = Run.objects.visible_to(request.user).filter(pk=int(request.GET["diff"])).first()

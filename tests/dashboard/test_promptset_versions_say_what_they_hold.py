@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from promptsets import actions
+from promptsets import versions
 from promptsets.curation import Sample, Split, describe_rule
 from promptsets.models import PromptsetVersion
 from promptsets.parsing import FileFormat, detect_format
@@ -14,14 +14,14 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_split_names_its_parts_and_the_training_part_is_the_version_to_train_on(promptset_version):
-    train, held_out = actions.curate(promptset_version, Split(eval_fraction=0.34))
+    train, held_out = versions.curate(promptset_version, Split(eval_fraction=0.34))
     assert (str(train), str(held_out)) == ("arith v2 (train part)", "arith v3 (held-out eval part)")
     assert promptset_version.promptset.latest_version == held_out
     assert promptset_version.promptset.training_version == train
 
 
 def test_a_parts_name_its_rule_and_the_sql_annotation_agree_on_what_is_held_out(promptset_version):
-    train, held_out = actions.curate(promptset_version, Split(eval_fraction=0.34))
+    train, held_out = versions.curate(promptset_version, Split(eval_fraction=0.34))
     assert describe_rule(train.rule).startswith("Split: the train part ")
     assert describe_rule(held_out.rule).startswith("Split: the held-out eval part ")
     annotated = {version.pk: version.held_out for version in PromptsetVersion.objects.with_held_out()}
@@ -30,8 +30,8 @@ def test_a_parts_name_its_rule_and_the_sql_annotation_agree_on_what_is_held_out(
 
 
 def test_a_sample_larger_than_its_version_is_refused_with_the_number_there_is(promptset_version):
-    with pytest.raises(actions.CurationRefused, match="has 3 problems.*at most 3"):
-        actions.curate(promptset_version, Sample(count=1000))
+    with pytest.raises(versions.CurationRefused, match="has 3 problems.*at most 3"):
+        versions.curate(promptset_version, Sample(count=1000))
     assert promptset_version.promptset.versions.count() == 1
 
 

@@ -97,7 +97,7 @@ def test_a_promptset_version_is_pushed_as_a_dataset_that_uploads_again(promptset
                                                                          monkeypatch):
     from django.core.management import call_command
 
-    from promptsets.actions import import_promptset
+    from promptsets.versions import import_promptset
     from promptsets.intake import FileCheck
 
     with HubStandinThread(tmp_path / "hub") as hub:

@@ -103,7 +103,7 @@ def minif2f_deepseek_path():
 def checked_at_once(monkeypatch, django_capture_on_commit_callbacks):
     """Uploads checked as soon as they are committed, by the task's own function (the Celery worker itself
     runs in tests/security/test_upload_bombs_cannot_hurt_the_web_process.py). Use: ``with checked_at_once(): …``."""
-    from promptsets import actions
+    from promptsets import uploads
 
-    monkeypatch.setattr("promptsets.actions._enqueue_check", actions.run_upload)
+    monkeypatch.setattr("promptsets.uploads._enqueue_check", uploads.run_upload)
     return lambda: django_capture_on_commit_callbacks(execute=True)

@@ -5,7 +5,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from promptsets import actions
+from promptsets import results, versions
 from promptsets.curation import DropAboveWinRate, Sample, Split, WeightHardProblems, WinRateSource
 from promptsets.intake import FileCheck
 from promptsets.models import Problem, PromptsetVersion
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def version_1(alice):
-    return actions.import_promptset(alice, "kimina", FileCheck(io.BytesIO(encode(kimina_rows(5), "jsonl")),
+    return versions.import_promptset(alice, "kimina", FileCheck(io.BytesIO(encode(kimina_rows(5), "jsonl")),
                                                                  filename="k.jsonl"), is_public=True).version
 
 
@@ -26,7 +26,7 @@ def keys(version):
 
 
 def test_dropping_by_the_files_win_rate_makes_version_2_and_leaves_version_1_alone(version_1):
-    (version_2,) = actions.curate(version_1, DropAboveWinRate(max_win_rate=0.5))
+    (version_2,) = versions.curate(version_1, DropAboveWinRate(max_win_rate=0.5))
     assert (version_2.number, version_2.parent, version_2.rule["kind"]) == (2, version_1, "drop_above_win_rate")
     assert keys(version_2) == ["kimina-0", "kimina-1", "kimina-2"]
     version_1.refresh_from_db()
@@ -34,12 +34,12 @@ def test_dropping_by_the_files_win_rate_makes_version_2_and_leaves_version_1_alo
 
 
 def test_weighting_hard_problems_repeats_them_in_the_trainer_rows(version_1):
-    (weighted,) = actions.curate(version_1, WeightHardProblems(max_win_rate=0.25, copies=3))
+    (weighted,) = versions.curate(version_1, WeightHardProblems(max_win_rate=0.25, copies=3))
     assert keys(weighted) == ["kimina-0"] * 3 + ["kimina-1"] * 3 + ["kimina-2", "kimina-3", "kimina-4"]
 
 
 def test_a_split_makes_two_versions_with_the_same_parent(version_1):
-    train, held_out = actions.curate(version_1, Split(eval_fraction=0.4, seed=3))
+    train, held_out = versions.curate(version_1, Split(eval_fraction=0.4, seed=3))
     assert (train.rule["part"], held_out.rule["part"]) == ("train", "eval")
     assert train.parent == held_out.parent == version_1
     assert sorted(keys(train) + keys(held_out)) == sorted(keys(version_1))
@@ -59,15 +59,15 @@ def test_the_platform_win_rate_excludes_censored_attempts_and_retries(alice, mak
     # Not linked by the ingester: found by its key within the promptset.
     ProofAttempt.objects.create(run=run, rollout_key="u0", step=1, problem=None, problem_key="lt_small",
                                 turn=Turn.FIRST, reward=0.0)
-    (curated,) = actions.curate(promptset_version, DropAboveWinRate(max_win_rate=0.5,
+    (curated,) = versions.curate(promptset_version, DropAboveWinRate(max_win_rate=0.5,
                                                                    win_rate_source=WinRateSource.PLATFORM))
     assert keys(curated) == ["mul_small", "lt_small"]
-    assert actions.platform_win_rates([solved.pk, failing.pk], viewer=alice) == {solved.pk: (2, 2), failing.pk: (0, 1)}
+    assert results.win_rates([solved.pk, failing.pk], viewer=alice) == {solved.pk: (2, 2), failing.pk: (0, 1)}
 
 
 def test_a_rule_that_keeps_nothing_is_refused(version_1):
-    with pytest.raises(actions.CurationRefused, match="keeps none"):
-        actions.curate(version_1, DropAboveWinRate(max_win_rate=0.5, win_rate_source=WinRateSource.PLATFORM,
+    with pytest.raises(versions.CurationRefused, match="keeps none"):
+        versions.curate(version_1, DropAboveWinRate(max_win_rate=0.5, win_rate_source=WinRateSource.PLATFORM,
                                                    keep_unknown=False))
     assert PromptsetVersion.objects.count() == 1
 
@@ -98,7 +98,7 @@ def test_someone_else_may_see_a_public_promptset_but_not_curate_it(client, bob, 
 
 def test_variants_enter_a_new_version_only_when_valid_and_new(version_1):
     problem = Problem.objects.get(problem_key="kimina-0")
-    version_2, refused = actions.add_variants(version_1, problem, [
+    version_2, refused = versions.add_variants(version_1, problem, [
         "theorem sum_0_variant (n : ℕ) (h : n = 7) : n + 1 = 8 := by",
         "theorem bad : 1 = 1 := by rfl",
         problem.formal_statement,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptsets.actions import ImportRejected, import_promptset
+from promptsets.versions import ImportRejected, import_promptset
 from promptsets.intake import FileCheck
 from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
 from tests.promptsets.conftest import encode, kimina_rows

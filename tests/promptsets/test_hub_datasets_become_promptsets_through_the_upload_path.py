@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from promptsets import actions
+from promptsets import uploads
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
 from tests.promptsets.conftest import kimina_rows, write_hub_layout, write_saved_dataset
 
@@ -81,7 +81,7 @@ def test_a_save_to_disk_folder_imported_through_the_api_becomes_a_promptset(alic
 def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(alices_client, hub_layout, checked_at_once,
                                                                            monkeypatch):
     seen = []
-    real_stage = actions.stage_dataset
+    real_stage = uploads.stage_dataset
 
     def stage_and_watch(source, destination, *, on_progress):
         def progress(rows):
@@ -89,7 +89,7 @@ def test_the_dataset_is_staged_first_and_its_rows_counted_before_the_check(alice
             seen.append(PromptsetUpload.objects.values_list("state", "rows_read").get())
         return real_stage(source, destination, on_progress=progress, batch_rows=2)
 
-    monkeypatch.setattr("promptsets.actions.stage_dataset", stage_and_watch)
+    monkeypatch.setattr("promptsets.uploads.stage_dataset", stage_and_watch)
     post_import(alices_client, checked_at_once, folder=str(hub_layout))
     assert seen == [("staging", 2), ("staging", 4), ("staging", 5)]
     assert PromptsetUpload.objects.get().state == "imported"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from promptsets.actions import import_promptset
+from promptsets.versions import import_promptset
 from promptsets.intake import FileCheck
 from promptsets.models import Problem
 from tests.promptsets.conftest import KIMINA_HEADER, encode, kimina_rows

@@ -6,6 +6,7 @@ from django.core.management import CommandError, call_command
 from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
 from promptsets.models import Promptset
 from tests.promptsets.conftest import encode, kimina_rows
+from trainer.problems import DEFAULT_LEAN_HEADER
 
 
 def write(tmp_path, rows, name="rows.jsonl"):
@@ -51,7 +52,7 @@ def test_create_demo_promptset_is_idempotent_and_public(alice, capsys):
     assert promptset.is_public and promptset.versions.count() == 1
     rows = list(promptset.latest_version.trainer_rows())
     assert [row["problem_id"] for row in rows] == [p.key for p in DEMO_PROBLEMS]
-    assert rows[0]["header"].startswith("import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000")
+    assert rows[0]["header"].strip() == DEFAULT_LEAN_HEADER.strip()  # the trainer's header, its one home
     assert "Already present" in capsys.readouterr().out
 
 

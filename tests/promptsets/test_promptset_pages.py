@@ -5,7 +5,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from promptsets import actions
+from promptsets import versions
 from promptsets.intake import FileCheck
 from promptsets.models import Problem
 from proofs.models import ProofAttempt, Turn
@@ -16,13 +16,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def alices_promptset(alice):
-    return actions.import_promptset(alice, "alice's set", FileCheck(io.BytesIO(encode(kimina_rows(60), "jsonl")),
+    return versions.import_promptset(alice, "alice's set", FileCheck(io.BytesIO(encode(kimina_rows(60), "jsonl")),
                                                                     filename="k.jsonl")).promptset
 
 
 @pytest.fixture
 def public_promptset(bob):
-    return actions.import_promptset(bob, "bob's public set", FileCheck(io.BytesIO(encode(kimina_rows(3), "jsonl")),
+    return versions.import_promptset(bob, "bob's public set", FileCheck(io.BytesIO(encode(kimina_rows(3), "jsonl")),
                                                                        filename="k.jsonl"), is_public=True).promptset
 
 
@@ -55,7 +55,7 @@ def test_the_problem_table_is_paginated_and_searchable(client, alice, alices_pro
 
 def test_the_problem_page_highlights_the_statement_and_escapes_it(client, alice):
     rows = [{"name": "xss", "formal_statement": 'theorem xss : "<script>alert(1)</script>" = "" := by'}]
-    promptset = actions.import_promptset(alice, "xss", FileCheck(io.BytesIO(encode(rows, "jsonl")), filename="x.jsonl")).promptset
+    promptset = versions.import_promptset(alice, "xss", FileCheck(io.BytesIO(encode(rows, "jsonl")), filename="x.jsonl")).promptset
     page = page_of(client, alice, "problem", promptset.pk, promptset.problems.get().pk).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page and 'class="k' in page  # Pygments marked the keywords

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from promptsets import actions
+from promptsets import uploads
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
@@ -33,7 +33,7 @@ def stalled_after_ten_minutes(settings):
 
 def staged(owner, name: str) -> PromptsetUpload:
     """An upload as the form leaves it: its file on the artifact volume, waiting for a worker (none is called)."""
-    return actions.stage_upload(owner, name, SimpleUploadedFile("k.jsonl", encode(kimina_rows(3), "jsonl")),
+    return uploads.stage_upload(owner, name, SimpleUploadedFile("k.jsonl", encode(kimina_rows(3), "jsonl")),
                                 options=OPTIONS)
 
 
@@ -71,13 +71,13 @@ def test_an_upload_left_checking_by_a_dead_worker_is_rejected_on_the_sweepers_pa
 
 
 def test_a_dataset_whose_reading_stalled_is_ended_with_its_half_written_file_and_told_to_import_again(alice):
-    upload = actions.stage_dataset_import(alice, "numina", HubSource(name="AI-MO/NuminaMath-LEAN"), options=OPTIONS,
+    upload = uploads.stage_dataset_import(alice, "numina", HubSource(name="AI-MO/NuminaMath-LEAN"), options=OPTIONS,
                                           check_in_this_process=True)
     half_written = Path(upload.staged_path + ".partial")
     half_written.write_text('{"formal_statement": "theorem t : 1 = 1 := by"}\n')
     left_by_a_worker(upload, state=UploadState.STAGING, rows_read=4000, silent_for=timedelta(minutes=30))
 
-    assert actions.end_stalled_uploads() == 1
+    assert uploads.end_stalled_uploads() == 1
 
     upload.refresh_from_db()
     assert upload.state == UploadState.REJECTED
@@ -106,10 +106,10 @@ def test_an_upload_whose_worker_is_storing_its_promptset_is_never_ended_under_it
     worker.start()
     try:
         assert locked.wait(timeout=30)
-        assert actions.end_stalled_uploads() == 0
+        assert uploads.end_stalled_uploads() == 0
         upload.refresh_from_db()
         assert upload.state == UploadState.CHECKING
     finally:
         release.set()
         worker.join()
-    assert actions.end_stalled_uploads() == 1  # once its worker is gone, it is ended like any other
+    assert uploads.end_stalled_uploads() == 1  # once its worker is gone, it is ended like any other

@@ -7,7 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from promptsets.actions import import_promptset
+from promptsets.versions import import_promptset
 from promptsets.intake import FileCheck
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proofs.lean_view import code_view, highlighted_html, highlighted_lines
+from promptsets.lean_view import code_view, highlighted_html, highlighted_lines
 from proofs.views import code_diff
 from trainer.lean_lexer import comment_mask
 

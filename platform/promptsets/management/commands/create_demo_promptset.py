@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from promptsets import actions
+from promptsets import versions
 from promptsets.management.commands._options import owner_named
 
 
@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         owner = owner_named(options["owner"])
-        promptset, is_created = actions.create_demo_promptset(owner)
+        promptset, is_created = versions.create_demo_promptset(owner)
         verb = "Created" if is_created else "Already present:"
         self.stdout.write(f"{verb} promptset {promptset.pk} ({promptset.name!r}), "
                           f"{promptset.latest_version.problem_count} problems")

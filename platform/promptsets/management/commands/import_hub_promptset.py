@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from promptsets import actions
+from promptsets import uploads, versions
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RowRejection
@@ -38,11 +38,11 @@ class Command(BaseCommand):
         try:
             source = HubSource.from_fields(dataset=options["dataset"], folder=options["folder"], config=options["config"],
                                            split=options["split"], revision=options["revision"])
-            upload = actions.stage_dataset_import(owner, options["name"], source, options=choices,
+            upload = uploads.stage_dataset_import(owner, options["name"], source, options=choices,
                                                   check_in_this_process=True)
-        except (HubSourceError, actions.PromptsetNameTaken) as error:
+        except (HubSourceError, versions.PromptsetNameTaken) as error:
             raise CommandError(str(error)) from None
-        actions.run_upload(upload.pk)
+        uploads.run_upload(upload.pk)
         upload = PromptsetUpload.objects.get(pk=upload.pk)
         rejections = [RowRejection(**rejection) for rejection in upload.report.get("rejections", [])]
         if upload.state != UploadState.IMPORTED:

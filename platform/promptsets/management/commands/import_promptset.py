@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from promptsets import actions
+from promptsets import versions
 from promptsets.intake import FileCheck
 from promptsets.management.commands._options import (
     ReadingShown, add_file_options, add_promptset_options, column_mapping, owner_named, row_limits,
@@ -29,13 +29,13 @@ class Command(BaseCommand):
                 check = FileCheck(file, filename=options["file"], file_format=options["format"],
                                   mapping=column_mapping(options["column"]), limits=row_limits(options),
                                   default_header=options["default_header"])
-                result = actions.import_promptset(
+                result = versions.import_promptset(
                     owner, options["name"], ReadingShown(check), skip_invalid_rows=options["skip_invalid_rows"],
                     description=options["description"], is_public=options["public"],
                 )
-            except actions.PromptsetNameTaken as error:
+            except versions.PromptsetNameTaken as error:
                 raise CommandError(str(error)) from None
-            except actions.ImportRejected as rejected:
+            except versions.ImportRejected as rejected:
                 for rejection in rejected.report.rejections:
                     self.stderr.write(rejection.describe())
                 raise CommandError(str(rejected)) from None

@@ -1,4 +1,7 @@
-"""Lean code as the proof viewer draws it: highlighted tokens per line, and Lean's messages by line.
+"""Lean code as the pages draw it: highlighted tokens per line, and Lean's messages by line.
+
+A problem's statement (its page) and a proof attempt's code (the proof viewer) are drawn alike; this
+lives in the lowest app that draws Lean, so the apps above import it (promptsets ← runs ← proofs).
 
 Tokens travel as JSON ``[css_class, text]`` pairs and the browser builds them with textContent,
 so model output never becomes markup. Columns stay as Lean reports them (code points); the browser

@@ -7,6 +7,8 @@ install:
 run: install
 	.venv/bin/python -m deploy.stack $(ARGS)
 
+# The linter first (pyproject.toml [tool.ruff]: the rules that catch real faults): seconds, before the suite's minutes.
 test:
 	deploy/bootstrap.sh --browser
+	.venv/bin/ruff check .
 	.venv/bin/python -m pytest $(PYTEST_ARGS)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "platform")]
 
-from benchmarks.timing import median_seconds  # noqa: E402 (after the path is set)
+from benchmarks.timing import median_seconds  # noqa: E402 - found on the path set just above
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_DIR / "platform"), str(REPO_DIR)]
 
-from scratch_database import migrated_database  # noqa: E402
+from scratch_database import migrated_database  # noqa: E402 - found on the path set just above
 
 ONE_LAUNCH_CHECK = """
 import json, os, sys, time

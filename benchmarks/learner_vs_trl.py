@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.timing import median_seconds  # noqa: E402 (after the path is set)
+from benchmarks.timing import median_seconds
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

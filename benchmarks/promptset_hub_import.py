@@ -42,7 +42,7 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_DIR / "platform"), str(REPO_DIR)]
 
-from scratch_database import migrated_database  # noqa: E402
+from scratch_database import migrated_database  # noqa: E402 - found on the path set just above
 
 MINIF2F = REPO_DIR.parent / "shared" / "data" / "minif2f_valid_test.deepseek.jsonl"
 PARQUET_ROW_GROUP_ROWS = 2000

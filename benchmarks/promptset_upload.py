@@ -30,7 +30,7 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_DIR / "platform"), str(REPO_DIR)]
 
-from scratch_database import migrated_database  # noqa: E402
+from scratch_database import migrated_database  # noqa: E402 - found on the path set just above
 
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
 

@@ -32,11 +32,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.config import RunConfig  # noqa: E402
-from trainer.problems import Problem  # noqa: E402
-from trainer.verification.checked_code import build_checked_code  # noqa: E402
-from trainer.verification.client import LeanVerifier  # noqa: E402
-from trainer.verification.kimina_compat import AsyncKiminaClient, KiminaClient, Snippet  # noqa: E402
+from trainer.config import RunConfig
+from trainer.problems import Problem
+from trainer.verification.checked_code import build_checked_code
+from trainer.verification.client import LeanVerifier
+from trainer.verification.kimina_compat import AsyncKiminaClient, KiminaClient, Snippet
 
 def distinct_proofs(count: int) -> list[str]:
     """``count`` different checked codes the stand-in decides (valid), so nothing is cached."""

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         folder = build_warm_start(options.data_dir, show_progress=not options.quiet)
-    except Exception as error:  # the stack keeps running; the cpu-demo preset reports the missing model
+    except Exception as error:  # noqa: BLE001 - the stack keeps running; the cpu-demo preset reports the missing model
         print(f"warm start failed: {error}", file=sys.stderr)
         return 1
     print(folder)

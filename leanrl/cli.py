@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
+from tqdm import tqdm
 
 from leanrl.client import ApiError, PlatformClient
 from trainer.fields import parse_assignments
@@ -189,8 +190,6 @@ def total_steps(run: dict) -> int | None:
 
 def runs_follow(client: PlatformClient, args) -> int:
     """A progress bar over the run's steps, its latest rollouts as they arrive, and its final state."""
-    from tqdm import tqdm
-
     run = client.call("runs_api_get_run", path={"run_id": args.run})
     bar = tqdm(total=total_steps(run), desc=f"run {run['id']} {run['name']}", unit="step", file=sys.stderr,
                dynamic_ncols=True)
@@ -265,8 +264,6 @@ def checkpoints_list(client: PlatformClient, args) -> int:
 
 
 def checkpoints_download(client: PlatformClient, args) -> int:
-    from tqdm import tqdm
-
     part = "checkpoint" if args.whole else "model"
     output = Path(args.output or f"run{args.run}-step{args.step:06d}-{part}.zip")
     partial = output.with_name(output.name + ".part")

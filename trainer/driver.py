@@ -176,11 +176,11 @@ class TrainingRun:
         self.verifier = None
         self._verifier_state = None  # the verdict cache and its counters, from the checkpoint resumed
         self._startup_notes: list[tuple[str, str]] = []  # (message, level), published after RUN_STARTED
+        self.evaluation_samples: list[dict] = []  # the last evaluation's every sample (evaluate() fills it)
 
     @property
     def attempt(self) -> int:
         return getattr(self.publisher, "attempt", 1)
-        self.evaluation_samples: list[dict] = []
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -355,7 +355,7 @@ class TrainingRun:
         if self.verifier is not None and self.events_loop is not None:
             try:
                 self.events_loop.submit(self.verifier.aclose()).result(timeout=10)
-            except Exception as error:  # closing is best effort; the run's outcome is already decided
+            except Exception as error:  # noqa: BLE001 - closing is best effort; the run's outcome is already decided
                 self.publisher.log(f"closing the Lean client failed: {error}", "warning")
         if self.events_loop is not None:
             self.events_loop.close()

@@ -232,7 +232,7 @@ def pack_batch(sequences: Sequence[TrainingSequence], device: torch.device) -> T
         predictor_positions.extend(range(offset + prompt_length - 1, offset + len(tokens) - 1))
         response_ids.extend(sequence.response_ids)
         advantages.extend([sequence.advantage] * len(sequence.response_ids))
-    as_row = lambda values, dtype=torch.long: torch.tensor([values], dtype=dtype, device=device)  # noqa: E731
+    as_row = lambda values, dtype=torch.long: torch.tensor([values], dtype=dtype, device=device)
     return TokenBatch(
         input_ids=as_row(input_ids),
         attention_mask=None,

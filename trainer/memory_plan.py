@@ -357,7 +357,6 @@ def _learner_on(config: RunConfig, architecture):
 
 def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
     """One rank's learner phase on fake tensors: peak and resident bytes."""
-    import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker

@@ -62,7 +62,7 @@ class RayMetricsSink:
                 value = values.get(metric)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     gauge.set(float(value), tags={"run_id": self.run_id})
-        except Exception as error:  # the cluster's metrics are a courtesy: training goes on without them
+        except Exception as error:  # noqa: BLE001 - the cluster's metrics are a courtesy: training goes on without them
             self.is_off = True
             logger.warning("Ray metrics switched off for run %s: %s", self.run_id, error)
 

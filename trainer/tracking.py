@@ -264,7 +264,7 @@ class TrackingSink:
         for tracker in list(self.trackers):
             try:
                 call(tracker)
-            except Exception as error:  # a tracker's outage must not stop training
+            except Exception as error:  # noqa: BLE001 - a tracker's outage must not stop training
                 self.trackers.remove(tracker)
                 logger.warning("tracking with %s switched off: %s", tracker.backend.value, error)
                 self._announce(tracker, f"switched off after an error: {type(error).__name__}: {error}")

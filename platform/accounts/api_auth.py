@@ -1,3 +1,7 @@
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import JsonResponse
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
@@ -39,11 +43,6 @@ class ApiTokenAuth(HttpBearer):
 def login_or_token_required(view):
     """For the API's docs and schema: a signed-in browser, or a script with a live API token (the
     ``leanrl`` CLI reads the schema); anyone else is sent to the login page."""
-    from functools import wraps
-
-    from django.contrib.auth.views import redirect_to_login
-    from django.http import JsonResponse
-
     @wraps(view)
     def guarded(request, *args, **kwargs):
         if not request.user.is_authenticated:

@@ -6,6 +6,7 @@ later that the default it did not ask for was used.
 """
 
 from ninja import Schema
+from ninja.errors import HttpError
 from pydantic import ConfigDict
 
 
@@ -16,8 +17,6 @@ class StrictSchema(Schema):
 def refuse_unknown_fields(received, schema: type[Schema], *, also: tuple[str, ...] = ()) -> None:
     """The same rule for query strings and forms, which django-ninja maps field by field (so an
     unknown key never reaches pydantic's ``extra="forbid"``): 422 naming each unknown key."""
-    from ninja.errors import HttpError
-
     known = {*schema.model_fields, *also}
     unknown = sorted(set(received) - known)
     if unknown:

@@ -7,22 +7,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_asgi_app = get_asgi_application()
 
-from django.conf import settings  # noqa: E402
+from django.conf import settings  # noqa: E402 - only once get_asgi_application has set Django up
 
 if settings.SERVE_STATIC:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402 - only once get_asgi_application has set Django up
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - only once get_asgi_application has set Django up
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402 - only once get_asgi_application has set Django up
 
-import runs.routing  # noqa: E402
+import runs.routing  # noqa: E402 - only once get_asgi_application has set Django up
 
 application = ProtocolTypeRouter(
     {

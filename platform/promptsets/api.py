@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from config.api_schemas import StrictSchema, refuse_unknown_fields
 from promptsets import uploads, versions
 from promptsets.curation import describe_rule, parse_rule
+from promptsets.export import UnknownExportFormat, export_response
 from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits, max_statement_chars_problem
@@ -272,8 +273,6 @@ def list_version_problems(request, promptset_id: int, number: int, q: str = "", 
 @router.get("/{promptset_id}/versions/{number}/export.{file_format}", response={200: None, 404: DetailOut})
 def export_version(request, promptset_id: int, number: int, file_format: str):
     """The version's problems as JSON Lines or Parquet, one row per problem (with its curation weight)."""
-    from promptsets.export import UnknownExportFormat, export_response
-
     version = get_object_or_404(PromptsetVersion, promptset=_visible(request, promptset_id), number=number)
     try:
         return export_response(version, file_format)

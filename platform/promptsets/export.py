@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 from django.http import FileResponse, StreamingHttpResponse
 
+from promptsets.curation import describe_rule
 from promptsets.models import PromptsetVersion
+from trainer.hub import push_folder
 
 EXPORT_FORMATS = ("jsonl", "parquet")
 BATCH_ROWS = 5000
@@ -96,11 +99,6 @@ Columns: `problem_id`, `name`, `formal_statement` (ending in `:= by`, no proof),
 def push_version_to_hub(version: PromptsetVersion, repo_id: str, *, token: str | None, private: bool = True,
                         endpoint: str | None = None) -> str:
     """The version as a Hub dataset repository (Parquet in the Hub's layout and a dataset card); its commit URL."""
-    from pathlib import Path
-
-    from promptsets.curation import describe_rule
-    from trainer.hub import push_folder
-
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "data").mkdir()
         with open(Path(folder) / "data" / "train-00000-of-00001.parquet", "wb") as destination:

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django import forms
 from pydantic import ValidationError
 
 from promptsets.curation import WinRateSource, parse_rule
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import (
-    FIELD_LABELS, MAX_STATEMENT_CHARS_LEAST, MAX_STATEMENT_CHARS_MOST, RECIPE_HEADER, ColumnMapping, RowLimits,
+    FIELD_LABELS,
+    MAX_STATEMENT_CHARS_LEAST,
+    MAX_STATEMENT_CHARS_MOST,
+    RECIPE_HEADER,
+    ColumnMapping,
+    RowLimits,
 )
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
@@ -105,8 +112,6 @@ class HubImportForm(UploadForm):
 
 def import_options(*, file_format, mapping: ColumnMapping, skip_invalid_rows: bool, description: str, is_public: bool,
                    default_header: str, limits: RowLimits) -> dict:
-    from dataclasses import asdict
-
     return {"file_format": file_format, "mapping": asdict(mapping), "skip_invalid_rows": skip_invalid_rows,
             "description": description, "is_public": is_public, "default_header": default_header,
             "limits": asdict(limits)}

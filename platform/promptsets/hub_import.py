@@ -138,7 +138,7 @@ def dataset_rows(source: HubSource, batch_rows: int = BATCH_ROWS) -> Iterator[di
                              "holds a dataset") from None
     except ValueError as error:  # datasets' own words for a bad config or split, or pyarrow's for a bad file
         raise HubSourceError(f"{source.describe()}: {error}") from None
-    except Exception as error:  # the Hub unreachable, a gated dataset, a shard that breaks off, …
+    except Exception as error:  # noqa: BLE001 - the Hub unreachable, a gated dataset, a shard that breaks off, …
         raise HubSourceError(f"{source.describe()}: cannot be read ({type(error).__name__}: {error})") from None
 
 

@@ -510,7 +510,7 @@ def _check_batches_sent(rules: RowRules, tasks, results, readers_ends: list) -> 
         rows, columns = batch
         try:
             outcomes = rules.outcomes(rows, columns)
-        except Exception as error:  # a bug, not a row's fault: the reader raises it
+        except Exception as error:  # noqa: BLE001 - a bug, not a row's fault: the reader raises it
             outcomes = error
         try:
             results.send(outcomes)

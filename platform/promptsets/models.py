@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from promptsets import results
+from promptsets.hub_import import HubSource
 
 
 class PromptsetQuerySet(models.QuerySet):
@@ -246,6 +247,4 @@ class PromptsetUpload(models.Model):
 
     def hub_source(self):
         """The dataset to stage (a promptsets.hub_import.HubSource), or None for an uploaded file."""
-        from promptsets.hub_import import HubSource
-
         return HubSource(**self.dataset) if self.source != UploadSource.FILE else None

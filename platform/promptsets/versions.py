@@ -7,6 +7,8 @@ so they apply the same validation. Each runs in one transaction: a failed import
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
@@ -16,6 +18,7 @@ from django.utils import timezone
 
 from promptsets import results
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
+from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
 from promptsets.intake import (
     CandidateProblem,
     FileCheck,
@@ -25,6 +28,7 @@ from promptsets.intake import (
     statement_fingerprint,
 )
 from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
+from promptsets.validation import StatementRejected, validate_lean_statement
 
 # Rejected rows kept with a version's rule and an upload's report: enough to fix a file by, bounded.
 MAX_REJECTIONS_STORED = 1000
@@ -215,8 +219,6 @@ def curate(version: PromptsetVersion, rule: Rule) -> list[PromptsetVersion]:
 def add_variants(version: PromptsetVersion, problem: Problem, statements: list[str], *, endpoint_model: str = "",
                  limits: RowLimits | None = None) -> tuple[PromptsetVersion | None, list[str]]:
     """A new version: ``version`` plus each valid, new variant of ``problem``; and why others were refused."""
-    from promptsets.validation import StatementRejected, validate_lean_statement
-
     limits = limits or RowLimits()
     refused: list[str] = []
     accepted: list[Problem] = []
@@ -253,11 +255,6 @@ def add_variants(version: PromptsetVersion, problem: Problem, statements: list[s
 
 def create_demo_promptset(owner) -> tuple[Promptset, bool]:
     """The public demo promptset of ``owner`` (created through the upload path, so validated alike)."""
-    import io
-    import json
-
-    from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
-
     existing = Promptset.objects.filter(owner=owner, name=DEMO_PROMPTSET_NAME).first()
     if existing is not None:
         return existing, False

@@ -9,11 +9,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from promptsets.lean_view import highlighted_html
 from promptsets import results, uploads, versions
 from promptsets.curation import describe_rule
+from promptsets.export import UnknownExportFormat, export_response
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
 from promptsets.hub_import import HubSourceError
+from promptsets.lean_view import highlighted_html
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
@@ -165,8 +166,6 @@ def version_detail(request, pk, number):
 
 @login_required
 def export_version(request, pk, number, file_format):
-    from promptsets.export import UnknownExportFormat, export_response
-
     version = get_object_or_404(PromptsetVersion, promptset=_visible_promptset(request, pk), number=number)
     try:
         return export_response(version, file_format)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
+from runs.models import Run
 from trainer.verification import verdicts
-
 
 # The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
 # are built from them, names, values and labels, so the database, the admin and the pages cannot drift.
@@ -16,8 +16,6 @@ Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.
 
 class ProofAttemptQuerySet(models.QuerySet):
     def visible_to(self, user):
-        from runs.models import Run
-
         return self.filter(run__in=Run.objects.visible_to(user))
 
 

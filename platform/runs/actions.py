@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from pydantic import ValidationError
 
+from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
 from trainer import memory_plan
@@ -78,8 +79,6 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     the preset and the deployment. The run is stored queued; the scheduler (runs/scheduling.py)
     dispatches it when its owner's quota has room.
     """
-    from promptsets.models import Promptset, PromptsetVersion
-
     if not isinstance(request, launch_contract.LaunchRequest):
         request = launch_contract.parse(request)
     promptset_version = _visible_or_error(
@@ -223,7 +222,7 @@ def dispatch(run_id: int) -> None:
         description = cluster.cluster_description(settings.RAY_ADDRESS, timeout_s=timeout_s)
         export_run_inputs(run)
         job_id = ray_jobs.submit(run)
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - whatever stops the submission, the run must fail saying it
         run.mark_failed(f"could not submit the run to the Ray cluster at {settings.RAY_ADDRESS}: {error}",
                         attempt=attempt)
         return

@@ -9,6 +9,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from runs import actions, launch_contract, queries
+from runs.checkpoint_files import download_response
 from runs.models import Run
 
 router = Router(tags=["runs"])
@@ -208,8 +209,6 @@ def list_checkpoints(request, run_id: int):
 @router.get("/{run_id}/checkpoints/{step}/{part}.zip", response={200: None})
 def download_checkpoint(request, run_id: int, step: int, part: str):
     """The model (a Hugging Face folder) or the whole checkpoint, streamed as a zip."""
-    from runs.checkpoint_files import download_response
-
     try:
         return download_response(_visible(request, run_id), step, part)
     except Http404 as error:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
 
 from runs.models import Checkpoint
 from trainer.checkpoint import MODEL_FOLDER
@@ -91,9 +93,6 @@ def download_response(run, step: int, part: str):
     """The run's checkpoint at ``step`` as a streamed zip: ``part`` is "model" (the Hugging Face folder)
     or "checkpoint" (everything, optimizer state included). Http404 saying why when it cannot be offered;
     the page and the API both answer with this."""
-    from django.http import Http404, StreamingHttpResponse
-    from django.shortcuts import get_object_or_404
-
     if part not in ("model", "checkpoint"):
         raise Http404(f"unknown checkpoint download {part!r}; ask for model.zip or checkpoint.zip")
     checkpoint = get_object_or_404(run.checkpoints, step=step)

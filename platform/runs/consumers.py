@@ -13,6 +13,8 @@ for a slow client), sees the gap and fetches the rest page by page from
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -72,8 +74,6 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
 
 
 def _int(query: str, name: str) -> int:
-    from urllib.parse import parse_qs
-
     try:
         return max(0, int(parse_qs(query).get(name, ["0"])[0]))
     except ValueError:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from promptsets.models import PromptsetVersion
+from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
@@ -30,8 +30,6 @@ class LaunchRunForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        from promptsets.models import Promptset
-
         # What a launch offers first is what to train on: a split's held-out eval parts come last.
         self.fields["promptset_version"].queryset = PromptsetVersion.objects.filter(
             promptset__in=Promptset.objects.visible_to(user)

@@ -394,7 +394,7 @@ class EventIngester:
             stored = self.store([event for _, _, event in parsed])
         except INFRASTRUCTURE_ERRORS:
             raise
-        except Exception as error:  # one entry spoils the batch: find it, store the others
+        except Exception as error:  # noqa: BLE001 - one entry spoils the batch: find it, store the others
             logger.warning("storing %d events of %s at once failed (%s: %s); storing them one by one",
                            len(parsed), key, type(error).__name__, error)
             stored = []

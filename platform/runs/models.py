@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -11,12 +12,13 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
+from pydantic import ValidationError
 
 from runs.signals import state_changed
-from trainer.config import ModelSource
-
-if TYPE_CHECKING:
-    from trainer.config import RunConfig
+from trainer import memory_plan
+from trainer.checkpoint import MODEL_FOLDER
+from trainer.config import ModelSource, RunConfig, without_deployment_secrets
+from trainer.memory_plan import LearnerMemory
 
 
 class RunState(models.TextChoices):
@@ -132,8 +134,6 @@ class Run(models.Model):
     def resolved_config(self) -> "RunConfig":
         """The saved config as the trainer reads it (``RunConfig.from_saved``): the one way the platform
         reads a run's config. Raises pydantic's ValidationError for one the trainer no longer reads."""
-        from trainer.config import RunConfig
-
         return RunConfig.from_saved(self.config)
 
     @property
@@ -146,10 +146,6 @@ class Run(models.Model):
         """The config as pages and the API show it (``RunConfig.to_public_dict``): without the deployment's
         Lean server address and key, which the trainer reads (from the exported config) and no reader needs.
         A config the trainer no longer reads is shown as saved, less the same two fields."""
-        from pydantic import ValidationError
-
-        from trainer.config import without_deployment_secrets
-
         try:
             return self.resolved_config.to_public_dict()
         except ValidationError:
@@ -162,8 +158,6 @@ class Run(models.Model):
         a warm-start SFT run counts its own steps, and a config the trainer no longer reads says nothing."""
         if self.kind != RunKind.RL:
             return None
-        from pydantic import ValidationError
-
         try:
             config = self.resolved_config
         except ValidationError:
@@ -338,8 +332,6 @@ class Checkpoint(models.Model):
     @property
     def model_folder(self) -> str:
         """The Hugging Face model folder inside the checkpoint: what model.init_checkpoint takes."""
-        from trainer.checkpoint import MODEL_FOLDER
-
         return str(Path(self.path) / MODEL_FOLDER)
 
 
@@ -405,18 +397,12 @@ class QueueState(models.Model):
 class LearnerPlanQuerySet(models.QuerySet):
     def of(self, config: RunConfig) -> LearnerPlanQuerySet:
         """The stored plan for ``config``, if any (a queryset of at most one)."""
-        from trainer import memory_plan
-
         return self.filter(key_digest=_digest(memory_plan.learner_plan_key(config)))
 
     def for_config(self, config: RunConfig):
         """The learner's memory plan for ``config`` (``trainer.memory_plan.LearnerMemory``), made once for every
         process: a GPU run's plan is a fake-tensor run of the whole model (half a minute of CPU for the
         h100x8 preset), so the launch form must not make it again in each web process, nor after a restart."""
-        import time
-
-        from trainer import memory_plan
-
         key = memory_plan.learner_plan_key(config)
         stored = self.filter(key_digest=_digest(key)).first()
         if stored is not None:
@@ -432,8 +418,6 @@ class LearnerPlanQuerySet(models.QuerySet):
 
 
 def _digest(key: str) -> str:
-    import hashlib
-
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -458,6 +442,4 @@ class LearnerPlan(models.Model):
         return f"learner plan {self.key_digest[:12]}: {self.peak_bytes / 1024**3:.1f} GiB peak"
 
     def learner_memory(self):
-        from trainer.memory_plan import LearnerMemory
-
         return LearnerMemory(self.peak_bytes, self.resident_bytes, self.micro_batch_sequences, self.micro_batch_tokens)

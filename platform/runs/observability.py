@@ -13,12 +13,19 @@ from __future__ import annotations
 import hmac
 import time
 
+import httpx
+import redis
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 from django.http import HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
+from runs.cluster import ray_version
+from runs.ingest import entry_milliseconds, stream_backlog
 from runs.models import DeadLetter, Run, RunState, StepMetrics
+from trainer.events import stream_key
 
 CHECK_TIMEOUT_S = 3.0
 
@@ -40,8 +47,6 @@ def _check_database() -> str:
 
 
 def _check_redis() -> str:
-    import redis
-
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=CHECK_TIMEOUT_S,
                                   socket_connect_timeout=CHECK_TIMEOUT_S)
     try:
@@ -52,16 +57,12 @@ def _check_redis() -> str:
 
 
 def _check_ray() -> str:
-    from runs.cluster import ray_version
-
     # The same client as the job and state calls: the cluster's token, RAY_ADDRESS checked the same way.
     version = ray_version(settings.RAY_ADDRESS, timeout_s=CHECK_TIMEOUT_S)
     return f"job API answers (Ray {version.get('ray_version', '?')})"
 
 
 def _check_lean_server() -> str:
-    import httpx
-
     headers = {"Authorization": f"Bearer {settings.LEAN_SERVER_API_KEY}"} if settings.LEAN_SERVER_API_KEY else {}
     response = httpx.get(f"{settings.LEAN_SERVER_URL.rstrip('/')}/health", headers=headers, timeout=CHECK_TIMEOUT_S)
     response.raise_for_status()
@@ -81,7 +82,7 @@ def _run_check(name: str) -> dict:
     try:
         detail = DEPENDENCY_CHECKS[name]()
         ok = True
-    except Exception as error:  # any failure means "not ready"; say which and why
+    except Exception as error:  # noqa: BLE001 - any failure means "not ready"; say which and why
         detail = f"{type(error).__name__}: {error}".strip()
         ok = False
     return {"ok": ok, "detail": detail, "seconds": round(time.perf_counter() - started, 3)}
@@ -105,8 +106,6 @@ class PlatformCollector:
     """Reads the platform's state when Prometheus scrapes; every figure is labelled with its unit."""
 
     def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
-
         runs = GaugeMetricFamily("leanrl_runs", "Runs by state.", labels=["state"])
         counts = dict(Run.objects.values_list("state").annotate(n=Count("pk")).values_list("state", "n"))
         for state in RunState:
@@ -125,11 +124,6 @@ class PlatformCollector:
 
     def _ingester_metrics(self):
         """Entries of active runs' streams not yet acknowledged by the ingester, and the age of the oldest."""
-        import redis
-        from prometheus_client.core import GaugeMetricFamily
-        from runs.ingest import entry_milliseconds, stream_backlog
-        from trainer.events import stream_key
-
         pending = GaugeMetricFamily("leanrl_ingester_pending_entries",
                                     "Stream entries of active runs delivered to no ingester or not yet acknowledged.")
         lag = GaugeMetricFamily("leanrl_ingester_lag_seconds",
@@ -160,8 +154,6 @@ class PlatformCollector:
 
     def _verifier_metrics(self):
         """Per active run, from its latest step: Lean seconds per proof and the censored share."""
-        from prometheus_client.core import GaugeMetricFamily
-
         latency = GaugeMetricFamily("leanrl_verifier_seconds_per_proof",
                                     "Mean Lean verification seconds per rollout in the run's latest step.",
                                     labels=["run"])
@@ -192,8 +184,6 @@ def _is_authorised_scraper(request) -> bool:
 
 
 def metrics(request):
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-
     if not _is_authorised_scraper(request):
         return HttpResponse("metrics need 'Authorization: Bearer <METRICS_TOKEN>' or a staff login\n",
                             status=401, content_type="text/plain")

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from runs import rollouts
+from runs import cluster, ray_jobs, rollouts
+from runs.checkpoint_files import folder_size
+from runs.ingest import browser_message
 from runs.models import FINAL_STATES, Checkpoint, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
 from trainer.events import EventType
 
@@ -205,8 +206,6 @@ EVENT_PAGE_LIMIT = 500  # events per page of a replay: a browser far behind asks
 def events_after(run_id: int, after: int, limit: int = EVENT_PAGE_LIMIT) -> list[dict]:
     """The run's events numbered after ``after``, oldest first, at most ``limit`` (capped at
     EVENT_PAGE_LIMIT), as a watching browser receives them."""
-    from runs.ingest import browser_message
-
     limit = max(1, min(limit, EVENT_PAGE_LIMIT))
     events = list(RunEvent.objects.filter(run_id=run_id, run_seq__gt=after).order_by("run_seq")[:limit])
     attempt_ids = rollouts.attempt_ids(e.pk for e in events)
@@ -221,8 +220,6 @@ def dead_letter_count(run: Run) -> int:
 
 def checkpoints(run: Run) -> list[Checkpoint]:
     """The run's checkpoints, each with ``size_bytes`` and ``model_size_bytes`` (None: not on this machine)."""
-    from runs.checkpoint_files import folder_size
-
     rows = list(run.checkpoints.all())
     for checkpoint in rows:
         checkpoint.size_bytes = folder_size(checkpoint.path)
@@ -278,8 +275,6 @@ def waiting_reason(run: Run, viewer) -> str:
     admitted, then for a worker. A starting run: asks Ray, since a job whose resources are taken
     stays PENDING, and the page should say so rather than "submitting" for minutes.
     """
-    from runs import cluster, ray_jobs
-
     if run.state == RunState.QUEUED:
         if run.admitted_at is None:
             return f"In the queue: {run.waiting_for}."

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
-from runs.cluster import ClusterUnreachable, ray_request
-
+from runs.cluster import ClusterUnreachable, ray_request, requested_resources
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
 EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
@@ -86,8 +85,6 @@ def trainer_entrypoint(run) -> str:
 def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
-    from runs.cluster import requested_resources
-
     requested = requested_resources(run.resolved_config)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
@@ -152,6 +149,6 @@ def log_tail(job_id: str, lines: int = 25) -> str:
         response = _request("GET", f"/api/jobs/{job_id}/logs")
         response.raise_for_status()
         logs = response.json().get("logs", "")
-    except Exception as error:  # the logs are a courtesy for the failure reason, never a failure of their own
+    except Exception as error:  # noqa: BLE001 - the logs are a courtesy for the failure reason, never a failure of their own
         return f"(job logs unavailable: {error})"
     return "\n".join(logs.splitlines()[-lines:])

@@ -32,7 +32,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from promptsets.uploads import end_stalled_uploads
-from runs import ray_jobs
+from runs import actions, ray_jobs, scheduling
 from runs.ingest import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState
 from trainer.events import EventType, stream_key
@@ -60,7 +60,7 @@ class Sweeper:
             started = self.clock()
             try:
                 self.sweep_once()
-            except Exception:  # noqa: BLE001 - a database or Redis outage: log it, never die, try again
+            except Exception:  # a database or Redis outage: log it, never die, try again
                 logger.exception("sweep failed; trying again in %.0f s", every_s)
             while not should_stop() and self.clock() - started < every_s:
                 time.sleep(0.2)
@@ -76,8 +76,6 @@ class Sweeper:
     # -- queued -------------------------------------------------------------------------------
 
     def redispatch_queued_runs(self) -> None:
-        from runs import actions, scheduling
-
         # The queue moves on every pass too, not only on a launch or an ending: a slot may have freed
         # while the message that would have said so was lost.
         scheduling.schedule()

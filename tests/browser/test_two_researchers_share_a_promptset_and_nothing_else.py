@@ -48,7 +48,7 @@ def test_two_researchers_see_only_their_own_runs_and_rollouts_and_the_queue_in_o
     label = f"{promptset.name} v1"
     alice_first = launch(alices, "alice first", label)
     bob_first = launch(bobs, "bob first", label)
-    alice_second = launch(alices, "alice second", label)
+    launch(alices, "alice second", label)  # a second run of hers, that bob must not see either
     bob_second = launch(bobs, "bob second", label)
 
     problem = promptset_version.problems.order_by("pk").first()

@@ -44,7 +44,7 @@ def test_upload_launch_and_watch_a_rollout_arrive_without_reloading(page, alice,
     # Without any reload, the first scored rollout appears.
     try:
         page.wait_for_selector("#rollouts li.rollout", timeout=240_000)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure to appear: re-raised below with the run's state and logs
         run.refresh_from_db()
         raise AssertionError(f"no rollout appeared; run {run.state}: {run.failure_reason}\n{platform_logs()}")
     first = page.locator("#rollouts li.rollout").first

@@ -35,7 +35,7 @@ def test_an_api_field_the_endpoint_does_not_know_is_refused_by_name(page, alice,
         "name": "typo", "promptset_version_id": promptset_version.pk, "preset": "cpu-smoke", "total_step": 0})
     assert launch.status == 422, launch.text()
     assert "total_step" in launch.text()
-    filters = page.request.get(f"/api/proofs/runs/1/rollouts?stepp=3", headers=headers)
+    filters = page.request.get("/api/proofs/runs/1/rollouts?stepp=3", headers=headers)
     assert filters.status in (404, 422), filters.text()  # no such run here: never a silent 200
     assert promptset_version.promptset.versions.count() == 1
     from runs.models import Run

@@ -1,7 +1,6 @@
 """A split's parts are named, the training part is what to train on, a sample never pretends, and a
 Parquet file is known by its first bytes whatever its name."""
 
-import io
 
 import pytest
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from proofs.models import ProofAttempt
 from runs import actions
@@ -31,7 +31,7 @@ def db_retry(read, deadline_s: float = 120):
     while True:
         try:
             return read()
-        except Exception:  # noqa: BLE001 - OperationalError, InterfaceError: the server is going or coming
+        except Exception:  # OperationalError, InterfaceError: the server is going or coming
             if time.monotonic() > deadline:
                 raise
             for each in connections.all():

@@ -11,6 +11,8 @@ import pytest
 from safetensors.torch import load_file
 
 from tests.hub.hub_standin import HubStandinThread
+from trainer.__main__ import main as trainer_main
+from trainer.verification.standin_server import StandinServerThread
 
 
 @pytest.fixture(autouse=True)
@@ -19,8 +21,6 @@ def hub_reachable(monkeypatch):
     deliberate online action, so these tests lift it, as an operator pushing from a shell would."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
-from trainer.__main__ import main as trainer_main
-from trainer.verification.standin_server import StandinServerThread
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from trainer.problems import Problem
 from trainer.prompts import SYSTEM_PROMPT, first_attempt_messages, prompt_token_count, render_prompt
 
 from tests.recipe.answers import STATEMENT

@@ -8,7 +8,6 @@ import json
 
 import pytest
 import redis
-from django.conf import settings
 
 from trainer.checkpoint import checkpoint_folder, checkpoint_steps, checkpoints_to_remove, latest_checkpoint, step_of
 from trainer.driver import EVALUATIONS_FILE, best_evaluated_step

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import enum
+import importlib
+import sys
+import types
+from dataclasses import dataclass, field
+
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -71,12 +77,6 @@ def stop_or_go_llama(tokenizer) -> LlamaForCausalLM:
 
 
 # --- a stand-in for the vllm package: records what the engine asks of it --------------------
-
-import enum
-import importlib
-import sys
-import types
-from dataclasses import dataclass, field
 
 FAKE_EOS = 1
 

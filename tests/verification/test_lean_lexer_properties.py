@@ -129,7 +129,7 @@ def test_unterminated_literals_are_refused(text):
 
 
 def test_lean_lexical_corners():
-    kinds = lambda text: [(t.kind.value, t.text) for t in scan(text)]  # noqa: E731
+    kinds = lambda text: [(t.kind.value, t.text) for t in scan(text)]
     assert kinds('"a -- b" -- c') == [("string", '"a -- b"'), ("comment", "-- c")]
     # A comment does not know strings: its quote does not hide the -/.
     assert kinds('/- " -/ x') == [("comment", '/- " -/'), ("word", "x")]

@@ -34,7 +34,7 @@ def test_the_list_filters_by_state_and_name_and_sorts_by_a_column(make_run, alic
     make_run(state="failed", name="alpha", current_step=9)
     make_run(state="running", name="gamma", current_step=1)
     client = logged_in(alice)
-    names = lambda query: [s["name"] for s in client.get(f"/api/runs/summaries?{query}").json()]  # noqa: E731
+    names = lambda query: [s["name"] for s in client.get(f"/api/runs/summaries?{query}").json()]
     assert names("state=running&sort=name") == ["beta", "gamma"]
     assert names("sort=-step") == ["alpha", "beta", "gamma"]
     assert names("q=amm") == ["gamma"]

@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         output = Path(args.output) if args.output else None
         if output is not None and not output.parent.is_dir():
             raise FileNotFoundError(f"--output {args.output!r}: the folder {str(output.parent)!r} does not exist")
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - any mistake in the inputs: one line and exit code 2, no traceback
         print(f"eval: {error}", file=sys.stderr)
         return 2
 

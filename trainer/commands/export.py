@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             url = push_folder(folder, args.push_to_hub, private=not args.public, token=os.environ["HF_TOKEN"],
                               endpoint=os.environ.get("HF_ENDPOINT"))
-        except Exception as error:  # the Hub's refusals and outages, in one line
+        except Exception as error:  # noqa: BLE001 - the Hub's refusals and outages, in one line
             raise CommandError(f"--push-to-hub {args.push_to_hub}: {type(error).__name__}: {error}",
                                EXIT_UNREACHABLE) from None
         print(url)

@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
         check_launch_fits_config(config, position)
         problems = read_problems(args.promptset, "--promptset")
         eval_problems = read_problems(args.eval_promptset, "--eval-promptset") if args.eval_promptset else None
-    except Exception as error:  # a run that cannot start must still tell the platform why
+    except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error) from None
 
     output.mkdir(parents=True, exist_ok=True)

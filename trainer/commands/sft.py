@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace, sink) -> int:
         config = resolve_config(args)
         configure_sink(sink, config.events)
         conversations = load_conversations(args, config, output)
-    except Exception as error:  # a run that cannot start must still tell the platform why
+    except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error, kind="sft") from None
 
     start_reporting(config, output, publisher, f"sft {args.run_id}")

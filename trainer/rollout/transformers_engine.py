@@ -93,7 +93,7 @@ class TransformersEngine:
                         # No end-of-sequence token by the end: the budget ran out.
                         hand_over(row, sequences[row, prompt_length:].tolist(), is_truncated=True)
                 results.put(_FINISHED)
-            except BaseException as error:  # re-raised in the consuming thread
+            except BaseException as error:  # noqa: BLE001 - re-raised in the consuming thread
                 results.put(error)
 
         worker = threading.Thread(target=decode_all, name="transformers-rollout", daemon=True)

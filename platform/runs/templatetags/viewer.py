@@ -1,5 +1,7 @@
 """Small formatting filters of the run pages."""
 
+import json
+
 from django import template
 
 register = template.Library()
@@ -8,6 +10,4 @@ register = template.Library()
 @register.filter
 def config_value(value) -> str:
     """A configuration value as the trainer's JSON spells it (None → 'null', True → 'true')."""
-    import json
-
     return json.dumps(value) if not isinstance(value, str) else value

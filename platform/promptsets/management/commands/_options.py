@@ -10,12 +10,19 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from promptsets.intake import (
-    FIELD_LABELS, MAX_ROW_BYTES_LEAST, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits,
+    FIELD_LABELS,
+    MAX_ROW_BYTES_LEAST,
+    RECIPE_HEADER,
+    CandidateProblem,
+    ColumnMapping,
+    FileCheck,
+    RowLimits,
     max_statement_chars_problem,
 )
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from trainer.fields import split_assignment
+from trainer.progress import progress_bar
 
 
 def add_file_options(parser) -> None:
@@ -90,8 +97,6 @@ class ReadingShown:
         return self.check.report
 
     def candidates(self) -> Iterator[CandidateProblem]:
-        from trainer.progress import progress_bar
-
         file = self.check.file
         size = os.fstat(file.fileno()).st_size
         name = Path(self.check.filename).name

@@ -6,6 +6,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from promptsets.export import push_version_to_hub
 from promptsets.models import PromptsetVersion
 
 
@@ -19,8 +20,6 @@ class Command(BaseCommand):
         parser.add_argument("--public", action="store_true", help="A public repository (default: private).")
 
     def handle(self, *args, **options):
-        from promptsets.export import push_version_to_hub
-
         version = PromptsetVersion.objects.filter(promptset_id=options["promptset"], number=options["version"]).first()
         if version is None:
             raise CommandError(f"promptset {options['promptset']} has no version {options['version']}")
@@ -30,6 +29,6 @@ class Command(BaseCommand):
         try:
             url = push_version_to_hub(version, options["repo_id"], token=token, private=not options["public"],
                                       endpoint=os.environ.get("HF_ENDPOINT"))
-        except Exception as error:  # the Hub's refusals and outages, in one line
+        except Exception as error:  # noqa: BLE001 - the Hub's refusals and outages, in one line
             raise CommandError(f"the Hub refused or did not answer: {type(error).__name__}: {error}") from None
         self.stdout.write(url)

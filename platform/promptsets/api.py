@@ -14,10 +14,10 @@ from config.api_schemas import StrictSchema, refuse_unknown_fields
 from promptsets import uploads, versions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.export import UnknownExportFormat, export_response
-from promptsets.forms import import_options
 from promptsets.hub_import import HubSource, HubSourceError
-from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits, max_statement_chars_problem
+from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
 from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
+from promptsets.upload_contract import import_options, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from promptsets.views import search_problems
 

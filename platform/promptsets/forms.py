@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from django import forms
 from pydantic import ValidationError
 
@@ -9,13 +7,12 @@ from promptsets.curation import WinRateSource, parse_rule
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import (
     FIELD_LABELS,
-    MAX_STATEMENT_CHARS_LEAST,
-    MAX_STATEMENT_CHARS_MOST,
     RECIPE_HEADER,
     ColumnMapping,
     RowLimits,
 )
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
+from promptsets.upload_contract import MAX_STATEMENT_CHARS_LEAST, MAX_STATEMENT_CHARS_MOST, import_options
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 
 MAPPING_FIELDS = tuple(FIELD_LABELS)
@@ -108,13 +105,6 @@ class HubImportForm(UploadForm):
         except HubSourceError as error:
             self.add_error(None, str(error))
         return cleaned
-
-
-def import_options(*, file_format, mapping: ColumnMapping, skip_invalid_rows: bool, description: str, is_public: bool,
-                   default_header: str, limits: RowLimits) -> dict:
-    return {"file_format": file_format, "mapping": asdict(mapping), "skip_invalid_rows": skip_invalid_rows,
-            "description": description, "is_public": is_public, "default_header": default_header,
-            "limits": asdict(limits)}
 
 
 class CurationForm(forms.Form):

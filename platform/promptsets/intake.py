@@ -67,22 +67,6 @@ class ColumnMapping:
         return {name: column for name, column in asdict(self).items() if column}
 
 
-# The upload contract's bounds on what a person may set, stated once: the form's fields, the API's
-# checks and the management commands' options all read them (a limit under the least would refuse
-# every real statement; one over the most would let one row hold a worker's memory).
-MAX_STATEMENT_CHARS_LEAST = 100
-MAX_STATEMENT_CHARS_MOST = 200_000
-MAX_ROW_BYTES_LEAST = 1024
-
-
-def max_statement_chars_problem(value: int) -> str | None:
-    """Why ``value`` cannot be a row limit on a statement's length, or None when it can."""
-    if MAX_STATEMENT_CHARS_LEAST <= value <= MAX_STATEMENT_CHARS_MOST:
-        return None
-    return (f"max_statement_chars must be from {MAX_STATEMENT_CHARS_LEAST} to {MAX_STATEMENT_CHARS_MOST}, "
-            f"got {value}")
-
-
 @dataclass(frozen=True)
 class RowLimits:
     max_row_bytes: int = DEFAULT_MAX_ROW_BYTES

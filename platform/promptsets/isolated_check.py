@@ -22,7 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from promptsets.intake import (
-    CandidateProblem, CheckWorkerDied, ColumnMapping, FileCheck, IntakeReport, RowLimits, RowRejection,
+    CandidateProblem,
+    CheckWorkerDied,
+    ColumnMapping,
+    FileCheck,
+    IntakeReport,
+    RowLimits,
+    RowRejection,
 )
 
 PLATFORM_DIR = Path(__file__).resolve().parent.parent

@@ -3,8 +3,7 @@ artifact volume, checked by a Celery worker in a child process with a memory cei
 (promptsets/isolated_check.py), never parsed by the web process, then imported as a new promptset
 (promptsets/versions.py). The sweeper ends the uploads whose worker died (``end_stalled_uploads``).
 
-An upload's options are the upload contract's (promptsets/forms.py ``import_options``); the bounds a
-person may set are stated once, in promptsets/intake.py.
+An upload's options and their bounds are the upload contract's (promptsets/upload_contract.py).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from promptsets.isolated_check import IsolatedFileCheck
 from promptsets.models import WORKING_STATES, Promptset, PromptsetUpload, UploadSource, UploadState
 from promptsets.parsing import FileFormatError, precheck
 from promptsets.versions import MAX_REJECTIONS_STORED, ImportRejected, PromptsetNameTaken, import_promptset
-
 
 UPLOAD_COPY_CHUNK_BYTES = 1024 * 1024
 

@@ -31,13 +31,11 @@ sweeper's (runs/sweeper.py, ``manage.py sweep_runs``), so a slow Ray head never 
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import socket
 import time
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import redis
 from asgiref.sync import async_to_sync
@@ -46,24 +44,34 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
-from pydantic import ValidationError
 
 from config.logs import about_run
 from runs import rollouts
+from runs.entries import RAW_PAYLOAD_LIMIT, Unstorable, parse_entry, raw_text, storable_text
 from runs.models import (
-    FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics,
+    FINAL_STATES,
+    Checkpoint,
+    DeadLetter,
+    Evaluation,
+    Run,
+    RunEvent,
+    RunState,
+    StepMetrics,
 )
+from runs.streams import GROUP, as_text, stream_backlog
 from trainer.events import (
-    PAYLOAD_SCHEMAS, STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key,
+    STREAM_PATTERN,
+    EventType,
+    RunStatus,
+    TrainerEvent,
+    run_id_of,
+    stream_key,
 )
 
 logger = logging.getLogger(__name__)
 
-GROUP = "platform-ingester"
 FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
 FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunState.FAILED, RunStatus.CANCELLED: RunState.CANCELLED}
-RAW_PAYLOAD_LIMIT = 1_000_000
-NUL_STAND_IN = "\u2400"  # ␀, SYMBOL FOR NULL: what the viewer shows where the model wrote a NUL
 
 # The database or Redis being away: wait and read again, never dead-letter.
 INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)
@@ -80,150 +88,6 @@ def browser_message(stored: RunEvent) -> dict:
             payload["attempt_id"] = attempt_id
     return {"id": stored.pk, "number": stored.run_seq, "type": stored.type, "seq": stored.seq,
             "time": stored.published_at.timestamp(), "payload": payload}
-
-
-# --- what an entry must be to be stored ------------------------------------------------------------
-
-
-class Unstorable(ValueError):
-    """An entry that no retry will store: it goes to the dead-letter table."""
-
-
-def storable_text(value):
-    """``value`` made storable in Postgres text and JSONB (recursively, keys too)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            value = value.replace("\x00", NUL_STAND_IN)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate, from a JSON "\ud800": becomes U+FFFD
-            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return value
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN or infinity; the trainer's own serialiser writes null too
-    if isinstance(value, dict):
-        return {storable_text(key): storable_text(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [storable_text(item) for item in value]
-    return value
-
-
-def parse_entry(fields: dict, run_id: int) -> TrainerEvent:
-    """The event in a stream entry of run ``run_id``'s stream, made storable; ``Unstorable`` says why not."""
-    raw = fields.get(b"event", fields.get("event"))
-    if raw is None:
-        raise Unstorable(f"the entry has no 'event' field (fields: {sorted(_text(k) for k in fields)[:10]})")
-    try:
-        # Python's parser, not pydantic's: it reads a lone surrogate ("\ud800") that storable_text then replaces.
-        event = TrainerEvent.model_validate(json.loads(raw))
-    except (ValueError, UnicodeDecodeError) as error:
-        if isinstance(error, ValidationError):
-            raise Unstorable(f"not a trainer event: {_short(error)}") from None
-        raise Unstorable(f"not a trainer event: not JSON: {error}") from None
-    event = event.model_copy(update={"event_id": storable_text(event.event_id), "run_id": storable_text(event.run_id),
-                                     "payload": storable_text(event.payload)})
-    if event.run_id != str(run_id):
-        raise Unstorable(f"published on run {run_id}'s stream but names run {event.run_id!r}")
-    if not event.event_id or len(event.event_id) > 64:
-        raise Unstorable(f"event_id must be 1 to 64 characters, got {len(event.event_id)}")
-    schema = PAYLOAD_SCHEMAS.get(event.type)
-    if schema is not None:
-        try:
-            schema.model_validate(event.payload)
-        except ValidationError as error:
-            raise Unstorable(f"a {event.type} event whose payload breaks its schema: {_short(error)}") from None
-    return event
-
-
-def _short(error: ValidationError) -> str:
-    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'event'}: {e['msg']}" for e in error.errors()[:5]]
-    return "; ".join(problems)
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-def raw_text(fields: dict | None) -> str:
-    """An entry's fields as JSON text that Postgres can hold whatever bytes they were (NUL included)."""
-    decoded = {_text(key): _text(value) for key, value in (fields or {}).items()}
-    text = json.dumps(decoded, ensure_ascii=False)  # control characters, NUL too, come out escaped
-    return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "… (cut)"
-
-
-def _next_id(entry_id: str) -> str:
-    milliseconds, _, sequence = entry_id.partition("-")
-    return f"{milliseconds}-{int(sequence or 0) + 1}"
-
-
-def _id_key(entry_id: str) -> tuple[int, int]:
-    milliseconds, _, sequence = entry_id.partition("-")
-    return int(milliseconds), int(sequence or 0)
-
-
-@dataclass(frozen=True)
-class StreamBacklog:
-    """Where the ingester's group stands in one run's stream: what it has not acknowledged yet."""
-
-    has_group: bool  # False: no ingester has read the stream yet, and all of it is undelivered
-    pending: int  # delivered to an ingester, not yet acknowledged (stored)
-    undelivered: int  # delivered to no ingester yet
-    oldest_id: str | None  # the oldest entry not yet acknowledged, None when there is none
-    last_delivered_id: str
-
-    @property
-    def unacknowledged(self) -> int:
-        return self.pending + self.undelivered
-
-    @property
-    def is_drained(self) -> bool:
-        """Every entry read and acknowledged: the stream may go once its run is over."""
-        return self.has_group and self.unacknowledged == 0
-
-    @property
-    def trim_to(self) -> str | None:
-        """The id everything before which is acknowledged (XTRIM MINID), None when nothing is."""
-        if self.pending:
-            return self.oldest_id
-        return _next_id(self.last_delivered_id) if self.last_delivered_id != "0-0" else None
-
-
-def stream_backlog(client: redis.Redis, key: str) -> StreamBacklog | None:
-    """The ingester group's backlog in the stream ``key``; None when there is no such stream.
-
-    The one reader of a group's position (the ingester trims and deletes streams by it, /metrics
-    reports it). A few commands whatever the backlog: the count of entries not yet delivered is
-    Redis 7's ``lag`` (XINFO GROUPS), never a walk over them. Where Redis cannot know the lag (it
-    says null only after an XDEL inside the undelivered range, which the platform never sends),
-    undelivered counts 1 if anything is: at least.
-    """
-    try:
-        groups = {_text(g["name"]): g for g in client.xinfo_groups(key)}
-    except redis.ResponseError:  # no such stream
-        return None
-    group = groups.get(GROUP)
-    if group is None:
-        first = client.xrange(key, count=1)
-        return StreamBacklog(has_group=False, pending=0, undelivered=client.xlen(key),
-                             oldest_id=_text(first[0][0]) if first else None, last_delivered_id="0-0")
-    last_delivered = _text(group["last-delivered-id"])
-    summary = client.xpending(key, GROUP)
-    pending = summary["pending"]
-    undelivered = group.get("lag")
-    if undelivered is None:
-        last_entry = _text(client.xinfo_stream(key).get("last-generated-id") or "0-0")
-        undelivered = int(_id_key(last_delivered) < _id_key(last_entry))
-    oldest = _text(summary["min"]) if pending else None
-    if oldest is None and undelivered:
-        first_undelivered = client.xrange(key, min=f"({last_delivered}", max="+", count=1)
-        oldest = _text(first_undelivered[0][0]) if first_undelivered else None
-    return StreamBacklog(has_group=True, pending=pending, undelivered=undelivered, oldest_id=oldest,
-                         last_delivered_id=last_delivered)
-
-
-def entry_milliseconds(entry_id: str) -> int:
-    """When Redis added the entry, in Unix milliseconds (its id's first part)."""
-    return _id_key(entry_id)[0]
 
 
 class Backoff:
@@ -327,7 +191,7 @@ class EventIngester:
         for key, entries in response or []:
             if entries:
                 read += len(entries)
-                stored += self.ingest(_text(key), entries)
+                stored += self.ingest(as_text(key), entries)
         return read, stored
 
     def _claim_stale(self, key: str) -> int:
@@ -341,7 +205,7 @@ class EventIngester:
                     raise
                 self._known_groups.discard(key)
                 return stored
-            start, entries = _text(reply[0]), reply[1]
+            start, entries = as_text(reply[0]), reply[1]
             if entries:
                 logger.info("claimed %d entries of %s left pending over %d ms by another consumer",
                             len(entries), key, self.claim_idle_ms)
@@ -355,7 +219,7 @@ class EventIngester:
         keys = {stream_key(str(pk)) for pk in run_ids}
         if time.monotonic() - self._last_scan >= self.maintain_every_s:  # SCAN walks every key: not on each poll
             self._last_scan = time.monotonic()
-            self._streams_found = {_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000,
+            self._streams_found = {as_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000,
                                                                               _type="stream")}
         keys.update(self._streams_found)
         for key in sorted(keys):
@@ -379,7 +243,7 @@ class EventIngester:
         run_id = run_id_of(key)
         parsed, rejected = [], []
         for entry_id, fields in entries:
-            entry_id = _text(entry_id)
+            entry_id = as_text(entry_id)
             if not fields:
                 continue  # trimmed or deleted while pending: it was stored before
             try:
@@ -407,7 +271,7 @@ class EventIngester:
                     rejected.append((entry_id, fields, f"the database refused it: {type(error).__name__}: {error}"))
         if rejected:
             self.dead_letter(key, run_id, rejected)
-        self.redis.xack(key, GROUP, *[_text(entry_id) for entry_id, _ in entries])
+        self.redis.xack(key, GROUP, *[as_text(entry_id) for entry_id, _ in entries])
         self.forward(stored)
         return len(stored)
 
@@ -523,7 +387,7 @@ class EventIngester:
 
     def maintain_streams(self) -> None:
         """Trim every run stream up to what is stored; delete those of runs final for ``stream_grace_s``."""
-        keys = [_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000, _type="stream")]
+        keys = [as_text(key) for key in self.redis.scan_iter(match=STREAM_PATTERN, count=1000, _type="stream")]
         runs = {run.pk: run for run in Run.objects.filter(pk__in=[i for i in map(run_id_of, keys) if i is not None])
                 .only("pk", "state", "finished_at")}
         cutoff = timezone.now() - timedelta(seconds=self.stream_grace_s)

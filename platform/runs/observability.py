@@ -23,8 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from runs.cluster import ray_version
-from runs.ingest import entry_milliseconds, stream_backlog
 from runs.models import DeadLetter, Run, RunState, StepMetrics
+from runs.streams import entry_milliseconds, stream_backlog
 from trainer.events import stream_key
 
 CHECK_TIMEOUT_S = 3.0

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.models import FINAL_STATES, Quota, QueueState, Run, RunState
+from runs.models import FINAL_STATES, QueueState, Quota, Run, RunState
 from runs.signals import run_admitted
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from promptsets.uploads import end_stalled_uploads
 from runs import actions, ray_jobs, scheduling
-from runs.ingest import Unstorable, parse_entry
+from runs.entries import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState
 from trainer.events import EventType, stream_key
 

@@ -97,8 +97,8 @@ def test_a_promptset_version_is_pushed_as_a_dataset_that_uploads_again(promptset
                                                                          monkeypatch):
     from django.core.management import call_command
 
-    from promptsets.versions import import_promptset
     from promptsets.intake import FileCheck
+    from promptsets.versions import import_promptset
 
     with HubStandinThread(tmp_path / "hub") as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)

@@ -13,8 +13,8 @@ import torch.distributed as dist
 
 from deploy.services import free_port
 from trainer.distributed import PeerFailureWatch, PeerRankFailed, RankEventPublisher, RankGroup, combine_learner_metrics
-from trainer.ranks import EngineGroups, RankPosition
 from trainer.events import EventType, ListSink
+from trainer.ranks import EngineGroups, RankPosition
 
 
 def publisher(rank: int, first_seq: int = 0, world_size: int = 4) -> tuple[RankEventPublisher, ListSink]:

@@ -79,8 +79,8 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, verifier_url: st
                       WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)  # two ranks share two cores
     from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.ranks import torchrun_position
     from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.ranks import torchrun_position
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
     folder = Path(folder)

@@ -70,8 +70,8 @@ def rank_main(rank: int, port: int, tensor_parallel: int, folder: str, verifier_
                       WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.ranks import torchrun_position
     from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.ranks import torchrun_position
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
     folder = Path(folder)

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from promptsets.versions import ImportRejected, import_promptset
 from promptsets.intake import FileCheck
 from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem
+from promptsets.versions import ImportRejected, import_promptset
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from promptsets.versions import import_promptset
 from promptsets.intake import FileCheck
 from promptsets.models import Problem
+from promptsets.versions import import_promptset
 from tests.promptsets.conftest import KIMINA_HEADER, encode, kimina_rows
 
 pytestmark = pytest.mark.django_db

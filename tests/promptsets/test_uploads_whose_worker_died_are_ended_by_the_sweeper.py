@@ -12,10 +12,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from promptsets import uploads
-from promptsets.forms import import_options
 from promptsets.hub_import import HubSource
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
 from promptsets.models import Promptset, PromptsetUpload, UploadState
+from promptsets.upload_contract import import_options
 from runs.sweeper import Sweeper
 from tests.promptsets.conftest import encode, kimina_rows
 

@@ -7,8 +7,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from promptsets.versions import import_promptset
 from promptsets.intake import FileCheck
+from promptsets.versions import import_promptset
 
 pytestmark = pytest.mark.django_db
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.recipe.answers import STATEMENT
 from trainer.config import RetryConfig, RewardConfig
 from trainer.problems import Problem
-
-from tests.recipe.answers import STATEMENT
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from trainer.problems import DEFAULT_LEAN_HEADER, Problem, load_problems_jsonl
-
 from tests.recipe.answers import STATEMENT
+from trainer.problems import DEFAULT_LEAN_HEADER, Problem, load_problems_jsonl
 
 
 def write_rows(path, rows):

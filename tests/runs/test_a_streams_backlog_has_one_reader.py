@@ -5,7 +5,7 @@ commands that fetch at most one entry however long the backlog."""
 import redis
 from django.conf import settings
 
-from runs.ingest import GROUP, entry_milliseconds, stream_backlog
+from runs.streams import GROUP, entry_milliseconds, stream_backlog
 
 
 class CommandLog(redis.Redis):

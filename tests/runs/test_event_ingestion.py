@@ -5,8 +5,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from proofs.models import ProofAttempt, RetryFeedback
-from runs.ingest import GROUP, EventIngester
+from runs.ingest import EventIngester
 from runs.models import RunEvent, RunState, StepMetrics
+from runs.streams import GROUP
 from tests.runs.event_helpers import publisher_for, rollout
 from trainer.events import EventType, stream_key
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from runs.ingest import GROUP, EventIngester
+from runs.ingest import EventIngester
 from runs.models import RunEvent
+from runs.streams import GROUP
 from tests.runs.event_helpers import publisher_for
 from trainer.events import stream_key
 

@@ -5,8 +5,10 @@ import json
 import pytest
 
 from proofs.models import ProofAttempt
-from runs.ingest import GROUP, NUL_STAND_IN, EventIngester
+from runs.entries import NUL_STAND_IN
+from runs.ingest import EventIngester
 from runs.models import DeadLetter, RunEvent, StepMetrics
+from runs.streams import GROUP
 from tests.runs.event_helpers import add_raw, event_json, publisher_for, rollout
 from trainer.events import EventType, stream_key
 

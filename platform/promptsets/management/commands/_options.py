@@ -11,15 +11,14 @@ from django.core.management.base import CommandError
 
 from promptsets.intake import (
     FIELD_LABELS,
-    MAX_ROW_BYTES_LEAST,
     RECIPE_HEADER,
     CandidateProblem,
     ColumnMapping,
     FileCheck,
     RowLimits,
-    max_statement_chars_problem,
 )
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
+from promptsets.upload_contract import max_row_bytes_problem, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from trainer.fields import split_assignment
 from trainer.progress import progress_bar
@@ -80,8 +79,9 @@ def row_limits(options) -> RowLimits:
     problem = max_statement_chars_problem(options["max_statement_chars"])
     if problem:
         raise CommandError(f"--max-statement-chars: {problem}")
-    if options["max_row_bytes"] < MAX_ROW_BYTES_LEAST:
-        raise CommandError(f"--max-row-bytes must be at least {MAX_ROW_BYTES_LEAST}, got {options['max_row_bytes']}")
+    problem = max_row_bytes_problem(options["max_row_bytes"])
+    if problem:
+        raise CommandError(f"--max-row-bytes: {problem}")
     return RowLimits(max_row_bytes=options["max_row_bytes"], max_statement_chars=options["max_statement_chars"])
 
 

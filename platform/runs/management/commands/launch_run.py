@@ -3,8 +3,8 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer.fields import parse_assignments
 from runs import actions, launch_contract
+from trainer.fields import parse_assignments
 
 
 class Command(BaseCommand):

@@ -10,9 +10,10 @@ waits until the scheduler *admits* it; only then is it dispatched to Ray. A run 
 
 Runs leave the queue by priority (an administrator sets it), then in the order they were queued.
 One person's full quota never holds up another's runs: each waiting run is judged on its own.
-``schedule`` runs after every launch, resume and ending (``Run.transition``), under a Postgres
-advisory lock so that two processes cannot admit past a limit together. Each waiting run keeps
-the reason it waits (``Run.queue_reason``), shown with its place on the runs page.
+``schedule`` runs after every launch, resume and ending (``Run.transition`` signals ``state_changed``,
+runs/signals.py), under a Postgres advisory lock so that two processes cannot admit past a limit
+together. Each waiting run keeps the reason it waits (``Run.queue_reason``), shown with its place on
+the runs page.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def run_stage(stage: str, folder: Path) -> dict:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from promptsets.actions import import_promptset
+    from promptsets.versions import import_promptset
     from promptsets.hub_import import HubSource, stage_dataset
     from promptsets.intake import RECIPE_HEADER
     from promptsets.isolated_check import IsolatedFileCheck, check_workers

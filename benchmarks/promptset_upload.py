@@ -63,7 +63,7 @@ def run_stage(stage: str, path: Path) -> dict:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from promptsets.actions import import_promptset
+    from promptsets.versions import import_promptset
     from promptsets.intake import FileCheck, check_file
 
     before = rss_mb()

@@ -6,12 +6,10 @@ back. Each engine is imported when it is built: they load torch, transformers or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainer.config import RolloutEngineKind, RunConfig
 from trainer.rollout.base import RolloutEngine, rollout_dtype
-
-if TYPE_CHECKING:
-    from trainer.config import RunConfig
 
 
 def build_engine(config: RunConfig, model: Any, tokenizer: Any) -> RolloutEngine:
@@ -20,8 +18,6 @@ def build_engine(config: RunConfig, model: Any, tokenizer: Any) -> RolloutEngine
     transformers samples from the learner's own module when it already holds ``model.dtype``
     weights, and from a copy in that precision otherwise (trainer/rollout/replica.py).
     """
-    from trainer.config import RolloutEngineKind
-
     kind = config.rollout.engine
     if kind is RolloutEngineKind.TRANSFORMERS:
         dtype = rollout_dtype(config)

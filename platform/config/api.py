@@ -4,6 +4,7 @@ from ninja import NinjaAPI
 from ninja.security import django_auth
 
 from accounts.api_auth import ApiTokenAuth, login_or_token_required
+
 from promptsets.api import router as promptsets_router
 from proofs.api import router as proofs_router
 from runs.api import router as runs_router

@@ -11,18 +11,18 @@ from django.core.asgi import get_asgi_application
 
 django_asgi_app = get_asgi_application()
 
-from django.conf import settings  # noqa: E402 - only once get_asgi_application has set Django up
+from django.conf import settings  # noqa: E402 - after Django is set up, above
 
 if settings.SERVE_STATIC:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402 - only once get_asgi_application has set Django up
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - only once get_asgi_application has set Django up
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402 - only once get_asgi_application has set Django up
+from channels.auth import AuthMiddlewareStack  # noqa: E402 - after Django is set up, above
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - after Django is set up, above
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402 - after Django is set up, above
 
-import runs.routing  # noqa: E402 - only once get_asgi_application has set Django up
+import runs.routing  # noqa: E402 - after Django is set up, above
 
 application = ProtocolTypeRouter(
     {

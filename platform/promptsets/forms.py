@@ -5,12 +5,7 @@ from pydantic import ValidationError
 
 from promptsets.curation import WinRateSource, parse_rule
 from promptsets.hub_import import HubSource, HubSourceError
-from promptsets.intake import (
-    FIELD_LABELS,
-    RECIPE_HEADER,
-    ColumnMapping,
-    RowLimits,
-)
+from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, ColumnMapping, RowLimits
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.upload_contract import MAX_STATEMENT_CHARS_LEAST, MAX_STATEMENT_CHARS_MOST, import_options
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS

@@ -22,13 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from promptsets.intake import (
-    CandidateProblem,
-    CheckWorkerDied,
-    ColumnMapping,
-    FileCheck,
-    IntakeReport,
-    RowLimits,
-    RowRejection,
+    CandidateProblem, CheckWorkerDied, ColumnMapping, FileCheck, IntakeReport, RowLimits, RowRejection,
 )
 
 PLATFORM_DIR = Path(__file__).resolve().parent.parent

@@ -10,8 +10,10 @@ from trainer.verification import verdicts
 
 # The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
 # are built from them, names, values and labels, so the database, the admin and the pages cannot drift.
-Turn = models.TextChoices("Turn", [(turn.name, (turn.value, turn.label)) for turn in verdicts.Turn], module=__name__)
-Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.label)) for verdict in verdicts.Verdict], module=__name__)
+Turn = models.TextChoices("Turn", [(turn.name, (turn.value, turn.label)) for turn in verdicts.Turn],
+                          module=__name__)
+Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.label)) for verdict in verdicts.Verdict],
+                             module=__name__)
 
 
 class ProofAttemptQuerySet(models.QuerySet):

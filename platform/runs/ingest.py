@@ -34,8 +34,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 
 import redis
 from asgiref.sync import async_to_sync
@@ -48,30 +47,15 @@ from django.utils import timezone
 from config.logs import about_run
 from runs import rollouts
 from runs.entries import RAW_PAYLOAD_LIMIT, Unstorable, parse_entry, raw_text, storable_text
-from runs.models import (
-    FINAL_STATES,
-    Checkpoint,
-    DeadLetter,
-    Evaluation,
-    Run,
-    RunEvent,
-    RunState,
-    StepMetrics,
-)
+from runs.models import FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics
 from runs.streams import GROUP, as_text, stream_backlog
-from trainer.events import (
-    STREAM_PATTERN,
-    EventType,
-    RunStatus,
-    TrainerEvent,
-    run_id_of,
-    stream_key,
-)
+from trainer.events import STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key
 
 logger = logging.getLogger(__name__)
 
 FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
-FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunState.FAILED, RunStatus.CANCELLED: RunState.CANCELLED}
+FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunState.FAILED,
+                RunStatus.CANCELLED: RunState.CANCELLED}
 
 # The database or Redis being away: wait and read again, never dead-letter.
 INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)

@@ -149,6 +149,6 @@ def log_tail(job_id: str, lines: int = 25) -> str:
         response = _request("GET", f"/api/jobs/{job_id}/logs")
         response.raise_for_status()
         logs = response.json().get("logs", "")
-    except Exception as error:  # noqa: BLE001 - the logs are a courtesy for the failure reason, never a failure of their own
+    except Exception as error:  # noqa: BLE001 - the logs only explain a failure, never fail of their own
         return f"(job logs unavailable: {error})"
     return "\n".join(logs.splitlines()[-lines:])

@@ -132,6 +132,7 @@ def test_the_error_marker_sits_on_the_failing_tactic_after_a_multi_line_import_h
     from concurrent.futures import ThreadPoolExecutor
 
     from proofs.models import ProofAttempt
+
     from tests.verification.conftest import MULTI_LINE_HEADER, answer, make_config, problem
     from trainer.reward import RewardScorer
     from trainer.verification.client import LeanVerifier

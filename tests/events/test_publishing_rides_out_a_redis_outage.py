@@ -12,13 +12,7 @@ from deploy.services import RedisService, free_port
 from tests.services_plugin import TEST_ROOT
 from trainer.__main__ import main as trainer_main
 from trainer.events import (
-    BufferedStreamSink,
-    EventPublisher,
-    EventsUnavailable,
-    EventType,
-    RedisStreamSink,
-    TrainerEvent,
-    stream_key,
+    BufferedStreamSink, EventPublisher, EventsUnavailable, EventType, RedisStreamSink, TrainerEvent, stream_key,
 )
 
 

@@ -7,9 +7,9 @@ import tempfile
 import pytest
 import torch
 
+from trainer.rollout.replica import ReplicaRolloutEngine
 from trainer.learner import shard_with_fsdp
 from trainer.rollout.base import SamplingSettings
-from trainer.rollout.replica import ReplicaRolloutEngine
 
 
 @pytest.fixture

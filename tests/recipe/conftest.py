@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipe.answers import STATEMENT
 from trainer.config import RetryConfig, RewardConfig
 from trainer.problems import Problem
+
+from tests.recipe.answers import STATEMENT
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 from trainer.config import RewardConfig
 from trainer.format_reward import FormatError, check_format
+
+from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 
 REPEATED = "Let me reconsider the whole inequality carefully, expanding both squares and bounding every cross term."
 LONG_TACTICS = "```tactics\n" + "\n".join(f"  have h{i} : 0 ≤ a ^ 2 := sq_nonneg a" for i in range(8)) + "\n```\n"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 from trainer.config import RewardConfig
 from trainer.format_reward import COMMON_STOPWORDS, FormatError, check_format
+
+from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 
 RELEASE = RewardConfig()
 

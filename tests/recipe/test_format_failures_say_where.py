@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 from trainer.config import RewardConfig
 from trainer.format_reward import FormatError, check_format, merge_lines
 from trainer.problems import Problem
+
+from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 
 RELEASE = RewardConfig()
 REPEATED = "Let me reconsider the whole inequality carefully, expanding both squares and bounding every cross term."

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from tests.recipe.answers import STATEMENT
 from trainer.problems import DEFAULT_LEAN_HEADER, Problem, load_problems_jsonl
+
+from tests.recipe.answers import STATEMENT
 
 
 def write_rows(path, rows):

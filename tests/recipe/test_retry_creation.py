@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipe.answers import VALID_REASONING, make_answer
 from trainer.config import RetryConfig
 from trainer.format_reward import FormatCheck, FormatError
 from trainer.prompts import first_attempt_messages
 from trainer.retry import RetryDropReason, RetryPrompt, make_retry
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+
+from tests.recipe.answers import VALID_REASONING, make_answer
 
 BODY = "\n  linarith"
 VALID_FORMAT = FormatCheck(None, "format valid", VALID_REASONING, "", BODY)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipe.answers import STATEMENT, make_answer
 from trainer.config import RewardConfig
 from trainer.format_reward import check_format, find_statement_end, normalize_lean_whitespace
 from trainer.lean_lexer import strip_comments
+
+from tests.recipe.answers import STATEMENT, make_answer
 
 NO_MATCH_CHECK = RewardConfig(min_tactics_lean4_match=None)
 

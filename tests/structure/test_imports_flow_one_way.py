@@ -34,7 +34,8 @@ def test_the_platform_never_imports_its_client():
     platform_modules = [m for m in graph if m.split(".")[0] not in ("trainer", "deploy", "leanrl")]
     offending = [f"  {module} imports {edge.target} (line {edge.line})" for module in platform_modules
                  for edge in graph[module] if edge.target.split(".")[0] == "leanrl"]
-    assert not offending, "the server never imports its client (leanrl/); share through trainer/:\n" + "\n".join(offending)
+    assert not offending, ("the server never imports its client (leanrl/); share through trainer/:\n"
+                           + "\n".join(offending))
 
 
 def test_the_trainer_never_imports_the_platform_or_its_client():

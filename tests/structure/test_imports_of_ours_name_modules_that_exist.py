@@ -6,7 +6,8 @@ import ast
 
 from tests.structure.source_tree import ROOT, source_files
 
-OUR_PACKAGES = {"accounts", "config", "promptsets", "proofs", "runs", "trainer", "deploy", "leanrl", "tests", "benchmarks"}
+OUR_PACKAGES = {"accounts", "config", "promptsets", "proofs", "runs", "trainer", "deploy", "leanrl", "tests",
+                "benchmarks"}
 READ_FOLDERS = ("platform", "trainer", "deploy", "leanrl", "tests", "benchmarks", "scripts")
 
 

@@ -30,7 +30,8 @@ def test_no_statement_follows_a_return_raise_continue_or_break():
     for folder in CHECKED_FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             for line, ending, ending_line in unreachable_statements(ast.parse(path.read_text())):
-                dead.append(f"  {path.relative_to(ROOT)}:{line} never runs: it follows the {ending} of line {ending_line}")
+                dead.append(f"  {path.relative_to(ROOT)}:{line} never runs: it follows the {ending} "
+                            f"of line {ending_line}")
     assert not dead, "unreachable code (move it before the return, or delete it):\n" + "\n".join(dead)
 
 

@@ -12,14 +12,7 @@ from hypothesis import strategies as st
 
 from trainer import lean_lexer
 from trainer.lean_lexer import (
-    COMMENT_KINDS,
-    CommentRule,
-    LexError,
-    TokenKind,
-    blank_comments,
-    comment_spans,
-    scan,
-    strip_comments,
+    COMMENT_KINDS, CommentRule, LexError, TokenKind, blank_comments, comment_spans, scan, strip_comments,
 )
 
 # Text made of the characters that matter to a Lean reader, so examples hit the corners often.

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_overrides(pairs: list[str]) -> dict:
-    """``["optimizer.learning_rate=1e-5"]`` → ``{"optimizer": {"learning_rate": 1e-5}}`` (trainer/fields.py reads them)."""
+    """``["optimizer.learning_rate=1e-5"]`` → ``{"optimizer": {"learning_rate": 1e-5}}`` (read by trainer/fields.py)."""
     return parse_config_assignments(pairs)
 
 

@@ -6,8 +6,7 @@ frontend/src/_dom.js has the same three functions for what the pages update live
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import datetime, timezone as dt_timezone
 
 from django import template
 from django.utils import timezone

@@ -9,14 +9,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from promptsets.intake import (
-    FIELD_LABELS,
-    RECIPE_HEADER,
-    CandidateProblem,
-    ColumnMapping,
-    FileCheck,
-    RowLimits,
-)
+from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, CandidateProblem, ColumnMapping, FileCheck, RowLimits
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.upload_contract import max_row_bytes_problem, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS

@@ -9,11 +9,7 @@ from promptsets import uploads, versions
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RowRejection
 from promptsets.management.commands._options import (
-    add_promptset_options,
-    add_row_options,
-    column_mapping,
-    owner_named,
-    row_limits,
+    add_promptset_options, add_row_options, column_mapping, owner_named, row_limits,
 )
 from promptsets.models import PromptsetUpload, UploadState
 from promptsets.upload_contract import import_options

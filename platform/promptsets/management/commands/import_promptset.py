@@ -7,12 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from promptsets import versions
 from promptsets.intake import FileCheck
 from promptsets.management.commands._options import (
-    ReadingShown,
-    add_file_options,
-    add_promptset_options,
-    column_mapping,
-    owner_named,
-    row_limits,
+    ReadingShown, add_file_options, add_promptset_options, column_mapping, owner_named, row_limits,
 )
 
 

@@ -278,6 +278,7 @@ class TrainingRun:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
+        self._startup_notes.append((self.learner.attention_note, "info"))
         self.replay_buffer = ReplayBuffer(self.config.retry)
         self.driver_state.problem_order = []
         if self.should_resume:

@@ -278,7 +278,6 @@ class TrainingRun:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
-        self._startup_notes.append((self.learner.attention_note, "info"))
         self.replay_buffer = ReplayBuffer(self.config.retry)
         self.driver_state.problem_order = []
         if self.should_resume:
@@ -299,6 +298,7 @@ class TrainingRun:
                 restore_global_rng_states(state.global_rng_states)
                 self._verifier_state = state.verifier_state
                 self._startup_notes.append((f"resumed from {checkpoint} at step {self.step}", "info"))
+        self._startup_notes.append((self.learner.attention_note, "info"))  # after where it resumed: that comes first
         self._start_rollouts_and_scoring()
         if self._verifier_state is not None and self.verifier is not None:
             # The verdict cache and its counters, so verifier/cache_hit_rate reads as if never interrupted.

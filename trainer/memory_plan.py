@@ -522,6 +522,7 @@ def measure_ranks(config: RunConfig) -> list[dict]:
     import subprocess
     import sys
     import tempfile
+    import time
 
     ranks = config.cluster.num_gpus
     with socket.socket() as probe:  # a free port for the group's rendezvous
@@ -547,13 +548,22 @@ def measure_ranks(config: RunConfig) -> list[dict]:
                                                stdout=stdout, stderr=stderr, text=True, cwd=root, env=environment),
                               stdout, stderr))
         try:
-            for rank, (process, stdout, stderr) in enumerate(processes):
-                process.wait(timeout=900)
-                stdout.seek(0)
-                stderr.seek(0)
-                if process.returncode != 0:
+            # Polled together: a rank that failed leaves its partner waiting at a collective until gloo's timeout.
+            deadline = time.monotonic() + 900
+            while any(process.poll() is None for process, _, _ in processes):
+                if any(process.returncode for process, _, _ in processes) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            for rank, (process, _, stderr) in enumerate(processes):
+                if process.poll():  # a failed rank first: its error is the cause
+                    stderr.seek(0)
                     raise RuntimeError(f"the validation's measured rank {rank} of {ranks} failed "
                                        f"(exit {process.returncode}): {stderr.read().strip()[-2000:]}")
+            for rank, (process, stdout, _) in enumerate(processes):
+                if process.poll() is None:
+                    raise RuntimeError(f"the validation's measured rank {rank} of {ranks} ran past 900 s; "
+                                       "run `python -m trainer memory-plan` again on a less loaded machine")
+                stdout.seek(0)
                 outputs.append(json.loads(stdout.read().strip().splitlines()[-1]))
         finally:
             for process, _, _ in processes:

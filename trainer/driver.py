@@ -291,6 +291,7 @@ class TrainingRun:
                 restore_global_rng_states(state.global_rng_states)
                 self._verifier_state = state.verifier_state
                 self._startup_notes.append((f"resumed from {checkpoint} at step {self.step}", "info"))
+        self._startup_notes.append((self.learner.attention_note, "info"))  # after where it resumed: that comes first
         self._start_rollouts_and_scoring()
         if self._verifier_state is not None and self.verifier is not None:
             # The verdict cache and its counters, so verifier/cache_hit_rate reads as if never interrupted.

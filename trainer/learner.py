@@ -17,11 +17,16 @@ Memory: no tensor of (tokens × vocabulary) is ever built for a whole micro-batc
 log-probs come from the final hidden states chunk by chunk (``ChunkedTokenLogprobs``), and
 micro-batches are sequences packed end to end without padding under a token budget per
 device (``token_budget_micro_batches``, ``pack_batch``), as verl's dynamic batch size and
-remove-padding do. Neither changes the loss.
+remove-padding do. Neither changes the loss. Nor is any tensor of (tokens × tokens) built:
+a packed micro-batch's attention runs once per packed sequence (trainer/packed_attention.py
+says which path, flash-attention's varlen kernels or causal SDPA per sequence, and why; the
+learner logs its choice at start-up). flash-attn is not installed by this project's
+requirements today, so every run of ours takes the per-sequence SDPA path.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -30,7 +35,10 @@ from dataclasses import dataclass
 
 import torch
 
+from trainer import packed_attention
 from trainer.config import RunConfig
+
+logger = logging.getLogger(__name__)
 
 # verl clamps the log-ratio before exp() so one wild token cannot overflow the ratio.
 LOG_RATIO_CLAMP = 20.0
@@ -170,6 +178,18 @@ class TokenBatch:
     response_mask: torch.Tensor  # (B, K) float, 1.0 at a real response token
     advantages: torch.Tensor  # (B, 1) padded, (1, K) packed: broadcasts against (B, K)
     response_lengths: list[int]  # per sequence, in the order the sequences were given
+    packed_lengths: list[int] | None = None  # packed: each sequence's tokens, prompt and response, in row order
+
+    def model_inputs(self) -> dict:
+        """The keywords of the model's forward pass for these tokens (packed: each sequence's length too)."""
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "position_ids": self.position_ids,
+            "logits_to_keep": self.predictor_positions,
+            "use_cache": False,
+            **packed_attention.packed_lengths_keyword(self.packed_lengths),
+        }
 
     def per_sequence(self, values: torch.Tensor) -> list[torch.Tensor]:
         """(B, K) values split into one (R_i,) tensor per sequence, in the sequences' order."""
@@ -216,18 +236,21 @@ def pad_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: 
 def pack_batch(sequences: Sequence[TrainingSequence], device: torch.device) -> TokenBatch:
     """The sequences end to end in one row, no padding; position ids restart at 0 for each sequence.
 
-    A model whose attention reads sequence boundaries from the position ids (transformers'
-    packed-sequence masks on CPU, flash-attention's varlen kernels on GPU) then computes
-    exactly what it computes for each sequence alone, and a forward pass costs what its
-    tokens cost.
+    The learner's attention (trainer/packed_attention.py: causal SDPA per packed sequence,
+    told the lengths by ``packed_lengths``, or flash-attention's varlen kernels, which read
+    the boundaries from the position ids) then computes exactly what the model computes for
+    each sequence alone, no (tokens × tokens) mask in between, and a forward pass costs what
+    its tokens cost.
     """
     input_ids, position_ids, predictor_positions, response_ids, advantages = [], [], [], [], []
+    packed_lengths = []
     for sequence in sequences:
         offset, prompt_length = len(input_ids), len(sequence.prompt_ids)
         if prompt_length == 0:
             raise ValueError("a training sequence needs at least one prompt token to predict its first response token from")
         tokens = [*sequence.prompt_ids, *sequence.response_ids]
         input_ids.extend(tokens)
+        packed_lengths.append(len(tokens))
         position_ids.extend(range(len(tokens)))
         predictor_positions.extend(range(offset + prompt_length - 1, offset + len(tokens) - 1))
         response_ids.extend(sequence.response_ids)
@@ -242,16 +265,16 @@ def pack_batch(sequences: Sequence[TrainingSequence], device: torch.device) -> T
         response_mask=torch.ones((1, len(response_ids)), dtype=torch.float32, device=device),
         advantages=as_row(advantages, torch.float32),
         response_lengths=[len(s.response_ids) for s in sequences],
+        packed_lengths=packed_lengths,
     )
 
 
 def supports_packing(model) -> bool:
-    """Whether ``model`` keeps packed sequences apart by their position ids.
+    """Whether ``model`` can run packed micro-batches through the learner's packed attention.
 
     Models built on transformers' attention interface (``_supports_attention_backend``: Llama,
-    Qwen2/3, Mistral, ...) detect restarting position ids when no attention mask is given:
-    a block-diagonal causal mask for eager and SDPA attention, variable-length kernels for
-    flash-attention. Others get the padded layout.
+    Qwen2/3, Mistral, ...) take the attention function the learner chooses
+    (``packed_attention.choose_packed_attention``). Others get the padded layout.
     """
     return bool(getattr(model, "_supports_attention_backend", False))
 
@@ -410,13 +433,7 @@ def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
     previous_forward = head.__dict__.get("forward")
     head.forward = token_logprobs_head
     try:
-        output = model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=batch.position_ids,
-            logits_to_keep=batch.predictor_positions,
-            use_cache=False,
-        )
+        output = model(**batch.model_inputs())
     finally:
         if previous_forward is None:
             del head.forward
@@ -432,13 +449,7 @@ def full_vocabulary_response_logprobs(model, batch: TokenBatch, temperature: flo
     at the recipe's 24k tokens and Qwen3's vocabulary. Kept for the tests that pin the chunked
     function to it and for benchmarks/learner_memory.py's baseline.
     """
-    output = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        logits_to_keep=batch.predictor_positions,
-        use_cache=False,
-    )
+    output = model(**batch.model_inputs())
     logits = output.logits.to(_logits_dtype(output.logits.dtype))  # (B, K, V), float32 at least
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
@@ -563,6 +574,12 @@ class Learner:
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         check_model_supports_chunked_logprobs(model)
         self.is_packing = supports_packing(model)
+        # Chosen once, here: every forward pass of the run then takes the same attention path.
+        self.attention_path = (packed_attention.choose_packed_attention(self.device, self.compute_dtype)
+                               if self.is_packing else None)
+        if self.attention_path is not None:
+            packed_attention.use(model, self.attention_path)
+        logger.info(self.attention_note)
         model.to(self.device)
         if config.model.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
             model.gradient_checkpointing_enable()
@@ -579,6 +596,14 @@ class Learner:
         )
         self.token_loss_divisor = config.token_loss_divisor
         self.optimizer_steps = 0
+
+    @property
+    def attention_note(self) -> str:
+        """The start-up log line that says which attention the learner's forward passes run."""
+        if self.attention_path is None:
+            return ("learner attention: padded micro-batches, one row per sequence, the model's own attention "
+                    "(it does not take transformers' attention interface, so it cannot pack)")
+        return self.attention_path.describe()
 
     @property
     def rank_and_world(self) -> tuple[int, int]:

@@ -19,14 +19,22 @@ GPU is taken, and the platform's launch path refuses a run for which the answer 
   run measured) once its cached blocks were returned (``release_cached_accelerator_memory``).
 
 A plan is only as good as the method, so every plan is checked against a measurement
-(``validated``): the same micro-step, through the same function, of a small Qwen3-shaped
-model on this machine's CPU, once on fake tensors and once for real, its real peak read
-from the operating system (the process's resident high-water mark, reset before the step).
+(``validated``): the same micro-step, through the same functions, of a Qwen3-shaped model of
+4 layers of hidden 512 (about 30M parameters, a 32,768-token vocabulary), one micro-batch of
+four packed sequences, 2,048 tokens, in the run's dtype with activation checkpointing, over 2
+ranks under FSDP2: once on fake tensors (rank 0 of a fake group of 2), once for real as 2 CPU
+processes in a gloo group on this machine, each rank's real peak read from the operating
+system (its resident high-water mark above what it held after its imports and process-group
+start-up, the larger of the two ranks). ``validated["what"]`` says all that in words, with
+the machine's cores and load average. It validates the method at that size, not the
+``h100x8`` run itself: no GPU measured it.
 
-Attention: a GPU runs fused attention kernels that never hold a (length × length) score
-matrix. On fake CPU tensors PyTorch would pick its math kernel, which does; the plan and its
-validation run attention through torch's flash kernel for CPU, whose memory is the GPU
-kernels' (outputs and log-sum-exps only).
+Attention: the learner runs packed micro-batches through its packed attention
+(trainer/packed_attention.py, chosen as the learner chooses it, by its own constructor), which
+never holds a (length × length) tensor, mask or scores. Inside it, SDPA on fake CPU tensors
+would pick PyTorch's math kernel, which does hold the scores; the plan and its validation run
+SDPA through torch's flash kernel for CPU, whose memory is the GPU kernels' (outputs and
+log-sum-exps only).
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ GIB = 1024**3
 MIB = 1024**2
 # Part of learner_plan_key: raise it when a change here changes what plan_learner answers, so that
 # plans remembered by the platform are made again.
-LEARNER_PLAN_VERSION = 1
+LEARNER_PLAN_VERSION = 2  # 2: packed micro-batches attend per sequence, no (T × T) mask
 # Kept free on every rank: the caching allocator's fragmentation and anything this plan does not see.
 SPARE_SHARE = 0.10
 # Per process, outside PyTorch's allocator: the CUDA context and NCCL's buffers (about 0.5-0.8 GiB
@@ -83,12 +91,16 @@ KNOWN_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
 KNOWN_ARCHITECTURES["AI-MO/Kimina-Prover-Distill-1.7B"] = KNOWN_ARCHITECTURES["Qwen/Qwen3-1.7B"]
 KNOWN_ARCHITECTURES["AI-MO/Kimina-Prover-Distill-8B"] = KNOWN_ARCHITECTURES["Qwen/Qwen3-8B"]
 
-# The validation's model: Qwen3's layer shapes and its real vocabulary (the logits dominate the
-# learner's memory), small enough for a real step on two CPU cores in seconds.
+# The validation's model: Qwen3's layer shapes at the least size that exercises what the plan
+# claims (4 layers of hidden 512, so layers, activations and checkpointing weigh as well as the
+# embedding and the logits), small enough for a real two-rank step on two CPU cores.
 VALIDATION_ARCHITECTURE = ("qwen3", dict(
-    hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-    intermediate_size=384, vocab_size=151936, tie_word_embeddings=True, max_position_embeddings=4096))
-VALIDATION_LENGTHS = {"max_prompt_tokens": 64, "max_response_tokens": 192}
+    hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4, head_dim=64,
+    intermediate_size=1536, vocab_size=32768, tie_word_embeddings=True, max_position_embeddings=4096))
+# Four 512-token sequences packed into one 2,048-token micro-batch: the packed attention path.
+VALIDATION_LENGTHS = {"max_prompt_tokens": 128, "max_response_tokens": 384}
+VALIDATION_MICRO_BATCH_TOKENS = 2048
+VALIDATION_RANKS = 2
 
 _PLANNING_LOCK = threading.Lock()  # the fake process group is process-wide
 
@@ -135,7 +147,7 @@ class MemoryPlan:
     gpu_memory_gib: float
     learner: LearnerMemory
     vllm: VllmMemory
-    validated: dict[str, float] | None = None
+    validated: dict[str, Any] | None = None  # predicted_mib, measured_mib, what (the model, tokens, ranks, machine)
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -454,54 +466,161 @@ def plan(config: RunConfig, *, validate: bool = True, learner: LearnerMemory | N
 
 
 def validation_config(config: RunConfig) -> RunConfig:
-    """``config`` at a size this machine runs for real: one CPU process, a small Qwen3-shaped model, short answers."""
+    """``config`` at a size this machine runs for real: 2 ranks, the validation's model, four 512-token sequences.
+
+    The run's dtype and optimizer settings stay; activation checkpointing is on, as the plan's
+    recipe runs it; the micro-batch is one of ``VALIDATION_MICRO_BATCH_TOKENS`` packed tokens.
+    """
     from trainer.config import RunConfig
 
     data = config.model_dump(mode="python")
-    data["cluster"] = {**data["cluster"], "num_gpus": 0}
-    data["rollout"] = {**data["rollout"], "engine": "transformers", **VALIDATION_LENGTHS}
+    data["cluster"] = {**data["cluster"], "num_gpus": VALIDATION_RANKS}
+    data["model"] = {**data["model"], "gradient_checkpointing": True}
+    data["rollout"] = {**data["rollout"], "engine": "transformers", "vllm_tensor_parallel_size": 1, **VALIDATION_LENGTHS}
     data["retry"] = {**data["retry"], "max_prompt_tokens": VALIDATION_LENGTHS["max_prompt_tokens"]}
-    if data["optimizer"].get("micro_batch_tokens"):
-        data["optimizer"] = {**data["optimizer"], "micro_batch_tokens": data["optimizer"]["micro_batch_sequences"]
-                             * sum(VALIDATION_LENGTHS.values())}
+    data["optimizer"] = {**data["optimizer"], "micro_batch_tokens": VALIDATION_MICRO_BATCH_TOKENS}
     return RunConfig.model_validate(data)
 
 
-def validate_on_cpu(config: RunConfig) -> dict[str, float]:
-    """The plan's method against a measurement: the same micro-step, fake and real, of a small model on this CPU.
+def describe_validation(config: RunConfig, planned: LearnerMemory) -> str:
+    """``validated["what"]``: the model, its tokens and ranks, and the machine, in words."""
+    import torch
+    from transformers import AutoModelForCausalLM
 
-    Measured in a fresh process, so what this one already allocated does not blur the reading:
-    the step's peak is the resident high-water mark (reset just before the step) above the
-    memory resident before the model was built.
+    architecture = transformers_config(*VALIDATION_ARCHITECTURE)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (f"Qwen3-shaped model, {architecture.num_hidden_layers} layers of hidden {architecture.hidden_size}, "
+            f"vocabulary {architecture.vocab_size:,}, {parameters / 1e6:.1f}M parameters, {config.model.dtype} "
+            f"compute, float32 master weights, activation checkpointing; one micro-batch of "
+            f"{planned.micro_batch_sequences} packed sequences, {planned.micro_batch_tokens:,} tokens; "
+            f"{VALIDATION_RANKS} ranks under FSDP2 (gloo, one CPU process each); measured: the larger rank's "
+            f"resident high-water mark above what it held after its imports and process-group start-up; "
+            f"predicted: rank 0 of the plan's fake-tensor run; machine: {os.cpu_count()} CPU cores, load average "
+            f"{load} (1, 5, 15 min) when it ran. A validation of the method at this size, not of a GPU run")
+
+
+def validate_on_cpu(config: RunConfig) -> dict[str, Any]:
+    """The plan's method against a measurement: the same micro-step, fake and real, of the validation's model, 2 ranks.
+
+    Each real rank is a fresh process (``python -m trainer.memory_plan measure``), so what this
+    one already allocated does not blur the reading.
     """
+    small = validation_config(config)
+    planned = plan_learner(small, transformers_config(*VALIDATION_ARCHITECTURE))
+    measured = max(rank["peak_bytes"] for rank in measure_ranks(small))
+    return {"predicted_mib": round(planned.peak_bytes / MIB, 1), "measured_mib": round(measured / MIB, 1),
+            "what": describe_validation(small, planned)}
+
+
+def measure_ranks(config: RunConfig) -> list[dict]:
+    """Run ``config``'s ranks as real CPU processes in one gloo group; each rank's reading, by rank."""
+    import socket
     import subprocess
     import sys
+    import tempfile
+    import time
 
-    small = validation_config(config)
-    predicted = plan_learner(small, transformers_config(*VALIDATION_ARCHITECTURE)).peak_bytes
+    ranks = config.cluster.num_gpus
+    with socket.socket() as probe:  # a free port for the group's rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     root = Path(__file__).resolve().parent.parent
-    completed = subprocess.run(
-        [sys.executable, "-m", "trainer.memory_plan", "measure"], input=json.dumps(small.to_json_dict()),
-        capture_output=True, text=True, cwd=root, timeout=600,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))},
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"the validation's measured run failed: {completed.stderr.strip()[-2000:]}")
-    measured = json.loads(completed.stdout.strip().splitlines()[-1])["peak_bytes"]
-    return {"predicted_mib": round(predicted / MIB, 1), "measured_mib": round(measured / MIB, 1)}
+    python_path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    config_json = json.dumps(config.to_json_dict())
+    processes, outputs = [], []
+    # Files, not pipes: a rank blocked on a full pipe would stall its partner at the next collective.
+    with contextlib.ExitStack() as files:
+        for rank in range(ranks):
+            # MALLOC_MMAP_THRESHOLD_: glibc maps every allocation over 64 KiB on its own and unmaps it when
+            # freed, so the resident set follows the live tensors (by default freed blocks up to 32 MiB stay
+            # in its heap, and the reading counted them as if they were still in use).
+            environment = {**os.environ, "PYTHONPATH": python_path, "RANK": str(rank), "LOCAL_RANK": str(rank),
+                           "WORLD_SIZE": str(ranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                           "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "MALLOC_MMAP_THRESHOLD_": "65536"}
+            stdin, stdout, stderr = (files.enter_context(tempfile.TemporaryFile("w+")) for _ in range(3))
+            stdin.write(config_json)
+            stdin.seek(0)
+            processes.append((subprocess.Popen([sys.executable, "-m", "trainer.memory_plan", "measure"], stdin=stdin,
+                                               stdout=stdout, stderr=stderr, text=True, cwd=root, env=environment),
+                              stdout, stderr))
+        try:
+            # Polled together: a rank that failed leaves its partner waiting at a collective until gloo's timeout.
+            deadline = time.monotonic() + 900
+            while any(process.poll() is None for process, _, _ in processes):
+                if any(process.returncode for process, _, _ in processes) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            for rank, (process, _, stderr) in enumerate(processes):
+                if process.poll():  # a failed rank first: its error is the cause
+                    stderr.seek(0)
+                    raise RuntimeError(f"the validation's measured rank {rank} of {ranks} failed "
+                                       f"(exit {process.returncode}): {stderr.read().strip()[-2000:]}")
+            for rank, (process, stdout, _) in enumerate(processes):
+                if process.poll() is None:
+                    raise RuntimeError(f"the validation's measured rank {rank} of {ranks} ran past 900 s; "
+                                       "run `python -m trainer memory-plan` again on a less loaded machine")
+                stdout.seek(0)
+                outputs.append(json.loads(stdout.read().strip().splitlines()[-1]))
+        finally:
+            for process, _, _ in processes:
+                if process.poll() is None:
+                    process.kill()
+    return outputs
 
 
 def measure_real_step(config: RunConfig) -> int:
-    """Run the validation's micro-step for real on this CPU; the peak resident bytes it added."""
+    """Run the validation's micro-step for real as this rank on this CPU; the peak resident bytes the learner added.
+
+    What the plan does not count is left out of the reading: the imports (torch, transformers,
+    the model's module, FSDP) and the process group's start-up (the plan's CUDA-context-and-NCCL
+    allowance covers it on a GPU) happen before the first reading, and memory freed while the
+    model was built and sharded is handed back to the operating system (``malloc_trim``)
+    before the step. One unmeasured step runs first (see below); what stays between steps is
+    read from the anonymous resident pages, the step's rise from the resident high-water mark.
+    """
     import torch
+    import torch.distributed as dist
+    import torch.distributed.fsdp  # noqa: F401  (imported here, so not counted)
+    import transformers.models.qwen3.modeling_qwen3  # noqa: F401
+    from transformers import AutoModelForCausalLM  # noqa: F401
+
+    import trainer.learner  # noqa: F401
 
     torch.manual_seed(0)
-    before = _resident_bytes()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group("gloo")
+        dist.barrier()  # the group's connections are made before the reading, not during the step
+    _return_freed_memory()
+    before = _anonymous_resident_bytes()
     learner = real_learner(config)
     warm_optimizer(learner)
     micro_batch = heaviest_micro_batch(learner, config)
-    resident_before_step = _resident_bytes()
-    return resident_before_step - before + peak_resident_bytes_added(lambda: learner_micro_step(learner, micro_batch))
+    # One step first, unmeasured, as a step mid-training follows others: the kernels' code pages
+    # and one-time set-up land in the resident set then, not in the measured step.
+    with fused_attention():
+        learner_micro_step(learner, micro_batch)
+    _return_freed_memory()
+    # Anonymous pages only (the heap: tensors), not the libraries' code paged in since the first reading.
+    kept_between_steps = _anonymous_resident_bytes() - before
+    added = kept_between_steps + peak_resident_bytes_added(lambda: learner_micro_step(learner, micro_batch))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return added
+
+
+def _return_freed_memory() -> None:
+    """Hand memory that Python and glibc freed but kept back to the kernel, so the resident set counts live memory."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the reading keeps what the allocator holds
+        pass
 
 
 def peak_resident_bytes_added(run) -> int:
@@ -542,6 +661,10 @@ def _proc_status_bytes(key: str) -> int:
 
 def _resident_bytes() -> int:
     return _proc_status_bytes("VmRSS")
+
+
+def _anonymous_resident_bytes() -> int:
+    return _proc_status_bytes("RssAnon")
 
 
 def _resident_high_water_mark() -> int:
@@ -749,8 +872,8 @@ def format_table(result: MemoryPlan) -> str:
     ]
     if result.validated:
         predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
-        lines.append(f"validated on this CPU (small Qwen3-shaped model, same micro-step): predicted {predicted:.1f} MiB, "
-                     f"measured {measured:.1f} MiB ({predicted / measured - 1:+.0%})")
+        lines.append(f"validated on this CPU: predicted {predicted:.1f} MiB, measured {measured:.1f} MiB "
+                     f"({predicted / measured - 1:+.0%}); {result.validated['what']}")
     return "\n".join(lines)
 
 
@@ -761,7 +884,7 @@ def _measure_main() -> int:
     from trainer.config import RunConfig
 
     config = RunConfig.model_validate(json.loads(sys.stdin.read()))
-    print(json.dumps({"peak_bytes": measure_real_step(config)}))
+    print(json.dumps({"rank": int(os.environ.get("RANK", "0")), "peak_bytes": measure_real_step(config)}))
     return 0
 
 

@@ -71,6 +71,13 @@ def test_the_run_starts_steps_and_finishes_succeeded_in_order(finished_run):
     assert [e.seq for e in sink.events] == list(range(len(sink.events)))
 
 
+def test_the_runs_log_says_which_attention_its_learner_chose_at_start_up(finished_run):
+    _, sink, _, _ = finished_run
+    messages = [e.payload["message"] for e in sink.of_type(EventType.LOG)]
+    assert "learner attention for packed micro-batches: sdpa_per_packed_sequence (on cpu, where flash-attn's " \
+        "kernels do not run; causal SDPA once per packed sequence, no tokens × tokens mask)" in messages
+
+
 def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_run):
     _, sink, _, _ = finished_run
     rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.learner.conftest import tiny_run_config
 from tests.learner.tolerances import assert_within_its_scale
+from trainer import packed_attention
 from trainer.learner import (
+    Learner,
     TrainingSequence,
     full_vocabulary_response_logprobs,
     pack_batch,
@@ -35,10 +38,11 @@ def per_sequence_values_and_gradients(model, batch, logprobs_of):
     return [v.detach() for v in values], {name: p.grad.detach().clone() for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("attention", [packed_attention.SDPA_PER_PACKED_SEQUENCE, "sdpa", "eager"])
 def test_packed_log_probs_and_gradients_equal_the_padded_ones(tiny_policy, attention):
     model, tokenizer = tiny_policy(seed=7)
-    model.config._attn_implementation = attention
+    packed_attention.register()
+    model.set_attn_implementation(attention)
     assert supports_packing(model)
     padded = pad_batch(sequences(), tokenizer.pad_token_id, torch.device("cpu"))
     packed = pack_batch(sequences(), torch.device("cpu"))
@@ -73,3 +77,24 @@ def test_without_boundaries_the_second_sequence_would_score_differently(tiny_pol
         packed.position_ids = leaking
         joined = packed.per_sequence(response_logprobs(model, packed))[1]
     assert not torch.allclose(separate, joined, atol=1e-3)
+
+
+def test_a_learners_packed_loss_and_gradients_equal_its_padded_ones_in_float32(tiny_policy):
+    # The learner's own path end to end: its attention choice, π_old, the clipped loss, the backward pass.
+    config = tiny_run_config(rollout={"prompts_per_step": 1}, optimizer={"mini_batch_prompts": 1,
+                                                                         "micro_batch_sequences": 4})
+    results = {}
+    for is_packing in (True, False):
+        model, tokenizer = tiny_policy(seed=7)
+        learner = Learner(config, model, tokenizer)
+        assert learner.model.config._attn_implementation == packed_attention.SDPA_PER_PACKED_SEQUENCE
+        learner.is_packing = is_packing
+        mini_batch = sequences()
+        old = {key: values + 0.1 for key, values in learner.old_logprobs([mini_batch]).items()}  # ratios ≠ 1
+        learner.optimizer.zero_grad(set_to_none=True)
+        totals = learner.accumulate_gradients(mini_batch, old)
+        results[is_packing] = totals["loss"], {name: p.grad.clone() for name, p in learner.model.named_parameters()}
+    (packed_loss, packed_grads), (padded_loss, padded_grads) = results[True], results[False]
+    assert packed_loss == pytest.approx(padded_loss, rel=1e-5, abs=0)
+    for name, expected in padded_grads.items():
+        assert_within_its_scale(packed_grads[name], expected, name)

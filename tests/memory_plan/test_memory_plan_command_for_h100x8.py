@@ -30,7 +30,8 @@ def test_it_prints_exactly_the_contracts_fields(h100x8):
     assert set(h100x8) == {"preset", "model", "max_response_tokens", "ranks", "gpu_memory_gib", "per_rank_peak_gib",
                            "fits", "validated"}
     assert set(h100x8["per_rank_peak_gib"]) == {"learner", "rollout"}
-    assert set(h100x8["validated"]) == {"predicted_mib", "measured_mib"}
+    assert set(h100x8["validated"]) == {"predicted_mib", "measured_mib", "what"}
+    assert "2 ranks under FSDP2" in h100x8["validated"]["what"]
     assert (h100x8["preset"], h100x8["model"], h100x8["max_response_tokens"], h100x8["ranks"],
             h100x8["gpu_memory_gib"]) == ("h100x8", "AI-MO/Kimina-Prover-Distill-1.7B", 24576, 8, 80.0)
 

@@ -1,4 +1,7 @@
-"""The plan's method against reality: the same micro-step, planned on fake tensors and run for real on this CPU."""
+"""The plan's method against reality: the same micro-step, planned on fake tensors and run for real on this CPU.
+
+Two ranks under FSDP2 (gloo), activation checkpointing, 4 layers of hidden 512, 2,048 packed tokens.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +12,24 @@ from trainer import memory_plan
 from trainer.config import RunConfig
 
 
-def test_the_planned_peak_of_a_small_qwen3_step_is_within_a_quarter_of_the_measured_one():
+def test_the_planned_peak_of_a_two_rank_fsdp_step_is_within_a_quarter_of_the_measured_one_and_says_what_ran():
     validated = memory_plan.validate_on_cpu(RunConfig.from_preset("h100x8"))
     assert 0.75 <= validated["predicted_mib"] / validated["measured_mib"] <= 1.25, validated
-    assert validated["measured_mib"] > 300  # a real step of a 151,936-token vocabulary, not an empty reading
+    # Above what its shards of weights, gradients and AdamW's moments alone take (29.4M parameters × 16 bytes / 2):
+    # a real step was measured, not an empty reading.
+    assert validated["measured_mib"] > 29.4e6 * 16 / 2 / 2**20, validated
+    what = validated["what"]
+    for claim in ("4 layers of hidden 512", "2,048 tokens", "4 packed sequences", "2 ranks under FSDP2 (gloo",
+                  "activation checkpointing", "bfloat16 compute", "imports", "load average"):
+        assert claim in what, (claim, what)
+
+
+def test_the_validation_runs_the_least_the_plans_claims_need():
+    small = memory_plan.validation_config(RunConfig.from_preset("h100x8"))
+    shape = memory_plan.VALIDATION_ARCHITECTURE[1]
+    assert shape["num_hidden_layers"] >= 4 and shape["hidden_size"] >= 512
+    assert small.cluster.num_gpus == 2 and small.model.gradient_checkpointing
+    assert small.optimizer.micro_batch_tokens >= 2048
 
 
 def test_what_a_rank_keeps_between_steps_is_its_shard_of_weights_gradients_and_adams_two_moments():

@@ -581,13 +581,14 @@ def measure_real_step(config: RunConfig) -> int:
     before the step. One unmeasured step runs first (see below); what stays between steps is
     read from the anonymous resident pages, the step's rise from the resident high-water mark.
     """
+    # Imported before the first reading, so that their memory is not counted as the step's.
     import torch
     import torch.distributed as dist
-    import torch.distributed.fsdp  # noqa: F401  (imported here, so not counted)
-    import transformers.models.qwen3.modeling_qwen3  # noqa: F401
-    from transformers import AutoModelForCausalLM  # noqa: F401
+    import torch.distributed.fsdp
+    import transformers.models.qwen3.modeling_qwen3  # noqa: F401  (loaded before the reading, not used by name)
+    from transformers import AutoModelForCausalLM  # noqa: F401  (loaded before the reading, not used by name)
 
-    import trainer.learner  # noqa: F401
+    import trainer.learner  # noqa: F401  (loaded before the reading, not used by name)
 
     torch.manual_seed(0)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():

@@ -390,7 +390,7 @@ def why_vllm_cannot_start(error: BaseException, kv_cache_gib: float | None) -> s
     if kv_cache_gib is not None and "requested memory for kv" in lowered:
         fix = (f"lower rollout.vllm_kv_cache_gib (now {kv_cache_gib:g}) to what the machine has free, "
                "or stop what else holds its memory")
-    elif kv_cache_gib is not None and "kv cache is needed" in lowered:
+    elif kv_cache_gib is not None and ("kv cache is needed" in lowered or "no available memory for the cache" in lowered):
         fix = (f"raise rollout.vllm_kv_cache_gib (now {kv_cache_gib:g}) to hold at least one longest sequence, "
                "or lower rollout.max_response_tokens or the prompt limits")
     elif "kv cache" in lowered or "memory" in lowered:

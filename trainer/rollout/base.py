@@ -88,6 +88,11 @@ class Generation:
     must be trained to stop too. ``text`` is the decoded answer without special tokens.
     ``is_truncated`` is True when the answer hit ``max_tokens`` without ending.
     ``seconds`` counts from the start of the ``generate`` call to this answer's end.
+    ``logprobs`` holds, for each of ``token_ids``, its log-probability under the distribution the
+    engine drew it from: the logits over the temperature, then top-k and top-p, as vLLM's
+    ``processed_logprobs``. With the training defaults (top-k and top-p off) that is exactly what
+    the learner's π_old pass computes, so their difference is the train–inference gap
+    (trainer/rollout/gap.py); with top-p on, it also counts the nucleus's renormalisation.
     """
 
     prompt_index: int
@@ -97,6 +102,7 @@ class Generation:
     num_tokens: int
     is_truncated: bool
     seconds: float
+    logprobs: list[float] | None = None
 
 
 @runtime_checkable

@@ -8,6 +8,12 @@ belong to the learner, and the key/value cache lives only inside one ``generate`
 Answers are streamed: ``generate`` runs in a worker thread, and a stopping-criteria hook
 sees every decoding step, so each sequence is handed over the moment it emits an
 end-of-sequence token, while the rest of the batch keeps decoding.
+
+Each answer carries the log-probability of every token it sampled under the distribution it was
+drawn from (after the temperature, top-k and top-p, as vLLM's ``processed_logprobs``): the
+sampling warpers are given to ``generate`` as logits processors of ours, in Hugging Face's own
+order, with a recorder after them, because ``generate`` runs the processors it is given
+*before* the warpers it builds itself from the generation config.
 """
 
 from __future__ import annotations
@@ -19,7 +25,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from trainer.rollout.base import Generation, SamplingSettings
 
@@ -78,20 +93,22 @@ class TransformersEngine:
         prompt_length = input_ids.shape[1]
         results: queue.Queue = queue.Queue()
 
-        def hand_over(row: int, response_ids: list[int], is_truncated: bool) -> None:
+        def hand_over(row: int, response_ids: list[int], logprobs: list[float], is_truncated: bool) -> None:
             prompt_index, sample_index = divmod(row, sampling.n)
             results.put(self._generation(first_prompt_index + prompt_index, sample_index, response_ids,
-                                         is_truncated, time.perf_counter() - started))
+                                         logprobs, is_truncated, time.perf_counter() - started))
 
-        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over)
+        recorder = _SampledDistribution()
+        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over, recorder)
 
         def decode_all() -> None:
             try:
-                sequences = self._run_generate(input_ids, attention_mask, sampling, seed, watcher)  # (P*n, T)
+                sequences = self._run_generate(input_ids, attention_mask, sampling, seed, watcher, recorder)  # (P*n, T)
                 for row in range(sequences.shape[0]):
                     if not watcher.has_finished(row):
                         # No end-of-sequence token by the end: the budget ran out.
-                        hand_over(row, sequences[row, prompt_length:].tolist(), is_truncated=True)
+                        response_ids = sequences[row, prompt_length:].tolist()
+                        hand_over(row, response_ids, watcher.logprobs_of(row, len(response_ids)), is_truncated=True)
                 results.put(_FINISHED)
             except BaseException as error:  # noqa: BLE001 - re-raised in the consuming thread
                 results.put(error)
@@ -107,16 +124,17 @@ class TransformersEngine:
             watcher.stop_requested = True  # the caller stopped early: end the batch at the next step
             worker.join()
 
-    def _run_generate(self, input_ids, attention_mask, sampling: SamplingSettings, seed: int | None, watcher):
+    def _run_generate(self, input_ids, attention_mask, sampling: SamplingSettings, seed: int | None, watcher, recorder):
         model = self._model
         generation_config = GenerationConfig(
             max_new_tokens=sampling.max_tokens,
             min_new_tokens=0,
             num_return_sequences=sampling.n,
             do_sample=not sampling.is_greedy,
-            temperature=sampling.temperature if not sampling.is_greedy else 1.0,
-            top_p=sampling.top_p,
-            top_k=0 if sampling.top_k == -1 else sampling.top_k,  # 0 turns Hugging Face's top-k off
+            # Neutral here: the warpers come as our own processors (_sampling_processors), so the recorder sees their output.
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
             repetition_penalty=1.0,
             num_beams=1,
             eos_token_id=self._eos_token_ids,
@@ -146,13 +164,14 @@ class TransformersEngine:
                     attention_mask=attention_mask,
                     past_key_values=prompt_cache,
                     generation_config=generation_config,
+                    logits_processor=LogitsProcessorList([*_sampling_processors(sampling), recorder]),
                     stopping_criteria=StoppingCriteriaList([watcher]),
                 )
         finally:
             model.generation_config = saved_generation_config
             model.train(was_training)
 
-    def _generation(self, prompt_index: int, sample_index: int, response_ids: list[int],
+    def _generation(self, prompt_index: int, sample_index: int, response_ids: list[int], logprobs: list[float],
                     is_truncated: bool, seconds: float) -> Generation:
         return Generation(
             prompt_index=prompt_index,
@@ -162,6 +181,7 @@ class TransformersEngine:
             num_tokens=len(response_ids),
             is_truncated=is_truncated,
             seconds=seconds,
+            logprobs=logprobs,
         )
 
     def sleep(self) -> None:
@@ -184,27 +204,66 @@ class TransformersEngine:
         self.sleep()
 
 
-class _FinishedSequenceWatcher(StoppingCriteria):
-    """Sees each decoding step and hands over every row that has just emitted end-of-sequence."""
+def _sampling_processors(sampling: SamplingSettings) -> list[LogitsProcessor]:
+    """Temperature, top-k, top-p: the warpers ``generate`` would build, in its order (none when greedy)."""
+    if sampling.is_greedy:
+        return []
+    processors: list[LogitsProcessor] = []
+    if sampling.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k != -1:
+        processors.append(TopKLogitsWarper(top_k=sampling.top_k, min_tokens_to_keep=1))
+    if sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
+    return processors
 
-    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over) -> None:
+
+class _SampledDistribution(LogitsProcessor):
+    """Last in the processor list: keeps this step's log-probabilities, those the next token is drawn from."""
+
+    def __init__(self) -> None:
+        self.logprobs: torch.Tensor | None = None  # (B, V)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.logprobs = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+
+class _FinishedSequenceWatcher(StoppingCriteria):
+    """Sees each decoding step, notes each row's sampled token's log-probability, and hands over every row
+    that has just emitted end-of-sequence."""
+
+    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over, recorder: _SampledDistribution) -> None:
         self._prompt_length = prompt_length
         self._eos_token_ids = eos_token_ids
         self._hand_over = hand_over
+        self._recorder = recorder
         self._finished_rows: set[int] = set()
+        self._logprobs: list[list[float]] = []  # per row, one per decoded token
         self.stop_requested = False
 
     def has_finished(self, row: int) -> bool:
         return row in self._finished_rows
 
+    def logprobs_of(self, row: int, tokens: int) -> list[float]:
+        return self._logprobs[row][:tokens] if row < len(self._logprobs) else []
+
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
-        # input_ids: (B, T_prompt + t). A finished row is padded afterwards, possibly with the
-        # end-of-sequence id itself, so only its first end-of-sequence token counts.
+        # input_ids: (B, T_prompt + t); the last column was just drawn from the recorder's distribution.
+        if self._recorder.logprobs is not None:
+            drawn = self._recorder.logprobs.gather(1, input_ids[:, -1:]).squeeze(1).tolist()  # (B,)
+            if not self._logprobs:
+                self._logprobs = [[] for _ in drawn]
+            for row_logprobs, value in zip(self._logprobs, drawn):
+                row_logprobs.append(value)
+        # A finished row is padded afterwards, possibly with the end-of-sequence id itself, so only
+        # its first end-of-sequence token counts.
         just_ended = torch.isin(input_ids[:, -1], torch.tensor(self._eos_token_ids, device=input_ids.device))
         for row in just_ended.nonzero().flatten().tolist():
             if row not in self._finished_rows:
                 self._finished_rows.add(row)
-                self._hand_over(row, input_ids[row, self._prompt_length :].tolist(), False)
+                response_ids = input_ids[row, self._prompt_length :].tolist()
+                self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), False)
         return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
 
 

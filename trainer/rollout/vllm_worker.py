@@ -20,6 +20,7 @@ class LearnerWeightsReceiver:
     """Mixed into each vLLM worker: loads the learner's weights by checkpoint name."""
 
     def load_learner_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
-        """Each rank keeps its own tensor-parallel shard (the model's own ``load_weights`` decides)."""
-        self.model_runner.model.load_weights(weights=weights)
+        """Each rank keeps its own tensor-parallel shard (the model's own ``load_weights`` decides), through
+        vLLM's in-place reload, as ``VllmEngine.push_weights`` does in process."""
+        self.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
         return len(weights)

@@ -29,6 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished
 
@@ -206,7 +207,7 @@ class TrainingRun:
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
                 "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
-                "attempt": self.attempt,
+                "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
             })
             self._publish_startup_notes()
             while self.step < total_steps:
@@ -278,6 +279,8 @@ class TrainingRun:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
+        if compute_dtype_of(self.config).warning:
+            self._startup_notes.append((compute_dtype_of(self.config).warning, "warning"))
         self.replay_buffer = ReplayBuffer(self.config.retry)
         self.driver_state.problem_order = []
         if self.should_resume:

@@ -128,16 +128,17 @@ class RolloutEngine(Protocol):
 
 
 def rollout_dtype(config: RunConfig):
-    """The precision rollouts compute in: ``model.dtype`` (the learner's master weights stay float32)."""
-    import torch
+    """The precision rollouts compute in: ``model.dtype`` resolved for this machine (trainer/compute_dtype.py;
+    the learner's master weights stay float32)."""
+    from trainer.compute_dtype import compute_dtype_of
 
-    return getattr(torch, config.model.dtype)
+    return compute_dtype_of(config).torch_dtype()
 
 
 def build_engine(config: RunConfig, model: Any, tokenizer: Any) -> RolloutEngine:
     """The engine ``config.rollout.engine`` names, sampling from the learner's ``model``.
 
-    transformers samples from the learner's own module when it already holds ``model.dtype``
+    transformers samples from the learner's own module when it already holds the resolved ``model.dtype``
     weights, and from a copy in that precision otherwise (trainer/rollout/replica.py).
     """
     from trainer.config import RolloutEngineKind

@@ -101,12 +101,13 @@ def cpu_bfloat16_verdict(report: CpuReport) -> tuple[bool, str]:
         instructions = "AVX512-BF16 instructions"
     else:
         return False, f"this CPU has no bfloat16 instructions (torch reports {report.capability})"
+    caps = []
     if report.capability not in _ATEN_CAPABILITIES_WITH_AVX512:
-        return False, (f"this CPU has {instructions}, but torch's kernels are limited to {report.capability} "
-                       "(ATEN_CPU_CAPABILITY), which computes bfloat16 slowly")
+        caps.append(f"torch's kernels are limited to {report.capability} (ATEN_CPU_CAPABILITY)")
     if report.onednn_cap is not None and report.onednn_cap not in _ONEDNN_CAPS_WITH_BF16:
-        return False, (f"this CPU has {instructions}, but oneDNN is capped to {report.onednn_cap} "
-                       "(ONEDNN_MAX_CPU_ISA), which computes bfloat16 slowly")
+        caps.append(f"oneDNN is capped to {report.onednn_cap} (ONEDNN_MAX_CPU_ISA)")
+    if caps:
+        return False, f"this CPU has {instructions}, but {' and '.join(caps)}, which computes bfloat16 slowly"
     return True, f"this CPU has {instructions}"
 
 

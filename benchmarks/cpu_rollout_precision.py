@@ -110,6 +110,12 @@ def matmul_ms(dtype) -> float:
     return median_seconds(lambda: a @ b, 3) * 1000
 
 
+def speed(base_seconds: float, seconds: float) -> str:
+    """How fast against float32: "4.49× faster", "145× slower"."""
+    ratio = base_seconds / seconds
+    return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.1f}× slower"
+
+
 def measure_this_process(args) -> dict:
     """Both precisions in this process, under whatever cap its environment set."""
     import torch
@@ -120,6 +126,9 @@ def measure_this_process(args) -> dict:
     results = {"threads": torch.get_num_threads(), "capability": torch.backends.cpu.get_cpu_capability(),
                "report": cpu_report().__dict__, "auto": resolve_compute_dtype("auto").sentence, "dtypes": {}}
     for dtype in ("float32", "bfloat16"):
+        if args.matmul_only:
+            results["dtypes"][dtype] = {"matmul_ms": matmul_ms(getattr(torch, dtype))}
+            continue
         config = config_for(dtype, args)
         model, tokenizer = load_policy(config.model, seed=0)
         prompts = demo_prompts(tokenizer, args.prompts)
@@ -145,10 +154,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--capped-repeats", type=int, default=1, help="Timed runs of a precision that is slow there.")
     parser.add_argument("--modes", nargs="+", choices=sorted(MODES), default=list(MODES))
+    parser.add_argument("--matmul-only", action="store_true", help="Only the 1024² matmul: seconds, not minutes.")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice).")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.child:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
         print("RESULT " + json.dumps(measure_this_process(args)))
         return
     import subprocess
@@ -160,20 +175,28 @@ def main() -> None:
         measured[mode] = json.loads(next(line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")))
 
     first = next(iter(measured.values()))
-    print(f"SmolLM2-135M, {first['threads']} threads; rollouts: {args.prompts}×{args.samples} answers of "
-          f"{args.tokens} tokens; learner: {args.sequences} sequences of {args.tokens} tokens; median of "
-          f"{args.repeats} ({args.capped_repeats} where the precision is slow), after a warm-up; load average "
-          f"{' '.join(f'{value:.2f}' for value in os.getloadavg())} at the end")
-    print(f"{'CPU':15s} {'compute':9s} {'1024² matmul':>13s} {'rollout tok/s':>14s} {'× float32':>10s} "
-          f"{'learner step':>13s} {'× float32':>10s}")
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    if args.matmul_only:
+        print(f"1024² matmul, {first['threads']} threads, median of 3 after a warm-up; load average {load} at the end")
+    else:
+        print(f"SmolLM2-135M, {first['threads']} threads; rollouts: {args.prompts}×{args.samples} answers of "
+              f"{args.tokens} tokens; learner: {args.sequences} sequences of {args.tokens} tokens; median of "
+              f"{args.repeats} ({args.capped_repeats} where the precision is slow), after a warm-up; load average "
+              f"{load} at the end")
+    print(f"{'CPU':15s} {'compute':9s} {'1024² matmul':>13s}" + ("" if args.matmul_only else
+          f" {'rollout tok/s':>14s} {'learner step':>13s}   rollouts / learner against float32"))
     for mode, results in measured.items():
         base = results["dtypes"]["float32"]
         for dtype, figures in results["dtypes"].items():
-            print(f"{mode:15s} {dtype:9s} {figures['matmul_ms']:11.1f}ms {figures['rollout_tokens_per_s']:14.1f} "
-                  f"{figures['rollout_tokens_per_s'] / base['rollout_tokens_per_s']:9.2f}× "
-                  f"{figures['learner_s']:12.2f}s {base['learner_s'] / figures['learner_s']:9.2f}×")
+            line = f"{mode:15s} {dtype:9s} {figures['matmul_ms']:11.1f}ms"
+            if args.matmul_only:
+                line += f"  {speed(base['matmul_ms'], figures['matmul_ms'])}"
+            else:
+                line += (f" {figures['rollout_tokens_per_s']:14.1f} {figures['learner_s']:12.2f}s   "
+                         f"{speed(figures['rollout_tokens_per_s'], base['rollout_tokens_per_s'])} / "
+                         f"{speed(base['learner_s'], figures['learner_s'])}")
+            print(line)
         print(f"{'':15s} torch reports {results['capability']}; model.dtype=auto {results['auto']}")
-    print("(× float32: speed relative to float32 in the same CPU mode; above 1 is faster)")
     print("rerun: .venv/bin/python benchmarks/cpu_rollout_precision.py " + " ".join(sys.argv[1:]))
 
 

@@ -113,6 +113,8 @@ def matmul_ms(dtype) -> float:
 def speed(base_seconds: float, seconds: float) -> str:
     """How fast against float32: "4.49× faster", "145× slower"."""
     ratio = base_seconds / seconds
+    if ratio == 1:
+        return "baseline"
     return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.1f}× slower"
 
 

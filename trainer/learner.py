@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from trainer import packed_attention
+from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import RunConfig
 from trainer.rollout.gap import train_inference_gap
 
@@ -572,7 +573,7 @@ class Learner:
         self.is_sharded = init_distributed_from_env(config.cluster.num_gpus)
         is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
         self.device = torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
-        self.compute_dtype = torch.bfloat16 if config.model.dtype == "bfloat16" else torch.float32
+        self.compute_dtype = resolve_compute_dtype(config.model.dtype, self.device.type).torch_dtype()
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         check_model_supports_chunked_logprobs(model)
         self.is_packing = supports_packing(model)

@@ -416,8 +416,10 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from trainer.compute_dtype import resolve_compute_dtype
+
     architecture = architecture if architecture is not None else architecture_of(config)
-    dtype = getattr(torch, config.model.dtype)
+    dtype = resolve_compute_dtype(config.model.dtype, "cuda").torch_dtype()  # planned for GPUs, here or not
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(architecture, dtype=dtype)

@@ -43,6 +43,8 @@ class ProgressSink:
         payload = event.payload
         if event.type == EventType.RUN_STARTED:
             self.total = payload.get("total_steps") or payload.get("config", {}).get("schedule", {}).get("total_steps")
+            if payload.get("compute_dtype"):
+                print(f"{self.description}: {payload['compute_dtype']['sentence']}", file=sys.stderr)
             self.bar = progress_bar(total=self.total, initial=payload.get("step") or 0, desc=self.description,
                                     unit="step")
         elif event.type == EventType.METRICS and self.bar is not None:

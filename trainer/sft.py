@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType
 from trainer.problems import Problem, json_lines
@@ -185,6 +186,7 @@ class SupervisedFineTuning:
         self.examples: list[SftExample] = []
         self.optimizer = None
         self.device = None
+        self.compute_dtype = None  # model.dtype resolved on this machine, in set_up
         self.lineage = {}
 
     def run(self):
@@ -206,7 +208,10 @@ class SupervisedFineTuning:
                 "step": self.step, "kind": RUN_KIND, "config": self.config.to_public_dict(),
                 "demonstrations": len(self.conversations), "examples": len(self.examples),
                 "total_steps": self.total_steps, "resumed_from_step": self.step or None, "lineage": self.lineage,
+                "compute_dtype": self.compute_dtype.to_json_dict(),
             })
+            if self.compute_dtype.warning:
+                self.publisher.log(self.compute_dtype.warning, "warning")
             self.train()
             status = RunStatus.SUCCEEDED
         except RunCancelled as cancel:
@@ -253,6 +258,7 @@ class SupervisedFineTuning:
         self.total_steps = sft.epochs * math.ceil(len(self.examples) / sft.batch_sequences)
         use_gpu = self.config.cluster.num_gpus > 0 and torch.cuda.is_available()
         self.device = torch.device("cuda") if use_gpu else torch.device("cpu")
+        self.compute_dtype = resolve_compute_dtype(self.config.model.dtype, self.device.type)
         self.model.to(self.device)
         if self.config.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable()
@@ -279,7 +285,7 @@ class SupervisedFineTuning:
     def _autocast(self):
         import torch
 
-        is_enabled = self.config.model.dtype == "bfloat16"
+        is_enabled = self.compute_dtype.dtype == "bfloat16"
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=is_enabled)
 
     def train(self) -> None:

@@ -130,8 +130,9 @@ const logsEmpty = document.getElementById("logs-empty");
 function logText(event) {
   const p = event.payload || {};
   switch (event.type) {
-    case "run_started": return p.resumed_from_step ? `trainer started, resuming after step ${p.resumed_from_step}` +
-      (p.total_steps ? ` of ${p.total_steps}` : "") : `trainer started${p.total_steps ? `: ${p.total_steps} steps to go` : ""}`;
+    case "run_started": return (p.resumed_from_step ? `trainer started, resuming after step ${p.resumed_from_step}` +
+      (p.total_steps ? ` of ${p.total_steps}` : "") : `trainer started${p.total_steps ? `: ${p.total_steps} steps to go` : ""}`) +
+      (p.compute_dtype ? `; it ${p.compute_dtype.sentence}` : "");
     case "checkpoint_saved": return `checkpoint saved after step ${p.step}: ${p.path || "(no path)"}`;
     case "evaluation": return `evaluation after step ${p.step}: ${Object.entries(p.values || {}).filter(([k]) => /^pass@\d+$/.test(k))
       .map(([k, v]) => `${k} ${formatNumber(v)}`).join(", ") || "done"}`;
@@ -325,6 +326,8 @@ function handle(event) {
       addTimeline("running", "the trainer started", event.time);
       if (clock.runningSince === null) clock.runningSince = event.time;
       if (p.total_steps) document.getElementById("run-total-steps").textContent = ` of ${p.total_steps}`;
+      // The trainer's own words for the precision it chose on its machine (trainer/compute_dtype.py).
+      if (p.compute_dtype) document.getElementById("compute-precision-sentence").textContent = `the trainer ${p.compute_dtype.sentence}`;
       addLog(event);
       break;
     case "step_started": showStep(p.step); break;

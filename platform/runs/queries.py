@@ -174,6 +174,14 @@ def _without_config(payload: dict) -> dict:
     return {key: value for key, value in payload.items() if key != "config"}
 
 
+def compute_precision(run: Run) -> dict | None:
+    """What the trainer computes in and why (its latest run_started's ``compute_dtype``, see
+    trainer/compute_dtype.py): resolved by the trainer on the machine that trains, never guessed here,
+    where the web process's CPU says nothing about the worker's. None until a trainer has started."""
+    event = RunEvent.objects.filter(run=run, type=EventType.RUN_STARTED).order_by("-pk").first()
+    return (event.payload.get("compute_dtype") if event else None) or None
+
+
 TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}
 
 

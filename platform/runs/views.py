@@ -103,6 +103,8 @@ def detail(request, pk):
         "disk_used_bytes": folder_size(run.artifacts_dir),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
         "config_rows": sorted(queries.flatten(run.public_config).items()),
+        "compute_precision": queries.compute_precision(run),
+        "requested_dtype": (run.public_config.get("model") or {}).get("dtype", ""),
         "other": other,
         "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),

@@ -78,6 +78,14 @@ def test_the_runs_log_says_which_attention_its_learner_chose_at_start_up(finishe
         "kernels do not run; causal SDPA once per packed sequence, no tokens × tokens mask)" in messages
 
 
+def test_run_started_says_what_precision_the_trainer_computes_in_and_why(finished_run):
+    _, sink, _, _ = finished_run
+    # Resolved in the trainer's process (trainer/compute_dtype.py); the run page shows these words.
+    assert sink.events[0].payload["compute_dtype"] == {
+        "requested": "float32", "dtype": "float32", "reason": "the run asks for float32", "warning": None,
+        "sentence": "computes in float32: the run asks for float32"}
+
+
 def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_run):
     _, sink, _, _ = finished_run
     rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]

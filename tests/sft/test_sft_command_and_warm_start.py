@@ -82,8 +82,10 @@ def test_the_warm_start_is_built_once_under_the_data_dir_and_found_again(tiny_wa
     assert tiny_warm_start.build_warm_start(data_dir) == path
     # Its progress on standard error, as `trainer sft` shows it: a line per step where that is a log.
     progress = capsys.readouterr().err.splitlines()
-    assert progress[0].startswith("warm start (SFT of SmolLM2 on demonstrations): step 1/")
-    assert "sft_loss" in progress[0] and progress[-1].endswith("succeeded at step 1")
+    # First the precision the builder chose on this machine (trainer/compute_dtype.py), then the steps.
+    assert progress[0].startswith("warm start (SFT of SmolLM2 on demonstrations): computes in ")
+    assert progress[1].startswith("warm start (SFT of SmolLM2 on demonstrations): step 1/")
+    assert "sft_loss" in progress[1] and progress[-1].endswith("succeeded at step 1")
     assert (path / "config.json").is_file()
     assert tiny_warm_start.warm_start_status(data_dir) == {"state": "ready", "path": str(path)}
     build_dir = tiny_warm_start.warm_start_build_dir(data_dir)
@@ -98,6 +100,26 @@ def test_the_warm_start_path_changes_when_the_recipe_does(tiny_warm_start, tmp_p
     before = tiny_warm_start.warm_start_checkpoint_path(tmp_path)
     monkeypatch.setattr(tiny_warm_start, "FLAWED_SHARE", 0.5)
     assert tiny_warm_start.warm_start_checkpoint_path(tmp_path) != before
+
+
+def test_a_float32_build_and_a_bfloat16_build_are_different_folders(tmp_path, monkeypatch):
+    # The cpu-demo preset asks for auto: the folder keys on what this machine resolves it to.
+    import deploy.warm_start as warm_start
+    from trainer import compute_dtype
+    from trainer.compute_dtype import CpuReport, resolve_compute_dtype
+
+    def path_on(report: CpuReport):
+        monkeypatch.setattr(compute_dtype, "cpu_report", lambda: report)
+        resolve_compute_dtype.cache_clear()
+        return warm_start.warm_start_checkpoint_path(tmp_path)
+
+    try:
+        avx2 = path_on(CpuReport(capability="AVX2", has_avx512_bf16=False, has_amx_tile=False, onednn_cap=None))
+        avx512_bf16 = path_on(CpuReport(capability="AVX512", has_avx512_bf16=True, has_amx_tile=False, onednn_cap=None))
+        amx = path_on(CpuReport(capability="AVX512", has_avx512_bf16=True, has_amx_tile=True, onednn_cap=None))
+    finally:
+        resolve_compute_dtype.cache_clear()
+    assert avx2 != avx512_bf16 == amx  # float32 against bfloat16; two bfloat16 CPUs share one build
 
 
 def test_the_warm_start_path_follows_the_sft_settings_but_not_the_rl_learning_rate(tiny_warm_start, tmp_path, monkeypatch):

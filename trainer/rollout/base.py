@@ -134,7 +134,8 @@ class RolloutEngine(Protocol):
 
 
 def rollout_dtype(config: RunConfig):
-    """The precision rollouts compute in: ``model.dtype`` (the learner's master weights stay float32)."""
-    import torch
+    """The precision rollouts compute in: ``model.dtype`` resolved for this machine (trainer/compute_dtype.py;
+    the learner's master weights stay float32)."""
+    from trainer.compute_dtype import compute_dtype_of
 
-    return getattr(torch, config.model.dtype)
+    return compute_dtype_of(config).torch_dtype()

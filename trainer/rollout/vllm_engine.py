@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.compute_dtype import compute_dtype_of
 from trainer.rollout.base import Generation, SamplingSettings
 from trainer.rollout.vllm_worker import EXTENSION_CLASS
 from trainer.rollout.weights import iter_full_weights
@@ -190,7 +191,7 @@ class VllmEngine:
         backend = "external_launcher" if world_size > 1 else None
         engine = cls(
             model_path=model_path,
-            dtype=config.model.dtype,
+            dtype=compute_dtype_of(config).dtype,
             max_model_len=max_model_len,
             # Ranks of one tensor-parallel group must sample alike; other groups must not.
             seed=config.schedule.seed + rank // tensor_parallel,
@@ -481,7 +482,7 @@ def _model_folder(config: RunConfig, model: Any, tokenizer: Any) -> tuple[str, s
     from safetensors.torch import save_file
 
     staging_dir = tempfile.mkdtemp(prefix="vllm-policy-")
-    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, getattr(torch, config.model.dtype))}
+    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, compute_dtype_of(config).torch_dtype())}
     save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
     model.config.save_pretrained(staging_dir)
     if getattr(model, "generation_config", None) is not None:

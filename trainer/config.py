@@ -199,6 +199,9 @@ class ScheduleConfig(Section):
     eval_samples: int = Field(8, ge=1, description="Samples per problem at evaluation (the k of pass@k).")
     eval_temperature: float = Field(1.0, ge=0)
     eval_top_p: float = Field(0.95, gt=0, le=1)
+    eval_error_correction: bool = Field(
+        True, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
+        "False: first attempts only, and no retry is generated.")
     eval_max_problems: int | None = Field(
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )

@@ -650,11 +650,14 @@ class TrainingRun:
         ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;
         a training run shows its evaluations through its events instead).
         """
-        from trainer.evaluation import evaluation_report
+        from trainer.evaluation import evaluation_curves, evaluation_report
 
         started = time.perf_counter()
         first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+        if not self.config.schedule.eval_error_correction:
+            retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
+        values.update(evaluation_curves(first_outcomes, retry_outcomes))
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
@@ -691,7 +694,7 @@ class TrainingRun:
             slot = slots[slot_index]
             first_outcomes[slot.problem.problem_id][sample_index] = outcome
             self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
-            if scored.verification is None:
+            if scored.verification is None or not self.config.schedule.eval_error_correction:
                 continue
             retry = make_retry(
                 slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,

@@ -55,6 +55,10 @@ def _request(method: str, path: str, *, json: dict | None = None) -> httpx.Respo
     return ray_request(settings.RAY_ADDRESS, method, path, json=json, timeout_s=settings.RAY_CALL_TIMEOUT_S)
 
 
+# The trainer command each kind of run is (python -m trainer COMMAND).
+TRAINER_COMMAND_OF_KIND = {"rl": "run", "sft": "sft", "eval": "evaluate"}
+
+
 def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
     Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
@@ -68,7 +72,7 @@ def trainer_entrypoint(run) -> str:
     if run.kind == "rl" and num_gpus > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
     argv = [
-        *launcher, "-m", "trainer", "run" if run.kind == "rl" else "sft",
+        *launcher, "-m", "trainer", TRAINER_COMMAND_OF_KIND[run.kind],
         "--config", str(folder / "config.json"),
         "--promptset", str(folder / "promptset.jsonl"),
         "--output", str(folder),

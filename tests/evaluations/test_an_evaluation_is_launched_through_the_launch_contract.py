@@ -55,3 +55,24 @@ def test_a_checkpoint_of_a_run_one_may_see_is_evaluated(alices_client, make_run,
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["id"])
     assert run.resolved_config.model.init_checkpoint == checkpoint.model_folder
+
+
+def test_the_form_launches_an_evaluation_without_error_correction(alices_client, promptset_version, dispatched):
+    from django.urls import reverse
+
+    response = alices_client.post(reverse("runs:new"), {
+        "name": "form eval", "promptset_version": promptset_version.pk, "preset": "cpu-smoke", "kind": "eval",
+        "eval_samples": 3, "error_correction": "false"})
+    assert response.status_code == 302, response.context["form"].errors if response.context else response
+    run = Run.objects.get(name="form eval")
+    assert run.kind == "eval" and run.resolved_config.schedule.eval_samples == 3
+    assert run.resolved_config.schedule.eval_error_correction is False
+
+
+def test_manage_py_launch_run_launches_an_evaluation(alice, promptset_version, dispatched):
+    from django.core.management import call_command
+
+    call_command("launch_run", "alice", "--name", "cli eval", "--promptset-version", str(promptset_version.pk),
+                 "--preset", "cpu-smoke", "--kind", "eval", "--set", "eval_samples=2", "--set", "error_correction=false")
+    run = Run.objects.get(name="cli eval")
+    assert run.kind == "eval" and run.resolved_config.schedule.eval_error_correction is False

@@ -317,11 +317,13 @@ class TrainingRun:
     def _lean_scorer(self):
         from trainer.reward import RewardScorer
         from trainer.verification.client import LeanVerifier
+        from trainer.verification.shared_cache import SharedVerdictCache
 
         # The server's URL names its Lean environment in the verdict cache.
         self.verifier = LeanVerifier(
             self.config.verifier, environment=self.config.verifier.url,
             allow_native_decide=self.config.reward.allow_native_decide,
+            shared_cache=SharedVerdictCache.from_environment(self.config.verifier.shared_cache_size),
         )
         self.check_verifier_reachable()
         return RewardScorer(self.config, self.verifier)

@@ -17,6 +17,7 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
+from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
 EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
@@ -91,7 +92,9 @@ def submit(run) -> str:
     retried after a worker died) adopts the job the first submission started."""
     requested = requested_resources(run.resolved_config)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
+                EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL,
+                # Lean's verdicts shared across runs (trainer/verification/shared_cache.py), in the same Redis.
+                VERDICT_CACHE_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
     env_vars.update(settings.TRACKING_ENVIRONMENT)

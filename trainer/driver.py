@@ -639,7 +639,9 @@ class TrainingRun:
                                             else None),
         }
         if self.verifier is not None:
-            metrics["verifier/cache_hit_rate"] = self.verifier.stats()["cache_hit_rate"]
+            stats = self.verifier.stats()
+            metrics["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
+            metrics["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]  # other runs' verdicts
         return metrics
 
     # --- evaluation and checkpoints ---------------------------------------------------------------
@@ -660,6 +662,10 @@ class TrainingRun:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
         values.update(evaluation_curves(first_outcomes, retry_outcomes))
+        if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
+            stats = self.verifier.stats()
+            values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
+            values["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
@@ -704,7 +710,7 @@ class TrainingRun:
                 lambda messages: prompt_token_count(self.tokenizer, messages),
             )
             if isinstance(retry, RetryPrompt):
-                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", None))
+                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
                 retry_owner.append((slot.problem.problem_id, sample_index))
         retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
         if retry_slots:

@@ -11,16 +11,28 @@ curve with its 95% intervals (trainer.evaluation.evaluation_curves).
 from __future__ import annotations
 
 import signal
+from dataclasses import asdict
 import threading
 import traceback
 from pathlib import Path
 
-from trainer.driver import TrainingRun
+from trainer.driver import Rollout, TrainingRun
 from trainer.events import EventType, RunStatus
 
 
 class EvaluationRun(TrainingRun):
-    """``run()`` evaluates once, at step 0, and trains nothing."""
+    """``run()`` evaluates once, at step 0, and trains nothing. Every sample (first attempts and retries) is
+    published as a rollout, so the platform stores it and the proof viewer shows it as a training rollout."""
+
+    def _score_all(self, slots, sampling, key_prefix, progress_description=None) -> dict:
+        scored_samples = super()._score_all(slots, sampling, key_prefix, progress_description)
+        sampling_payload = asdict(sampling)
+        for (slot_index, sample_index), (generation, scored, _) in sorted(scored_samples.items()):
+            # The key evaluation_rewards gives a first attempt's retry as its parent: the same scheme.
+            rollout = Rollout(f"{key_prefix}-p{slot_index}-r{sample_index}", slot_index, slots[slot_index], generation,
+                              scored, verification_seconds=0.0)
+            self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(0, rollout, sampling_payload))
+        return scored_samples
 
     def planned_steps(self) -> int:
         return 0

@@ -43,7 +43,10 @@ def curve_of(values: dict, prefix: str) -> dict | None:
 def evaluation_report(step: int, values: dict) -> dict:
     families = {name: curve for prefix, name in FAMILIES.items() if (curve := curve_of(values, prefix)) is not None}
     return {"step": step, "problems": int(values.get("problems", 0)), "censored": int(values.get("censored", 0)),
-            "with_error_correction": "pass_at_k_with_error_correction" in families, **families}
+            "with_error_correction": "pass_at_k_with_error_correction" in families,
+            # Verdicts this run did not ask Lean for: its own cache's and, of those, other runs' (shared_cache.py).
+            "verdict_cache_hit_rate": values.get("verifier/cache_hit_rate"),
+            "shared_verdict_cache_hit_rate": values.get("verifier/shared_cache_hit_rate"), **families}
 
 
 def latest_evaluation_report(run) -> dict | None:

@@ -6,6 +6,7 @@ import time
 import pytest
 from django.test import Client
 
+from proofs.models import ProofAttempt
 from runs.models import Run, RunState
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -45,3 +46,10 @@ def test_an_eval_run_launched_through_the_api_reports_pass_at_k_for_every_k_up_t
         assert values == sorted(values)  # pass@k never falls as k grows
     # The demo statements lie in the stand-in's fragment: its verdicts are real there, so something is measured.
     assert evaluation["pass_at_k"]["is_measured"], evaluation
+    assert evaluation["verdict_cache_hit_rate"] is not None
+
+    # Every sample is kept as a rollout of step 0, for the proof viewer; each retry names its first attempt.
+    samples = ProofAttempt.objects.filter(run=run)
+    assert samples.filter(turn="first", step=0).count() == promptset_version.problem_count * 4
+    first_keys = set(samples.filter(turn="first").values_list("rollout_key", flat=True))
+    assert all(retry.parent_rollout_key in first_keys for retry in samples.filter(turn="retry"))

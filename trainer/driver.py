@@ -662,6 +662,8 @@ class TrainingRun:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
         values.update(evaluation_curves(first_outcomes, retry_outcomes))
+        # Which Lean decided: a benchmark never ranks the stand-in's verdicts beside real Lean's.
+        values["standin_verdicts"] = float(sum(bool(record["is_standin_verdict"]) for record in self.evaluation_samples))
         if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
             stats = self.verifier.stats()
             values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]

@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from config.api import api
+from proofs import views as proofs_views
 from runs import observability
 
 urlpatterns = [
@@ -14,6 +15,8 @@ urlpatterns = [
     path("promptsets/", include("promptsets.urls")),
     path("runs/", include("runs.urls")),
     path("proofs/", include("proofs.urls")),
+    path("benchmarks/", proofs_views.benchmark_list, name="benchmarks"),
+    path("benchmarks/<int:pk>/", proofs_views.benchmark_page, name="benchmark"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("healthz", observability.health, name="health"),

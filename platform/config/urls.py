@@ -4,7 +4,6 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from config.api import api
-from proofs import views as proofs_views
 from runs import observability
 
 urlpatterns = [
@@ -15,8 +14,7 @@ urlpatterns = [
     path("promptsets/", include("promptsets.urls")),
     path("runs/", include("runs.urls")),
     path("proofs/", include("proofs.urls")),
-    path("benchmarks/", proofs_views.benchmark_list, name="benchmarks"),
-    path("benchmarks/<int:pk>/", proofs_views.benchmark_page, name="benchmark"),
+    path("benchmarks/", include("proofs.benchmark_urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("healthz", observability.health, name="health"),

@@ -52,3 +52,43 @@ def evaluation_report(step: int, values: dict) -> dict:
 def latest_evaluation_report(run) -> dict | None:
     evaluation = run.evaluations.order_by("-step").first()
     return None if evaluation is None else evaluation_report(evaluation.step, evaluation.values)
+
+
+# The run page's pass@k chart, drawn on the server as SVG (the run page's scripts draw per-step series;
+# this one is a single curve over k). Coordinates of a WIDTH × HEIGHT box, with a margin for the axes.
+WIDTH, HEIGHT, MARGIN = 480, 240, 36
+CHART_FAMILIES = (("pass_at_k", "pass@k (gated reward)", "#1f77b4"),
+                  ("acc_pass_at_k", "acc pass@k (the release's)", "#2ca02c"),
+                  ("pass_at_k_with_error_correction", "pass@k with error correction", "#d62728"))
+
+
+def curve_chart(report: dict | None) -> dict | None:
+    """Per measured family: its polyline, its 95% band as a polygon, and its points; None with nothing measured."""
+    if not report:
+        return None
+    lines = []
+    max_k = max((point["k"] for name, _, _ in CHART_FAMILIES if (report.get(name) or {}).get("is_measured")
+                 for point in report[name]["curve"]), default=0)
+    if max_k == 0:
+        return None
+
+    def x(k):
+        return MARGIN + (WIDTH - 2 * MARGIN) * ((k - 1) / (max_k - 1) if max_k > 1 else 0.5)
+
+    def y(value):
+        return HEIGHT - MARGIN - (HEIGHT - 2 * MARGIN) * value
+
+    for name, label, color in CHART_FAMILIES:
+        family = report.get(name) or {}
+        if not family.get("is_measured"):
+            continue
+        points = family["curve"]
+        line = " ".join(f"{x(p['k']):.1f},{y(p['pass_at_k']):.1f}" for p in points)
+        band = " ".join([f"{x(p['k']):.1f},{y(p['ci95_high']):.1f}" for p in points]
+                        + [f"{x(p['k']):.1f},{y(p['ci95_low']):.1f}" for p in reversed(points)])
+        lines.append({"name": name, "label": label, "color": color, "line": line, "band": band,
+                      "points": [{"k": p["k"], "x": round(x(p["k"]), 1), "y": round(y(p["pass_at_k"]), 1),
+                                  "value": p["pass_at_k"], "low": p["ci95_low"], "high": p["ci95_high"]}
+                                 for p in points]})
+    return {"width": WIDTH, "height": HEIGHT, "lines": lines, "max_k": max_k,
+            "x_axis_y": HEIGHT - MARGIN, "y_axis_x": MARGIN, "top": MARGIN, "right": WIDTH - MARGIN}

@@ -41,3 +41,7 @@ def test_the_matrix_says_what_checkpoint_two_newly_solved_and_lost_and_links_to_
     screenshot(page, "benchmark-solved-matrix")
     row.locator("td.cell a").first.click()
     page.wait_for_url(re.compile(rf"/runs/{first.pk}/\?problem="))
+    # The evaluation's page: its pass@k curve, and its samples of that problem in the proof viewer.
+    assert page.locator("#pass-at-k svg polyline[data-family='pass_at_k']").count() == 1
+    assert page.locator("#rollouts > li").count() == 2
+    screenshot(page, "evaluation-run-page")

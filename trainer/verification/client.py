@@ -327,6 +327,10 @@ class LeanVerifier:
             if self._probes_started != probes_before and self._last_probe_failure is not None:
                 # A probe failed while this caller waited: share its answer rather than queue another.
                 raise self._last_probe_failure
+            known = await self._numbering_known_to_the_shared_cache()
+            if known is not None:
+                self._numbering = known  # probed by another run on this server and version: Lean is not asked
+                return known
             self._probes_started += 1
             try:
                 self._numbering = await self._probe()
@@ -415,6 +419,18 @@ class LeanVerifier:
             await self.shared_cache.remember_numbering(self.config.url, version, numbering)
             self._server_identity = f"{self.config.url}\x00{version}\x00{numbering}"
             return self._server_identity
+
+    async def _numbering_known_to_the_shared_cache(self) -> LineNumbering | None:
+        from trainer.verification.shared_cache import server_version
+
+        if self.shared_cache is None:
+            return None
+        try:
+            version = server_version(await self.health())
+            known = await self.shared_cache.known_numbering(self.config.url, version)
+            return LineNumbering(known) if known is not None else None
+        except Exception:  # noqa: BLE001 - unknown or unreadable: this verifier probes for itself
+            return None
 
     async def _from_shared_cache(self, checked_code: str) -> VerificationResult | None:
         if self.shared_cache is None:

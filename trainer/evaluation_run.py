@@ -16,7 +16,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from trainer.driver import Rollout, TrainingRun
+from trainer.driver import Rollout, TrainingRun, record_last_event_seq
 from trainer.events import EventType, RunStatus
 
 
@@ -61,6 +61,8 @@ class EvaluationRun(TrainingRun):
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
         self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": 0})
+        # A resumed evaluation (a later attempt) numbers its events after these, as a training run's does.
+        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         return status
 
 

@@ -126,6 +126,7 @@ class Stack:
         manage("create_demo_account", "--username", self.options.demo_username,
                "--password", self.options.demo_password, env=self.env)
         manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
+        manage("create_benchmarks", env=self.env)
         for service in (self.web, self.worker, self.ingester, self.sweeper):
             self._start(service)
         if not self.options.no_warm_start and not is_built(self.options.data_dir.resolve()):

@@ -1,8 +1,11 @@
 """Draw docs/demo-curve.png: a cpu-demo RL run on the demo promptset, starting from the warm start.
 
 Per training step: the share of well-formed answers (the format check passed) and the
-accuracy (the share of answers Lean, here the stand-in, accepted), for first attempts and
-for all answers (retry turns included), plus the wall time of each step.
+training accuracy (the share of the step's scored answers that Lean, here the stand-in, accepted),
+for first attempts and for all answers (retry turns included), plus the wall time of each step.
+Training accuracy is not an evaluation (no held-out problems, one sample per draw), and it leaves
+censored answers out (the stand-in's "cannot decide", an outage): how many were censored is printed
+per step and quoted on the picture beside the accuracy (censored_share).
 
 Rerun everything (builds the warm start if needed, about 3 minutes on 2 idle cores, then the run):
 
@@ -108,6 +111,17 @@ def step_figures(events_path: Path) -> list[dict]:
     return figures
 
 
+def censored_share(figures: list[dict]) -> tuple[int, int]:
+    """(censored answers, all answers) over the run: what the training accuracy leaves out."""
+    return sum(figure["censored"] for figure in figures), sum(figure["answers"] for figure in figures)
+
+
+def censored_words(figures: list[dict]) -> str:
+    censored, answers = censored_share(figures)
+    share = censored / answers if answers else 0.0
+    return f"censored, left out of the accuracy: {censored} of {answers} answers ({share:.1%})"
+
+
 def rolling_mean(values: list[float | None], window: int) -> list[float | None]:
     """Mean of the last ``window`` known values at each point (fewer at the start)."""
     means = []
@@ -128,8 +142,8 @@ def plot(figures: list[dict], out: Path, title: str, window: int = 3) -> None:
     fig, axis = plt.subplots(figsize=(8, 4.5), dpi=120)
     series = [
         ("first_well_formed", "well-formed, first attempts", "tab:blue", "-"),
-        ("first_accuracy", "accepted by Lean (stand-in), first attempts", "tab:green", "-"),
-        ("all_accuracy", "accepted, all answers (retries too)", "tab:green", ":"),
+        ("first_accuracy", "training accuracy: accepted by the stand-in, first attempts", "tab:green", "-"),
+        ("all_accuracy", "training accuracy, all answers (retries too)", "tab:green", ":"),
     ]
     for key, label, color, style in series:
         values = [figure[key] for figure in figures]
@@ -142,7 +156,7 @@ def plot(figures: list[dict], out: Path, title: str, window: int = 3) -> None:
     axis.set_ylabel("share of answers")
     axis.set_ylim(-0.02, 1.02)
     axis.set_xlim(left=0)
-    axis.set_title(title, fontsize=10)
+    axis.set_title(f"{title}\n{censored_words(figures)}", fontsize=9)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -177,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{figure['step']:4d}  {figure['answers']:7d}  {show(figure['first_well_formed']):>18}  "
               f"{show(figure['first_accuracy']):>8}   {show(figure['all_well_formed']):>16}  "
               f"{show(figure['all_accuracy']):>8}  {figure['censored']:8d}  {figure['seconds']:7.0f}  {figure['minutes']:7.1f}")
+    print(f"training accuracy counts scored answers only; {censored_words(figures)}")
     plot(figures, options.out, "cpu-demo preset: SmolLM2-135M warm-started by SFT, Dr.GRPO on the demo promptset")
     print(f"wrote {options.out}")
     return 0

@@ -13,6 +13,7 @@ import sys
 COMMANDS = {
     "run": "Train: a run from a preset and a promptset file; events to stdout or Redis.",
     "eval": "Evaluate a model on a promptset: best@k and pass@k, before and after one retry.",
+    "evaluate": "An evaluation run for the platform (no learner): pass@k with intervals, as events.",
     "score": "Score JSON-lines responses from standard input against a Lean server.",
     "sft": "Warm-start supervised fine-tuning on demonstrations.",
     "demonstrations": "Write cold-start demonstrations (answers in the recipe's format) for the stand-in's fragment.",

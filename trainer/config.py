@@ -143,6 +143,9 @@ class VerifierConfig(Section):
     max_in_flight: int = Field(64, ge=1, description="Snippets in flight; keep at or below the server's REPL count.")
     max_retries: int = Field(3, ge=0, description="Retries with backoff on transport errors.")
     cache_size: int = Field(200_000, ge=0, description="Verdicts remembered by (environment, code); 0 disables.")
+    shared_cache_size: int = Field(
+        1_000_000, ge=0, description="Verdicts shared across runs in the Redis named by LEAN_VERDICT_CACHE_URL "
+        "(trainer/verification/shared_cache.py), least recently used dropped past it; 0 disables.")
     batch_size: int = Field(
         8, ge=1,
         description="Most snippets per HTTP request; snippets ready together share one. A batch the server "
@@ -214,6 +217,9 @@ class ScheduleConfig(Section):
     eval_samples: int = Field(8, ge=1, description="Samples per problem at evaluation (the k of pass@k).")
     eval_temperature: float = Field(1.0, ge=0)
     eval_top_p: float = Field(0.95, gt=0, le=1)
+    eval_error_correction: bool = Field(
+        True, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
+        "False: first attempts only, and no retry is generated.")
     eval_max_problems: int | None = Field(
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )

@@ -327,11 +327,13 @@ class TrainingRun:
     def _lean_scorer(self):
         from trainer.reward import RewardScorer
         from trainer.verification.client import LeanVerifier
+        from trainer.verification.shared_cache import SharedVerdictCache
 
         # The server's URL names its Lean environment in the verdict cache.
         self.verifier = LeanVerifier(
             self.config.verifier, environment=self.config.verifier.url,
             allow_native_decide=self.config.reward.allow_native_decide,
+            shared_cache=SharedVerdictCache.from_environment(self.config.verifier.shared_cache_size),
         )
         self.check_verifier_reachable()
         return RewardScorer(self.config, self.verifier)
@@ -652,7 +654,9 @@ class TrainingRun:
                                             else None),
         }
         if self.verifier is not None:
-            metrics["verifier/cache_hit_rate"] = self.verifier.stats()["cache_hit_rate"]
+            stats = self.verifier.stats()
+            metrics["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
+            metrics["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]  # other runs' verdicts
         return metrics
 
     # --- evaluation and checkpoints ---------------------------------------------------------------
@@ -665,11 +669,20 @@ class TrainingRun:
         ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;
         a training run shows its evaluations through its events instead).
         """
-        from trainer.evaluation import evaluation_report
+        from trainer.evaluation import evaluation_curves, evaluation_report
 
         started = time.perf_counter()
         first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+        if not self.config.schedule.eval_error_correction:
+            retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
+        values.update(evaluation_curves(first_outcomes, retry_outcomes))
+        # Which Lean decided: a benchmark never ranks the stand-in's verdicts beside real Lean's.
+        values["standin_verdicts"] = float(sum(bool(record["is_standin_verdict"]) for record in self.evaluation_samples))
+        if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
+            stats = self.verifier.stats()
+            values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
+            values["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]
         values["seconds"] = time.perf_counter() - started
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
@@ -706,7 +719,7 @@ class TrainingRun:
             slot = slots[slot_index]
             first_outcomes[slot.problem.problem_id][sample_index] = outcome
             self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
-            if scored.verification is None:
+            if scored.verification is None or not self.config.schedule.eval_error_correction:
                 continue
             retry = make_retry(
                 slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
@@ -714,7 +727,7 @@ class TrainingRun:
                 lambda messages: prompt_token_count(self.tokenizer, messages),
             )
             if isinstance(retry, RetryPrompt):
-                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", None))
+                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
                 retry_owner.append((slot.problem.problem_id, sample_index))
         retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
         if retry_slots:

@@ -163,3 +163,59 @@ def evaluation_report(
             report.update({f"retry/{prefix}{name}": value for name, value in aggregate(after_retry).items()})
     # Not measured stays absent: a chart must never draw it as 0.
     return {name: value for name, value in report.items() if math.isfinite(value)}
+
+
+# A 95% interval over problems: the normal approximation to the mean of per-problem pass@k (the
+# problems are the sample; the k draws within a problem are already averaged exactly by pass_at_k).
+Z_95 = 1.959963984540054
+CURVE = "curve/"
+
+
+def pass_at_k_curve(per_problem: Mapping[str, Sequence[float | None]], success_threshold: float = 1.0
+                    ) -> dict[str, float]:
+    """Unbiased pass@k for every k from 1 to the samples per problem, each with a 95% interval over problems.
+
+    Names: ``curve/pass@k``, ``curve/pass@k/ci95_low``, ``curve/pass@k/ci95_high``, and
+    ``curve/problems_scored``. Problems with a censored sample are left out (CENSORED_HANDLING); when
+    none is left, nothing but ``curve/problems_scored`` = 0 is returned: not measured, never 0.
+    A single scored problem has no spread to estimate, so its interval is the whole of [0, 1].
+    """
+    scored = [list(outcomes) for outcomes in per_problem.values()
+              if outcomes and all(score is not None for score in outcomes)]
+    result: dict[str, float] = {f"{CURVE}problems_scored": float(len(scored))}
+    if not scored:
+        return result
+    n = min(len(outcomes) for outcomes in scored)
+    for k in range(1, n + 1):
+        values = numpy.array([pass_at_k(len(outcomes), sum(s >= success_threshold for s in outcomes), k)
+                              for outcomes in scored])
+        mean = float(values.mean())
+        if len(values) > 1:
+            half_width = Z_95 * float(values.std(ddof=1)) / math.sqrt(len(values))
+            low, high = max(0.0, mean - half_width), min(1.0, mean + half_width)
+        else:
+            low, high = 0.0, 1.0
+        result[f"{CURVE}pass@{k}"] = mean
+        result[f"{CURVE}pass@{k}/ci95_low"] = low
+        result[f"{CURVE}pass@{k}/ci95_high"] = high
+    return result
+
+
+def evaluation_curves(
+    first_attempts: Mapping[str, Sequence[Outcome | None]],
+    retries: Mapping[str, Sequence[Outcome | None]] | None = None,
+) -> dict[str, float]:
+    """``pass_at_k_curve`` for our gated reward and the release's acc (``acc/curve/…``), and with ``retries``
+    the same after one retry (``retry/curve/…``, ``retry/acc/curve/…``): the names evaluation_report uses."""
+    curves: dict[str, float] = {}
+    for prefix, field_name in (("", "reward"), ("acc/", "lean_valid")):
+        def values(outcomes):
+            return [None if outcome is None else getattr(outcome, field_name) for outcome in outcomes]
+
+        first = {pid: values(outcomes) for pid, outcomes in first_attempts.items()}
+        curves.update({f"{prefix}{name}": value for name, value in pass_at_k_curve(first).items()})
+        if retries is not None:
+            after_retry = {pid: with_one_retry(outcomes, values(retries.get(pid, [None] * len(outcomes))))
+                           for pid, outcomes in first.items()}
+            curves.update({f"retry/{prefix}{name}": value for name, value in pass_at_k_curve(after_retry).items()})
+    return curves

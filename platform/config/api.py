@@ -6,6 +6,7 @@ from ninja.security import django_auth
 from accounts.api_auth import ApiTokenAuth, login_or_token_required
 
 from promptsets.api import router as promptsets_router
+from promptsets.benchmarks_api import router as benchmarks_router
 from proofs.api import router as proofs_router
 from runs.api import router as runs_router
 
@@ -16,3 +17,4 @@ api = NinjaAPI(title="Lean RL platform", version="1", auth=[ApiTokenAuth(), djan
 api.add_router("/promptsets/", promptsets_router)
 api.add_router("/runs/", runs_router)
 api.add_router("/proofs/", proofs_router)
+api.add_router("/benchmarks/", benchmarks_router)

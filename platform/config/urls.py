@@ -14,6 +14,7 @@ urlpatterns = [
     path("promptsets/", include("promptsets.urls")),
     path("runs/", include("runs.urls")),
     path("proofs/", include("proofs.urls")),
+    path("benchmarks/", include("proofs.benchmark_urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("healthz", observability.health, name="health"),

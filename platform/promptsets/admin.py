@@ -7,7 +7,7 @@ ones), so only a promptset's name, description and visibility can be edited here
 from django.contrib import admin
 
 from config.read_only_admin import ReadOnlyAdmin
-from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
+from promptsets.models import Benchmark, Problem, Promptset, PromptsetUpload, PromptsetVersion
 
 
 @admin.register(Promptset)
@@ -46,3 +46,12 @@ class PromptsetUploadAdmin(ReadOnlyAdmin):
     list_filter = ("state", "source")
     search_fields = ("name", "filename", "owner__username", "failure")
     list_select_related = ("owner",)
+
+
+@admin.register(Benchmark)
+class BenchmarkAdmin(ReadOnlyAdmin):
+    """Benchmarks are made by create_benchmarks or by a version's owner, never here."""
+
+    list_display = ("name", "version", "reference_key", "is_shipped", "created_at")
+    list_filter = ("is_shipped",)
+    list_select_related = ("version", "version__promptset")

@@ -131,6 +131,16 @@ def apply_rule(entries: list[Entry], rule: Rule) -> list[CuratedPart]:
     raise TypeError(f"apply_rule cannot apply {type(rule).__name__}; variants are added by versions.add_variants")
 
 
+def _verified_by(rule: dict) -> str:
+    """Whose verdicts a platform win rate counted (promptsets.results.platform_win_rates)."""
+    verifier = rule.get("win_rates_verified_by")
+    if verifier == "stand-in":
+        return " (the platform's win rates are the stand-in Lean server's verdicts: no real Lean verdict yet)"
+    if verifier == "lean":
+        return " (the platform's win rates count real Lean's verdicts only)"
+    return ""
+
+
 def describe_rule(rule: dict) -> str:
     """The rule stored on a version, in words for its page."""
     kind = rule.get("kind")
@@ -138,10 +148,11 @@ def describe_rule(rule: dict) -> str:
         skipped = rule.get("rows_skipped", 0)
         return f"Uploaded from {rule.get('filename') or 'a file'}" + (f", {skipped:,} invalid rows skipped" if skipped else "")
     if kind == "drop_above_win_rate":
-        return f"Dropped problems with {rule.get('win_rate_source')} win rate above {rule.get('max_win_rate')}"
+        return (f"Dropped problems with {rule.get('win_rate_source')} win rate above {rule.get('max_win_rate')}"
+                + _verified_by(rule))
     if kind == "weight_hard":
         return (f"Problems with {rule.get('win_rate_source')} win rate ≤ {rule.get('max_win_rate')} "
-                f"repeated {rule.get('copies')}×")
+                f"repeated {rule.get('copies')}×" + _verified_by(rule))
     if kind == "sample":
         return f"Random sample of {rule.get('count')} (seed {rule.get('seed')}), in the parent's order"
     if kind == "split":

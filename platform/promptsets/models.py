@@ -248,3 +248,33 @@ class PromptsetUpload(models.Model):
     def hub_source(self):
         """The dataset to stage (a promptsets.hub_import.HubSource), or None for an uploaded file."""
         return HubSource(**self.dataset) if self.source != UploadSource.FILE else None
+
+
+class BenchmarkQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        return self.filter(version__promptset__in=Promptset.objects.visible_to(user))
+
+
+class Benchmark(models.Model):
+    """A promptset version that evaluations are compared on, problem by problem and against published figures.
+
+    The shipped ones (miniF2F test and valid, promptsets/benchmarks.py) belong to a system account nobody
+    signs in as, so they are public and read-only; a person may mark a version of their own as one.
+    ``reference_key`` names the published figures (promptsets/benchmarks.PUBLISHED_REFERENCES) a
+    benchmark is compared with; a person's own benchmark has none.
+    """
+
+    version = models.OneToOneField(PromptsetVersion, on_delete=models.CASCADE, related_name="benchmark")
+    name = models.CharField(max_length=200)
+    reference_key = models.CharField(max_length=64, blank=True,
+                                     help_text="The published figures it is compared with; blank: none.")
+    is_shipped = models.BooleanField(default=False, help_text="Ships with the platform (read-only).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = BenchmarkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-is_shipped", "name"]
+
+    def __str__(self):
+        return self.name

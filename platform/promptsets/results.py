@@ -14,9 +14,15 @@ from typing import Protocol
 from django.core.exceptions import ImproperlyConfigured
 
 
+# Who gave the verdicts a win rate counts: never both at once (the stand-in decides only a small fragment).
+LEAN, STANDIN = "lean", "stand-in"
+VERIFIED_BY = {LEAN: "real Lean's verdicts", STANDIN: "the stand-in Lean server's verdicts (not real Lean)"}
+
+
 class ProblemResults(Protocol):
-    def win_rates(self, problem_ids: Iterable[int], *, viewer) -> dict[int, tuple[int, int]]:
-        """Problem id → (accepted, scored) over the first attempts of the runs ``viewer`` may see."""
+    def win_rates(self, problem_ids: Iterable[int], *, viewer, verified_by: str = LEAN) -> dict[int, tuple[int, int]]:
+        """Problem id → (accepted, scored) over the first attempts of the runs ``viewer`` may see, verified
+        by real Lean (``verified_by="lean"``) or by the stand-in only."""
 
     def attempt_history(self, problem, viewer):
         """Scored attempts at ``problem`` in every run ``viewer`` may see, one row per run, newest run first."""
@@ -36,8 +42,21 @@ def _results() -> ProblemResults:
     return _provider
 
 
-def win_rates(problem_ids: Iterable[int], *, viewer) -> dict[int, tuple[int, int]]:
-    return _results().win_rates(problem_ids, viewer=viewer)
+def win_rates(problem_ids: Iterable[int], *, viewer, verified_by: str = LEAN) -> dict[int, tuple[int, int]]:
+    return _results().win_rates(problem_ids, viewer=viewer, verified_by=verified_by)
+
+
+def platform_win_rates(problem_ids: Iterable[int], *, viewer) -> tuple[dict[int, tuple[int, int]], str]:
+    """The win rates curation and the pages use, and who verified them: real Lean's wherever any problem
+    has a real verdict; only where none has one, the stand-in's, and the caller says so."""
+    problem_ids = list(problem_ids)
+    rates = win_rates(problem_ids, viewer=viewer, verified_by=LEAN)
+    if any(scored for _, scored in rates.values()):
+        return rates, LEAN
+    standin = win_rates(problem_ids, viewer=viewer, verified_by=STANDIN)
+    if any(scored for _, scored in standin.values()):
+        return standin, STANDIN
+    return rates, LEAN
 
 
 def attempt_history(problem, viewer):

@@ -156,11 +156,15 @@ def import_promptset(
     return ImportResult(promptset, version, report)
 
 
-def _entries_of(version: PromptsetVersion, *, with_platform_win_rates: bool) -> list[tuple[VersionProblem, Entry]]:
+def _entries_of(version: PromptsetVersion, *, with_platform_win_rates: bool,
+                verified_by: list | None = None) -> list[tuple[VersionProblem, Entry]]:
+    """The version's entries with their win rates; ``verified_by`` (a list) receives who verified the platform's."""
     rows = list(version.entries.select_related("problem").order_by("position"))
     # Curation is the owner's, so the win rates are over the runs the owner may see.
-    rates = (results.win_rates((row.problem_id for row in rows), viewer=version.promptset.owner)
-             if with_platform_win_rates else {})
+    rates, verifier = (results.platform_win_rates((row.problem_id for row in rows), viewer=version.promptset.owner)
+                       if with_platform_win_rates else ({}, results.LEAN))
+    if verified_by is not None:
+        verified_by.append(verifier)
     entries = []
     for row in rows:
         accepted, scored = rates.get(row.problem_id, (0, 0))
@@ -194,7 +198,11 @@ class CurationRefused(ValueError):
 def curate(version: PromptsetVersion, rule: Rule) -> list[PromptsetVersion]:
     """New immutable versions made from ``version`` by ``rule`` (two for a split), parent recorded."""
     uses_platform = getattr(rule, "win_rate_source", None) is WinRateSource.PLATFORM
-    entries = [entry for _, entry in _entries_of(version, with_platform_win_rates=uses_platform)]
+    verified_by: list[str] = []
+    entries = [entry for _, entry in _entries_of(version, with_platform_win_rates=uses_platform,
+                                                 verified_by=verified_by)]
+    # Said on the version it makes: whose verdicts the platform's win rates counted.
+    recorded = {"win_rates_verified_by": verified_by[0]} if uses_platform else {}
     if isinstance(rule, Sample) and rule.count > len(entries):
         raise CurationRefused(
             f"version {version.number} has {len(entries)} problems, so a random sample of {rule.count} cannot be drawn "
@@ -211,7 +219,8 @@ def curate(version: PromptsetVersion, rule: Rule) -> list[PromptsetVersion]:
         )
     with transaction.atomic():
         return [
-            _create_version(version, part.entries, {**rule.model_dump(mode="json"), **({"part": part.part} if part.part else {})})
+            _create_version(version, part.entries, {**rule.model_dump(mode="json"), **recorded,
+                                                    **({"part": part.part} if part.part else {})})
             for part in parts
         ]
 

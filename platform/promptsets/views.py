@@ -205,7 +205,8 @@ def problem_detail(request, pk, problem_pk):
     promptset = _visible_promptset(request, pk)
     problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
     history = list(problem.attempt_history(request.user))
-    accepted, scored = results.win_rates([problem.pk], viewer=request.user).get(problem.pk, (0, 0))
+    rates, verified_by = results.platform_win_rates([problem.pk], viewer=request.user)
+    accepted, scored = rates.get(problem.pk, (0, 0))
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,
@@ -213,6 +214,7 @@ def problem_detail(request, pk, problem_pk):
         "highlighted_statement": highlighted_html(problem.formal_statement),
         "platform_accepted": accepted, "platform_scored": scored,
         "platform_win_rate": accepted / scored if scored else None,
+        "win_rate_verified_by": results.VERIFIED_BY[verified_by], "win_rate_is_standins": verified_by == results.STANDIN,
         "versions": versions, "can_curate": promptset.is_editable_by(request.user),
         "variants_endpoint": VariantsEndpoint.configured(), "variants_form": VariantsForm(),
     })

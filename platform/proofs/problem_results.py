@@ -11,11 +11,15 @@ from collections import defaultdict
 from django.db.models import Count, Max, Min, Q
 
 from promptsets.models import Problem
+from promptsets.results import STANDIN, VERIFIED_BY
 from proofs.models import ProofAttempt, Turn
 
 
-def win_rates(problem_ids, *, viewer) -> dict[int, tuple[int, int]]:
+def win_rates(problem_ids, *, viewer, verified_by: str = "lean") -> dict[int, tuple[int, int]]:
     """Problem id -> (accepted, scored) over the first attempts of the runs ``viewer`` may see; censored excluded.
+
+    ``verified_by``: "lean" counts real Lean's verdicts only, "stand-in" the stand-in server's only; never both
+    together, since the stand-in decides only a small fragment (promptsets.results.VERIFIED_BY).
 
     Only visible runs count (Run.visible_to): others' private results never pool into what a person sees.
 
@@ -25,7 +29,10 @@ def win_rates(problem_ids, *, viewer) -> dict[int, tuple[int, int]]:
     """
     problem_ids = list(problem_ids)
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    scored = ProofAttempt.objects.visible_to(viewer).filter(turn=Turn.FIRST, reward__isnull=False)
+    if verified_by not in VERIFIED_BY:
+        raise ValueError(f"verified_by must be one of {', '.join(VERIFIED_BY)}, got {verified_by!r}")
+    scored = ProofAttempt.objects.visible_to(viewer).filter(
+        turn=Turn.FIRST, reward__isnull=False, is_standin_verdict=verified_by == STANDIN)
     by_foreign_key = (
         scored.filter(problem_id__in=problem_ids).values("problem_id")
         .annotate(accepted=Count("id", filter=Q(reward__gte=1)), scored=Count("id"))

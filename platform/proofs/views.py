@@ -5,7 +5,9 @@ import difflib
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
+from promptsets import benchmarks
 from promptsets.lean_view import code_view
+from proofs import leaderboard
 from proofs.models import ProofAttempt, RetryFeedback
 
 
@@ -47,4 +49,27 @@ def detail(request, pk):
         "code_is_unchanged": bool(first_attempt) and first_attempt.lean_code == attempt.lean_code,
         "code_views": views,
         "sampling": sorted(attempt.sampling.items()),
+    })
+
+
+@login_required
+def benchmark_list(request):
+    return render(request, "proofs/benchmarks.html", {
+        "benchmarks": benchmarks.visible_benchmarks(request.user), "reference_label": benchmarks.REFERENCE_LABEL})
+
+
+@login_required
+def benchmark_page(request, pk):
+    """The leaderboard of one benchmark (proofs/leaderboard.py), and what changed between two evaluations."""
+    benchmark = get_object_or_404(benchmarks.visible_benchmarks(request.user), pk=pk)
+    board = leaderboard.leaderboard(benchmark, request.user)
+    with_samples = [row for row in board["rows"] if row.has_samples]
+    before = request.GET.get("before") or (with_samples[0].key if len(with_samples) > 1 else "")
+    after = request.GET.get("after") or (with_samples[1].key if len(with_samples) > 1 else "")
+    return render(request, "proofs/benchmark.html", {
+        "benchmark": benchmark, **board, "with_samples": with_samples,
+        "matrix": [(problem, [(row, row.solved.get(problem.pk, "")) for row in with_samples])
+                   for problem in board["problems"]],
+        "difference": leaderboard.difference(board["rows"], before, after, board["problems"]),
+        "before": before, "after": after,
     })

@@ -64,11 +64,19 @@ def check_resolved_config(config: RunConfig, *, owner) -> None:
         raise LaunchError(problem, {"preset": [problem]})
 
 
+class NotVisible(LaunchError):
+    """A launch names something by an id the caller may not see (or that does not exist: the same answer)."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message, {field: [message]})
+        self.field = field
+
+
 def _visible_or_error(queryset, pk, field: str, what: str):
     found = queryset.filter(pk=pk).first()
     if found is None:
         # The same answer whether it does not exist or is someone else's: nothing to learn by guessing ids.
-        raise LaunchError(f"no {what} {pk} that you may see", {field: [f"no {what} with id {pk} that you may see"]})
+        raise NotVisible(f"no {what} with id {pk} that you may see", field)
     return found
 
 

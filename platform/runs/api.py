@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from runs import actions, launch_contract, queries
+from runs import actions, evaluation_results, launch_contract, queries
 from runs.checkpoint_files import download_response
 from runs.models import Run
 
@@ -37,6 +37,14 @@ class RunOut(Schema):
     @staticmethod
     def resolve_config(run: Run) -> dict:
         return run.public_config  # never the deployment's Lean server address or key
+
+
+class RunDetailOut(RunOut):
+    evaluation: dict | None  # the latest evaluation's pass@k curves with 95% intervals (runs/evaluation_results.py)
+
+    @staticmethod
+    def resolve_evaluation(run: Run) -> dict | None:
+        return evaluation_results.latest_evaluation_report(run)
 
 
 class LaunchErrorOut(Schema):
@@ -154,12 +162,17 @@ def launch_run(request):
         return 422, {"detail": "the body is not JSON", "field_errors": {"__all__": [f"not JSON: {error}"]}}
     try:
         run = actions.launch_run(owner=request.user, request=data)
+    except actions.NotVisible as error:
+        if error.field == "starting_checkpoint_id" and isinstance(data, dict) and data.get("kind") == "eval":
+            # An evaluation's checkpoint is what it evaluates: one you may not see is not found, as its page is.
+            raise HttpError(404, str(error)) from None
+        return 422, {"detail": str(error), "field_errors": error.field_errors}
     except actions.LaunchError as error:
         return 422, {"detail": str(error), "field_errors": error.field_errors}
     return 201, run
 
 
-@router.get("/{run_id}", response=RunOut)
+@router.get("/{run_id}", response=RunDetailOut)
 def get_run(request, run_id: int):
     return _visible(request, run_id)
 

@@ -28,6 +28,13 @@ class LaunchRunForm(forms.Form):
         help_text="Blank: the preset's model. A checkpoint of an earlier run (e.g. warm-start SFT) to start from.",
     )
 
+    error_correction = forms.NullBooleanField(
+        required=False, label="Error correction (evaluations)",
+        widget=forms.Select(choices=[("", "the preset's (on)"), ("true", "on: one retry per failed first attempt"),
+                                     ("false", "off: first attempts only")]),
+        help_text="An evaluation's pass@k with one retry per failed first attempt, as the release counts "
+                  "'with error fixing', or without.")
+
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         # What a launch offers first is what to train on: a split's held-out eval parts come last.
@@ -53,6 +60,8 @@ class LaunchRunForm(forms.Form):
         }
         data.update({name: self.cleaned_data[name] for name in SETTABLE_FIELDS
                      if self.cleaned_data.get(name) is not None})
+        if self.cleaned_data.get("error_correction") is not None:
+            data["error_correction"] = self.cleaned_data["error_correction"]
         return data
 
     def clean(self):

@@ -100,7 +100,12 @@ class _LaunchChoices(BaseModel):
     name: str = Field(min_length=1, max_length=NAME_MAX_CHARS)
     promptset_version_id: int = Field(ge=1)
     preset: str = "cpu-demo"
-    kind: Literal["rl", "sft"] = Field(RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning.")
+    kind: Literal["rl", "sft", "eval"] = Field(
+        RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning; eval: pass@k of the model or "
+                                      "checkpoint on the promptset version (eval_samples samples a problem), no training.")
+    error_correction: bool | None = Field(
+        None, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
+                          "blank: the preset's (on).")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     tracking: list[TrackingBackend] = Field(
@@ -221,6 +226,8 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
     for name, value in request.settings().items():
         settable = SETTABLE_FIELDS[name]
         result.setdefault(settable.section, {})[settable.field] = value
+    if request.error_correction is not None:
+        result.setdefault("schedule", {})["eval_error_correction"] = request.error_correction
     if request.tracking:
         result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result

@@ -48,6 +48,7 @@ ALLOWED_TRANSITIONS = {
 class RunKind(models.TextChoices):
     RL = "rl", "Reinforcement learning (Dr.GRPO)"
     SFT = "sft", "Warm-start supervised fine-tuning"
+    EVAL = "eval", "Evaluation (pass@k; no training)"
 
 
 class RunQuerySet(models.QuerySet):

@@ -17,6 +17,7 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
+from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
 EVENTS_URL_VARIABLE = "LEANRL_EVENTS_URL"
@@ -55,6 +56,10 @@ def _request(method: str, path: str, *, json: dict | None = None) -> httpx.Respo
     return ray_request(settings.RAY_ADDRESS, method, path, json=json, timeout_s=settings.RAY_CALL_TIMEOUT_S)
 
 
+# The trainer command each kind of run is (python -m trainer COMMAND).
+TRAINER_COMMAND_OF_KIND = {"rl": "run", "sft": "sft", "eval": "evaluate"}
+
+
 def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
     Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
@@ -68,7 +73,7 @@ def trainer_entrypoint(run) -> str:
     if run.kind == "rl" and num_gpus > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
     argv = [
-        *launcher, "-m", "trainer", "run" if run.kind == "rl" else "sft",
+        *launcher, "-m", "trainer", TRAINER_COMMAND_OF_KIND[run.kind],
         "--config", str(folder / "config.json"),
         "--promptset", str(folder / "promptset.jsonl"),
         "--output", str(folder),
@@ -87,7 +92,9 @@ def submit(run) -> str:
     retried after a worker died) adopts the job the first submission started."""
     requested = requested_resources(run.resolved_config)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL}
+                EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL,
+                # Lean's verdicts shared across runs (trainer/verification/shared_cache.py), in the same Redis.
+                VERDICT_CACHE_URL_VARIABLE: settings.TRAINER_REDIS_URL}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
     env_vars.update(settings.TRACKING_ENVIRONMENT)

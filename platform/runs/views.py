@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs import actions, queries, rollouts, scheduling, warm_start
+from runs import actions, evaluation_results, queries, rollouts, scheduling, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -67,9 +67,11 @@ def launch(request):
 def detail(request, pk):
     run = _visible_run(request, pk)
     is_rl = run.kind == RunKind.RL
+    has_rollouts = run.kind != RunKind.SFT  # an evaluation's samples are rollouts too
     filters, attempts, next_before = rollouts.page(run, request.GET)  # the proofs app's (runs/rollouts.py)
-    if not is_rl:
+    if not has_rollouts:
         attempts, next_before = [], None  # an SFT run has no rollouts: no viewer, no filters
+    pass_at_k = evaluation_results.latest_evaluation_report(run) if run.kind == RunKind.EVAL else None
     other = None
     if request.GET.get("diff", "").isdigit():
         other = Run.objects.visible_to(request.user).filter(pk=int(request.GET["diff"])).first()
@@ -82,15 +84,18 @@ def detail(request, pk):
     return render(request, "runs/detail.html", {
         "run": run,
         "is_rl": is_rl,
+        "has_rollouts": has_rollouts,
+        "pass_at_k": pass_at_k,
+        "pass_at_k_chart": evaluation_results.curve_chart(pass_at_k),
         "run_context": {"runId": run.pk, "kind": run.kind, "lastEventNumber": last_event_number, "state": run.state,
                         # A live card's labels: the trainer's one list of each, never a copy in JavaScript.
                         "verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
                         "turnLabels": {turn.value: turn.label for turn in Turn},
-                        "filtersAreActive": bool(is_rl and filters.is_valid() and filters.active_filters()),
+                        "filtersAreActive": bool(has_rollouts and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
                                   "runningSince": clock.running_since.timestamp() if clock.running_since else None}},
         "filters": filters,
-        "filters_are_invalid": is_rl and not filters.is_valid(),
+        "filters_are_invalid": has_rollouts and not filters.is_valid(),
         "attempts": attempts,
         "next_before": next_before,
         "series": queries.metric_series(run),
@@ -112,7 +117,7 @@ def detail(request, pk):
         "resume_step": getattr(run.resume_checkpoint(), "step", None),
         "can_edit": run.is_editable_by(request.user),
         "dead_letters": queries.dead_letter_count(run),
-    }, status=400 if is_rl and not filters.is_valid() else 200)
+    }, status=400 if has_rollouts and not filters.is_valid() else 200)
 
 
 @login_required

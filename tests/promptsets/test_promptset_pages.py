@@ -71,6 +71,6 @@ def test_the_problem_page_shows_each_runs_attempts_and_the_platform_win_rate(cli
                                 turn=Turn.RETRY, reward=1.0)
     page = page_of(client, alice, "problem", problem.promptset_id, problem.pk).content.decode()
     assert "first try" in page
-    assert "0.333 (1 of 3 scored first attempts in the runs you can see)" in page
+    assert "0.333 (1 of 3 scored first attempts in the runs you can see, counting real Lean&#x27;s verdicts)" in page
     (row,) = problem.attempt_history(alice)
     assert (row["attempts"], row["scored"], row["accepted"], row["censored"], row["first_accepted_step"]) == (5, 4, 2, 1, 3)

@@ -33,8 +33,11 @@ def world(alice, promptset_version, make_run, settings, tmp_path):
     token, _ = ApiToken.issue(alice, "alice's notebook")
     upload = PromptsetUpload.objects.create(owner=alice, name=SECRET_PROMPTSET_NAME, filename="secret.jsonl",
                                             staged_path="/nowhere/secret.jsonl", state=UploadState.REJECTED)
+    from promptsets.benchmarks import mark_as_benchmark
+
+    benchmark = mark_as_benchmark(promptset_version, alice, SECRET_PROMPTSET_NAME)
     return {"upload": upload, "promptset": promptset, "version": promptset_version, "problem": problem, "run": run,
-            "checkpoint": checkpoint, "attempt": attempt, "token": token}
+            "checkpoint": checkpoint, "attempt": attempt, "token": token, "benchmark": benchmark}
 
 
 @pytest.fixture

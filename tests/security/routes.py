@@ -34,6 +34,7 @@ PARAMETERS = {
     ("runs", "step"): lambda w: w["checkpoint"].step,
     ("runs", "part"): lambda w: "model",
     ("proofs", "pk"): lambda w: w["attempt"].pk,
+    ("benchmarks", "pk"): lambda w: w["benchmark"].pk,
     ("api", "promptset_id"): lambda w: w["promptset"].pk,
     ("api", "number"): lambda w: w["version"].number,
     ("api", "run_id"): lambda w: w["run"].pk,

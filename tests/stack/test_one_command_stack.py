@@ -46,6 +46,7 @@ def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_an
     try:
         banner = read_until(stack, "Press Ctrl-C")
         assert f"http://localhost:{ports['web']}/" in banner and "'demo'" in banner and "'lean-rl-demo'" in banner
+        assert "Created benchmark 'miniF2F-test' (244 problems)" in banner  # shipped, from the committed files
         children = psutil.Process(stack.pid).children(recursive=True)
         assert len(children) >= 7  # postgres, redis, ray, the stand-in, web, worker, ingester
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['web']}/healthz", timeout=10) as response:
@@ -64,6 +65,7 @@ def test_it_starts_everything_prints_the_login_and_ctrl_c_stops_every_process_an
     try:
         banner = read_until(again, "Press Ctrl-C")
         assert "kept account 'demo'" in banner
+        assert "Already present: benchmark 'miniF2F-test' (244 problems)" in banner
         again.send_signal(signal.SIGINT)
         assert again.wait(120) == 0
     finally:

@@ -216,10 +216,14 @@ class LeanVerifier:
     server's Lean or Mathlib changes, or old verdicts would be reused.
     """
 
-    def __init__(self, config, *, environment: str, allow_native_decide: bool = False):
+    def __init__(self, config, *, environment: str, allow_native_decide: bool = False, shared_cache=None):
         self.config = config
         self.environment = environment
         self.allow_native_decide = allow_native_decide
+        # Verdicts shared across runs (trainer/verification/shared_cache.py), asked after this run's own cache.
+        self.shared_cache = shared_cache
+        self._server_identity: str | None = None
+        self._identity_lock: asyncio.Lock | None = None
         self._cache: OrderedDict[str, VerificationResult] = OrderedDict()
         self._in_progress: dict[str, asyncio.Future] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -260,10 +264,19 @@ class LeanVerifier:
             self._counts["cache_hits"] += 1
             self._count_verdict(result)
             return _with(result, is_cached=True, seconds=time.perf_counter() - started)
-        self._counts["cache_misses"] += 1
         future = self._event_loop().create_future()
         self._in_progress[cache_key] = future
         try:
+            shared = await self._from_shared_cache(checked_code)
+            if shared is not None:
+                self._counts["cache_hits"] += 1
+                self._counts["shared_cache_hits"] += 1
+                result = _with(shared, is_cached=True, seconds=time.perf_counter() - started)
+                self._remember(cache_key, result)
+                future.set_result(result)
+                self._count_verdict(result)
+                return result
+            self._counts["cache_misses"] += 1
             answer = await self._check(checked_code, key)
             if isinstance(answer.outcome, _Failure):
                 result = VerificationResult(
@@ -277,10 +290,8 @@ class LeanVerifier:
                     allow_native_decide=self.allow_native_decide,
                 )
             result = _with(result, seconds=time.perf_counter() - started)
-            if not result.is_censored and self.config.cache_size:
-                self._cache[cache_key] = result
-                if len(self._cache) > self.config.cache_size:
-                    self._cache.popitem(last=False)
+            self._remember(cache_key, result)
+            await self._to_shared_cache(checked_code, result)
             future.set_result(result)
         except asyncio.CancelledError:
             future.cancel()  # duplicates waiting on this proof then ask Lean themselves
@@ -316,6 +327,10 @@ class LeanVerifier:
             if self._probes_started != probes_before and self._last_probe_failure is not None:
                 # A probe failed while this caller waited: share its answer rather than queue another.
                 raise self._last_probe_failure
+            known = await self._numbering_known_to_the_shared_cache()
+            if known is not None:
+                self._numbering = known  # probed by another run on this server and version: Lean is not asked
+                return known
             self._probes_started += 1
             try:
                 self._numbering = await self._probe()
@@ -328,6 +343,8 @@ class LeanVerifier:
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.shared_cache is not None:
+            await self.shared_cache.aclose()
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -340,6 +357,9 @@ class LeanVerifier:
             "cache_hits": hits,
             "cache_misses": misses,
             "cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            # Of the hits, those another run's verdicts answered (trainer/verification/shared_cache.py).
+            "shared_cache_hits": self._counts["shared_cache_hits"],
+            "shared_cache_hit_rate": self._counts["shared_cache_hits"] / (hits + misses) if hits + misses else 0.0,
             "cache_entries": len(self._cache),
             "verdicts": verdicts,
             "censored": sum(count for name, count in verdicts.items() if Verdict(name).is_censored),
@@ -365,6 +385,66 @@ class LeanVerifier:
 
     # ------------------------------------------------------------------ internals
 
+    def _remember(self, cache_key: str, result: VerificationResult) -> None:
+        if not result.is_censored and self.config.cache_size:  # censored: an outage must not stick
+            self._cache[cache_key] = result
+            if len(self._cache) > self.config.cache_size:
+                self._cache.popitem(last=False)
+
+    async def server_identity(self) -> str | None:
+        """The server as the shared cache names it: URL, the version /health reports, line numbering.
+        None (nothing shared this time) when /health does not answer: Lean is then asked as before.
+
+        The numbering is this verifier's own probe where it made one, else the one another verifier
+        probed on the same server and version (so a run served wholly from the cache sends Lean nothing),
+        else probed now."""
+        from trainer.verification.shared_cache import server_version
+
+        if self._server_identity is not None and (self._numbering is None
+                                                  or self._server_identity.endswith("\x00" + self._numbering.value)):
+            return self._server_identity  # until a probe of this verifier finds another numbering
+        self._event_loop()
+        async with self._identity_lock:
+            try:
+                version = server_version(await self.health())
+            except Exception:  # noqa: BLE001 - the cache is an optimisation; Lean decides as before
+                return None
+            numbering = self._numbering.value if self._numbering is not None else \
+                await self.shared_cache.known_numbering(self.config.url, version)
+            if numbering is None:
+                try:
+                    numbering = (await self.line_numbering()).value
+                except ProbeFailed:
+                    return None
+            await self.shared_cache.remember_numbering(self.config.url, version, numbering)
+            self._server_identity = f"{self.config.url}\x00{version}\x00{numbering}"
+            return self._server_identity
+
+    async def _numbering_known_to_the_shared_cache(self) -> LineNumbering | None:
+        from trainer.verification.shared_cache import server_version
+
+        if self.shared_cache is None:
+            return None
+        try:
+            version = server_version(await self.health())
+            known = await self.shared_cache.known_numbering(self.config.url, version)
+            return LineNumbering(known) if known is not None else None
+        except Exception:  # noqa: BLE001 - unknown or unreadable: this verifier probes for itself
+            return None
+
+    async def _from_shared_cache(self, checked_code: str) -> VerificationResult | None:
+        if self.shared_cache is None:
+            return None
+        identity = await self.server_identity()
+        return None if identity is None else await self.shared_cache.get(identity, checked_code)
+
+    async def _to_shared_cache(self, checked_code: str, result: VerificationResult) -> None:
+        if self.shared_cache is None or result.is_censored:
+            return
+        identity = await self.server_identity()
+        if identity is not None:
+            await self.shared_cache.put(identity, checked_code, result)
+
     def _cache_key(self, checked_code: str) -> str:
         return hashlib.sha256(f"{self.environment}\x00{checked_code}".encode()).hexdigest()
 
@@ -383,7 +463,10 @@ class LeanVerifier:
             self._queue = []
             self._flush_scheduled = False
             self._numbering_lock = asyncio.Lock()
+            self._identity_lock = asyncio.Lock()
             self._numbering = None  # new connections: ask again
+            if self.shared_cache is not None:
+                self.shared_cache.forget_connection()  # its connections belong to the old loop
         return loop
 
     def _client(self) -> httpx.AsyncClient:

@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from runs import actions, launch_contract
+from runs.models import RunKind
 from trainer.fields import parse_assignments
 
 
@@ -16,7 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--promptset-version", type=int, required=True, help="The promptset version's id.")
         parser.add_argument("--preset", default="cpu-demo")
-        parser.add_argument("--kind", default="rl", choices=["rl", "sft"])
+        parser.add_argument("--kind", default="rl", choices=RunKind.values,
+                            help="rl, sft, or eval (pass@k of --model or --starting-checkpoint; "
+                                 "--set eval_samples=K, --set error_correction=false).")
         parser.add_argument("--model", help="A model of the registry, by name.")
         parser.add_argument("--starting-checkpoint", type=int, help="The id of a checkpoint the user may see.")
         parser.add_argument("--set", dest="settings", action="append", default=[], metavar="FIELD=VALUE",

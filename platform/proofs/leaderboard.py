@@ -1,0 +1,129 @@
+"""A benchmark's leaderboard: every evaluation a person may see on it, beside the published figures, and
+the problems each one solved.
+
+An evaluation is a run's evaluation on the benchmark's promptset version: an evaluation run's (step 0),
+or a training run's periodic ones (each at a checkpoint's step). A row is one evaluation; one whose
+verdicts came from the stand-in Lean server is labelled so and ranked apart from real Lean's, never
+mixed. The published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
+
+The solved matrix needs the samples: an evaluation run stores every one (trainer/evaluation_run.py);
+a training run's periodic evaluations keep only their figures, so their column says so. A problem is
+solved by an evaluation when one of its samples earned reward 1 (our gated reward), a retry included
+when the evaluation made retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from promptsets import benchmarks
+from proofs.models import ProofAttempt
+from runs.evaluation_results import evaluation_report
+from runs.models import Evaluation, Run, RunKind
+
+STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not comparable with real Lean's"
+
+
+@dataclass
+class EvaluationRow:
+    evaluation: Evaluation
+    run: Run
+    step: int
+    k: int | None
+    pass_at_k: float | None
+    ci95: tuple[float | None, float | None]
+    pass_at_k_with_error_correction: float | None
+    acc_pass_at_k: float | None
+    is_standin: bool
+    note: str
+    has_samples: bool
+    solved: dict[int, str] = field(default_factory=dict)  # problem id → "solved", "failed", "censored"
+
+    @property
+    def key(self) -> str:
+        return f"{self.run.pk}:{self.step}"
+
+    @property
+    def label(self) -> str:
+        if self.run.kind != RunKind.EVAL:
+            return f"{self.run.name} (#{self.run.pk}, in-run evaluation at step {self.step})"
+        checkpoint = self.run.starting_checkpoint
+        model = (f"checkpoint of step {checkpoint.step} of run #{checkpoint.run_id}" if checkpoint is not None
+                 else (self.run.config.get("model") or {}).get("name_or_path", "the preset's model"))
+        return f"{self.run.name} (#{self.run.pk}, {model})"
+
+
+def _top(curve: dict | None) -> tuple[int | None, float | None, float | None, float | None]:
+    if not curve or not curve["is_measured"]:
+        return None, None, None, None
+    top = curve["curve"][-1]
+    return top["k"], top["pass_at_k"], top["ci95_low"], top["ci95_high"]
+
+
+def _row(evaluation: Evaluation) -> EvaluationRow:
+    report = evaluation_report(evaluation.step, evaluation.values)
+    k, value, low, high = _top(report.get("pass_at_k"))
+    _, retried, _, _ = _top(report.get("pass_at_k_with_error_correction"))
+    _, acc, _, _ = _top(report.get("acc_pass_at_k"))
+    note = "" if value is not None else (report.get("pass_at_k") or {}).get("note") or "not measured"
+    return EvaluationRow(
+        evaluation=evaluation, run=evaluation.run, step=evaluation.step, k=k, pass_at_k=value, ci95=(low, high),
+        pass_at_k_with_error_correction=retried, acc_pass_at_k=acc,
+        is_standin=evaluation.values.get("standin_verdicts", 0) > 0, note=note,
+        has_samples=evaluation.run.kind == RunKind.EVAL,
+    )
+
+
+def _fill_solved(rows: list[EvaluationRow]) -> None:
+    by_run = {row.run.pk: row for row in rows if row.has_samples}
+    attempts = (ProofAttempt.objects.filter(run_id__in=by_run, step=0)
+                .values_list("run_id", "problem_id", "reward"))
+    for run_id, problem_id, reward in attempts:
+        if problem_id is None:
+            continue
+        solved = by_run[run_id].solved
+        state = "solved" if reward is not None and reward >= 1 else ("censored" if reward is None else "failed")
+        if solved.get(problem_id) != "solved" and not (state == "censored" and solved.get(problem_id) == "failed"):
+            solved[problem_id] = state
+
+
+def leaderboard(benchmark, viewer) -> dict:
+    """The page's content: the evaluation rows (real Lean first, best first; then the stand-in's), the
+    published rows, the problems, and per row what it solved."""
+    evaluations = (Evaluation.objects.filter(run__promptset_version_id=benchmark.version_id,
+                                             run__in=Run.objects.visible_to(viewer))
+                   .select_related("run").order_by("run_id", "step"))
+    rows = [_row(evaluation) for evaluation in evaluations]
+    _fill_solved(rows)
+
+    def rank(row):
+        return (row.is_standin, row.pass_at_k is None, -(row.pass_at_k or 0))
+
+    rows.sort(key=rank)
+    problems = [entry.problem for entry in benchmark.version.entries.select_related("problem").order_by("position")]
+    return {
+        "real_rows": [row for row in rows if not row.is_standin],
+        "standin_rows": [row for row in rows if row.is_standin],
+        "rows": rows,
+        "references": benchmarks.references_for(benchmark),
+        "reference_label": benchmarks.REFERENCE_LABEL,
+        "standin_label": STANDIN_LABEL,
+        "problems": problems,
+    }
+
+
+def difference(rows: list[EvaluationRow], before_key: str, after_key: str, problems) -> dict | None:
+    """Problems newly solved and lost from the evaluation ``before_key`` to ``after_key`` (None if either is
+    not a row with samples)."""
+    by_key = {row.key: row for row in rows if row.has_samples}
+    before, after = by_key.get(before_key), by_key.get(after_key)
+    if before is None or after is None:
+        return None
+    names = {problem.pk: problem for problem in problems}
+    solved_before = {pid for pid, state in before.solved.items() if state == "solved"}
+    solved_after = {pid for pid, state in after.solved.items() if state == "solved"}
+    return {
+        "before": before, "after": after,
+        "newly_solved": [names[pid] for pid in sorted(solved_after - solved_before) if pid in names],
+        "lost": [names[pid] for pid in sorted(solved_before - solved_after) if pid in names],
+    }

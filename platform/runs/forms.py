@@ -6,7 +6,7 @@ from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
-from trainer.config import PRESETS
+from trainer.config import PRESETS, RolloutEngineKind
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
@@ -35,6 +35,14 @@ class LaunchRunForm(forms.Form):
         help_text="An evaluation's pass@k with one retry per failed first attempt, as the release counts "
                   "'with error fixing', or without.")
 
+    rollout_engine = forms.ChoiceField(
+        required=False, label="Rollout engine",
+        choices=[("", "the preset's (transformers on the CPU presets, vLLM on h100x8)"),
+                 (RolloutEngineKind.VLLM.value, "vLLM (on a CPU node, its CPU build)"),
+                 (RolloutEngineKind.TRANSFORMERS.value, "transformers")],
+        help_text="What samples the rollouts. A node that cannot run the engine fails the run at start-up, "
+                  "saying why; nothing falls back to the other engine.")
+
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         # What a launch offers first is what to train on: a split's held-out eval parts come last.
@@ -62,6 +70,8 @@ class LaunchRunForm(forms.Form):
                      if self.cleaned_data.get(name) is not None})
         if self.cleaned_data.get("error_correction") is not None:
             data["error_correction"] = self.cleaned_data["error_correction"]
+        if self.cleaned_data.get("rollout_engine"):
+            data["rollout_engine"] = self.cleaned_data["rollout_engine"]
         return data
 
     def clean(self):

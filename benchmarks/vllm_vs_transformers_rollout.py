@@ -40,7 +40,8 @@ def config_for(engine: str, args):
 
 
 def measure(engine_name: str, args, model, tokenizer, prompt_ids) -> dict:
-    from trainer.rollout.base import SamplingSettings, build_engine
+    from trainer.rollout.base import SamplingSettings
+    from trainer.rollout.engines import build_engine
 
     config = config_for(engine_name, args)
     started = time.perf_counter()

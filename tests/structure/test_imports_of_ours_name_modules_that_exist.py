@@ -1,4 +1,5 @@
-"""Every import of one of our modules names a module that exists, in the scripts and tests too: a module
+"""Every import of one of our modules names a module that exists, and every name it takes from one is
+defined there, in the scripts and tests too: a module
 that moved (promptsets/actions.py became versions.py and uploads.py) leaves no import behind that would
 fail only when its function runs. Function-level imports are read as well; nothing is imported."""
 
@@ -39,6 +40,13 @@ def test_every_import_of_ours_names_an_existing_module():
                         missing.append(f"  {path.relative_to(ROOT)}:{node.lineno} imports {name}, which does not exist")
                 if isinstance(node, ast.ImportFrom) and node.module in modules:
                     package_folder = _folder_of(node.module)
+                    module_file = _file_of(node.module) if package_folder is None else None
+                    if module_file is not None:
+                        # ``from trainer.rollout.base import build_engine`` after build_engine moved away.
+                        missing.extend(
+                            f"  {path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from {node.module}, "
+                            "which does not define it"
+                            for alias in node.names if alias.name != "*" and not _defines(module_file, alias.name))
                     for candidate, alias in zip(candidates, node.names):
                         if package_folder is not None and (package_folder / f"{alias.name}.py").exists():
                             continue  # a module of the package
@@ -58,6 +66,15 @@ def _folder_of(module: str):
     return None
 
 
+def _file_of(module: str):
+    """The file of a plain module of ours; None for a package."""
+    for base in (ROOT / "platform", ROOT):
+        path = base.joinpath(*module.split(".")).with_suffix(".py")
+        if path.exists():
+            return path
+    return None
+
+
 def _defines(init_file, name: str) -> bool:
     tree = ast.parse(init_file.read_text())
     for node in ast.walk(tree):
@@ -66,6 +83,11 @@ def _defines(init_file, name: str) -> bool:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name).split(".")[0] == name
                                                                    for a in node.names):
             return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(n, ast.Name) and n.id == name
+                                                for target in node.targets for n in ast.walk(target)):
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
             return True
     return False

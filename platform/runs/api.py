@@ -128,6 +128,16 @@ def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_
             "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
 
 
+@router.get("/{run_id}/writing")
+def run_writing(request, run_id: int):
+    """The run's answers still being written or checked, as last published (runs/live.py), for a page that
+    opens mid-answer or missed pieces; the stored ones are the events'."""
+    from runs.live import writing_now
+
+    run = _visible(request, run_id)
+    return {"answers": writing_now(run, lambda keys: queries.stored_rollout_keys(run.pk, keys))}
+
+
 class WaitingOut(Schema):
     state: str
     reason: str

@@ -299,3 +299,9 @@ def waiting_reason(run: Run, viewer) -> str:
     held_by = f" They are held by {', '.join(named)}." if named else ""
     return (f"Waiting for the cluster: the job needs {needs}, and Ray holds it as pending until they are free."
             f"{held_by} It starts by itself when they are.")
+
+
+def stored_rollout_keys(run_id: int, keys) -> list[str]:
+    """Which of ``keys`` the run already has as stored ``rollout_finished`` events."""
+    return list(RunEvent.objects.filter(run_id=run_id, type=EventType.ROLLOUT_FINISHED, payload__rollout_key__in=list(keys))
+                .values_list("payload__rollout_key", flat=True))

@@ -37,6 +37,8 @@ from trainer.live import WRITING_EXPIRY_S
 logger = logging.getLogger(__name__)
 
 LEAN4_OPEN = FENCE + "lean4"
+# How a page finds an answer's think and Lean blocks while it forms: the format check's own marks.
+ANSWER_MARKS = {"thinkOpen": THINK_OPEN, "thinkClose": THINK_CLOSE, "leanOpen": LEAN4_OPEN, "fence": FENCE}
 MAX_TRACKED_ANSWERS = 10_000  # answers whose text the forwarder keeps to find their Lean block (oldest forgotten)
 
 

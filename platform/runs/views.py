@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs import actions, queries, rollouts, scheduling, warm_start
+from runs import actions, live, queries, rollouts, scheduling, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -86,6 +86,7 @@ def detail(request, pk):
                         # A live card's labels: the trainer's one list of each, never a copy in JavaScript.
                         "verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
                         "turnLabels": {turn.value: turn.label for turn in Turn},
+                        "answerMarks": live.ANSWER_MARKS,
                         "filtersAreActive": bool(is_rl and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
                                   "runningSince": clock.running_since.timestamp() if clock.running_since else None}},

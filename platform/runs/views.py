@@ -167,3 +167,22 @@ def resume(request, pk):
     else:
         messages.error(request, f"Only failed or cancelled runs can be resumed; this one is {run.get_state_display()}.")
     return redirect(run)
+
+
+@login_required
+def live_rollout(request, pk, rollout_key):
+    """One answer followed from its first streamed piece: "being written" until it is stored, then its proof
+    attempt's page. 404 once it is neither being written nor stored (an evaluation answer, forgotten)."""
+    run = _visible_run(request, pk)
+    attempt_id, is_stored = queries.stored_attempt(run.pk, rollout_key)
+    if attempt_id is not None:
+        return redirect("proofs:detail", attempt_id)
+    answer = None if is_stored else next(
+        (a for a in live.writing_now(run, lambda keys: []) if a["rollout_key"] == rollout_key), None)
+    if answer is None and not is_stored:
+        raise Http404("No answer with this key is being written or stored in this run")
+    return render(request, "runs/live_rollout.html", {
+        "run": run, "rollout_key": rollout_key, "answer": answer, "is_stored": is_stored,
+        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": queries.last_event_number(run.pk),
+                        "answerMarks": live.ANSWER_MARKS, "turnLabels": {turn.value: turn.label for turn in Turn}},
+    })

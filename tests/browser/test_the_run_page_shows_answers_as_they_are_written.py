@@ -12,7 +12,7 @@ import re
 import pytest
 
 from runs.models import Run
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,6 +36,11 @@ new MutationObserver(() => {
 """
 
 
+def screenshot_path(name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS / f"{name}.png"
+
+
 def test_an_answer_grows_in_its_card_before_it_is_stored_then_shows_its_verdict_there(page, alice, tmp_path, platform_logs):
     promptset_file = tmp_path / "arith.jsonl"
     promptset_file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in PROBLEMS))
@@ -55,14 +60,22 @@ def test_an_answer_grows_in_its_card_before_it_is_stored_then_shows_its_verdict_
     page.click("#launch-form button[type=submit]")
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
     run = Run.objects.get(name="watch it think")
+    phone = page.context.new_page()  # the same run on a 390 px screen
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(page.url)
 
     try:
+        page.wait_for_selector("#writing > li.writing[data-state=writing]", timeout=300_000)
+        page.locator("section.writing-now").screenshot(path=str(screenshot_path("writing-now-desktop")))
         page.wait_for_selector("#writing > li.writing[data-state=stored] .verdict", timeout=300_000)
     except Exception:  # noqa: BLE001 - re-raised with the run's state and the platform's logs
         run.refresh_from_db()
         raise AssertionError(f"no answer streamed to a stored verdict; run {run.state}: {run.failure_reason}\n"
                              f"{platform_logs()}")
     screenshot(page, "writing-now-run")
+    phone.wait_for_selector("#writing > li.writing", timeout=300_000)
+    phone.locator("section.writing-now").screenshot(path=str(screenshot_path("writing-now-390px")))
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways at 390 px"
     changes = page.evaluate("window.__writing")
     grown = []
     for key in {change["key"] for change in changes}:

@@ -104,6 +104,10 @@ class LiveRollouts:
         where = (prompt_index, sample_index)
         with self._lock:
             state = self._streaming.pop(where, None)
+            if state is None and where not in self._done and len(self._streaming) < self.max_rollouts:
+                # Ended before a piece was due (at its first token, or with no text): one piece says it all.
+                described = self._describe(prompt_index, sample_index)
+                state = _Streaming(*described) if described is not None else None
             self._done.add(where)
             if state is None:
                 return

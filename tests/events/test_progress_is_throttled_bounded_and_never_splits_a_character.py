@@ -75,3 +75,13 @@ def test_a_failing_publish_drops_the_piece_and_generation_goes_on(capsys):
     rollouts.update(0, 0, 1, lambda: "text")
     rollouts.finish(0, 0, "text", 1)
     assert "dropped a piece of k0-0" in capsys.readouterr().err
+
+
+def test_an_answer_that_ends_before_its_first_piece_is_one_finished_piece_within_the_cap():
+    pieces, clock = [], Clock()
+    rollouts = live(pieces, clock, max_rollouts=1)
+    rollouts.finish(0, 0, "done at once", 1)
+    rollouts.update(1, 0, 1, lambda: "a")
+    rollouts.finish(2, 0, "over the cap", 1)  # answer 1 holds the only place
+    assert [(p.rollout_key, p.offset, p.text, p.is_finished) for p in pieces] == [
+        ("k0-0", 0, "done at once", True), ("k1-0", 0, "a", False)]

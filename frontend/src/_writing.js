@@ -12,6 +12,9 @@ import { renderLeanView } from "./_lean.js";
 const MAX_CARDS = 24;
 const KEEP_STORED_MS = 15000; // a stored card stays this long in the panel (unless pinned), then leaves for the list
 const SNAPSHOT_EVERY_MS = 2000;
+// An answer checked but never stored (an evaluation's: they are scored, not stored) or one whose trainer went
+// quiet (a cancelled run) leaves the panel after this long without news; the trainer's writing hash expires too.
+const QUIET_ANSWER_MS = 120000;
 
 /** The answer's parts as the format check names them (the marks come with the page: trainer/format_reward.py). */
 export function answerParts(text, marks) {
@@ -57,6 +60,11 @@ export class WritingPanel {
     this.frame = null;
     this.lastSnapshotAt = 0;
     this.pinned = new Set(new URLSearchParams(location.hash.slice(1)).getAll("pin"));
+    setInterval(() => {
+      for (const answer of [...this.answers.values()]) {
+        if (!answer.stored && Date.now() - answer.heardAt > QUIET_ANSWER_MS) this.forget(answer.key, { evenPinned: true });
+      }
+    }, 5000);
   }
 
   /** A frame of pieces from the WebSocket (possibly many answers). */
@@ -78,13 +86,14 @@ export class WritingPanel {
   start(piece) {
     const answer = { key: piece.rollout_key, step: piece.step, problemId: piece.problem_id, turn: piece.turn, text: "",
       points: 0, tokens: 0, firstTime: piece.time, firstTokens: piece.tokens, lastTime: piece.time, isFinished: false,
-      leanLines: null, stored: null, node: null };
+      leanLines: null, stored: null, node: null, heardAt: Date.now() };
     this.answers.set(piece.rollout_key, answer);
     return answer;
   }
 
   note(answer, piece) {
     answer.tokens = Math.max(answer.tokens, piece.tokens);
+    answer.heardAt = Date.now();
     answer.lastTime = piece.time;
     answer.isFinished ||= piece.is_finished;
     if (piece.lean_lines) answer.leanLines = piece.lean_lines;
@@ -119,8 +128,8 @@ export class WritingPanel {
     if (!this.onlyKey) setTimeout(() => this.forget(answer.key), KEEP_STORED_MS);
   }
 
-  forget(key) {
-    if (this.pinned.has(key)) return;
+  forget(key, { evenPinned = false } = {}) {
+    if (this.pinned.has(key) && !evenPinned) return;
     const answer = this.answers.get(key);
     answer?.node?.remove();
     this.answers.delete(key);

@@ -42,6 +42,36 @@ def stable_text(decoded: str) -> str:
     return decoded.rstrip(REPLACEMENT_CHARACTER).rstrip()
 
 
+class IncrementalDecoder:
+    """The text of each growing list of token ids, decoding only the new tokens and a few before them.
+
+    Decoding a whole 24,576-token answer takes 4 ms on a CPU (SmolLM2's tokenizer), at every piece of
+    every streamed answer; this decodes ``CONTEXT`` tokens of context plus what is new, as vLLM's
+    detokenizer does, and keeps the text. A tail that ends inside a character (U+FFFD) is not kept, so
+    the next call decodes it again with the rest of the character. Where the context reads differently
+    with the new tokens after it (a tokenizer's clean-up joining them), it decodes everything once.
+    """
+
+    CONTEXT = 8
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self._decode = decode
+        self._done: dict[object, tuple[int, str]] = {}  # key → (ids decoded, their text)
+
+    def text(self, key: object, ids: list[int]) -> str:
+        count, text = self._done.get(key, (0, ""))
+        start = max(0, count - self.CONTEXT)
+        context = self._decode(ids[start:count]) if count else ""
+        tail = self._decode(ids[start:])
+        if tail.startswith(context):
+            text += tail[len(context):]
+        else:
+            text = self._decode(ids)
+        if not text.endswith(REPLACEMENT_CHARACTER):
+            self._done[key] = (len(ids), text)
+        return text
+
+
 @dataclass
 class _Streaming:
     rollout_key: str

@@ -85,3 +85,14 @@ def test_an_answer_that_ends_before_its_first_piece_is_one_finished_piece_within
     rollouts.finish(2, 0, "over the cap", 1)  # answer 1 holds the only place
     assert [(p.rollout_key, p.offset, p.text, p.is_finished) for p in pieces] == [
         ("k0-0", 0, "done at once", True), ("k1-0", 0, "a", False)]
+
+
+def test_incremental_decoding_gives_the_whole_decode_and_waits_for_a_characters_last_byte():
+    from trainer.live import IncrementalDecoder
+
+    data = "x ≤ 𝔽 y".encode()  # one token per byte: 𝔽 takes four
+    decode = lambda ids: bytes(ids).decode("utf-8", errors="replace")  # noqa: E731 - a byte-level tokenizer's decode
+    decoder = IncrementalDecoder(decode)
+    seen = [decoder.text("answer", list(data[:end])) for end in range(1, len(data) + 1)]
+    assert seen[-1] == "x ≤ 𝔽 y"
+    assert all(decode(list(data[:end])) == text for end, text in enumerate(seen, start=1))

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
+from trainer.live import IncrementalDecoder
 from trainer.rollout.base import Generation, SamplingSettings
 
 _FINISHED = object()  # the worker thread's last word on the queue
@@ -86,13 +87,15 @@ class TransformersEngine:
             results.put(self._generation(first_prompt_index + prompt_index, sample_index, response_ids,
                                          is_truncated, time.perf_counter() - started))
 
+        decoder = IncrementalDecoder(lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True))
+
         def report_progress(input_ids: torch.Tensor) -> None:  # (B, T_prompt + t)
             tokens = input_ids.shape[1] - prompt_length
             for row in range(input_ids.shape[0]):
                 if not watcher.has_finished(row):
                     prompt_index, sample_index = divmod(row, sampling.n)
                     progress.update(first_prompt_index + prompt_index, sample_index, tokens, lambda row=row: (
-                        self._tokenizer.decode(input_ids[row, prompt_length:].tolist(), skip_special_tokens=True)))
+                        decoder.text(row, input_ids[row, prompt_length:].tolist())))
 
         watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over,
                                            report_progress if progress is not None else None)

@@ -9,7 +9,7 @@ which the ingester stores and forwards as always.
 It measures, in one run, the same stored-event load twice: progress off, then progress on. It reports:
 - the delay of stored events (published → received by each page), median and 95th percentile, and the ratio
   with progress on against off;
-- the CPU share of the forwarder and of the ingester while progress is on (of one core);
+- the CPU share of the forwarder, the ingester and the web process (of one core), progress off and on;
 - Redis's memory (used_memory) with progress off and on;
 - the progress pieces the pages received against those published (pieces may be dropped by design).
 The load is one process publishing for 256 answers (a trainer publishes at most ``events.progress_rollouts`` per
@@ -71,7 +71,6 @@ def phase(port, run, cookie, args, *, with_progress: bool) -> dict:
     published_pieces = [0]
 
     def stream_progress():
-        # Each answer grows by ~40 tokens (~160 characters) a piece; its LiveRollouts sends at most one per 0.5 s.
         live = LiveRollouts(publisher.publish_live, lambda p, s: (f"live-{p}", 0, f"p{p % 16}", "first"),
                             interval_s=0.5, max_rollouts=args.rollouts)
         texts = ["<think>\n"] * args.rollouts
@@ -82,12 +81,13 @@ def phase(port, run, cookie, args, *, with_progress: bool) -> dict:
             original(piece)
 
         live._publish = counted
+        # The engine reports every decoding step; here every 0.1 s, 32 characters (~8 tokens) each time.
         while not stopping.is_set():
             started = time.monotonic()
             for index in range(args.rollouts):
-                texts[index] += "We rewrite the sum with Finset.sum_range_succ, then norm_num closes the goal. " * 2
+                texts[index] += "then norm_num closes the goal. "
                 live.update(index, 0, len(texts[index]) // 4, lambda index=index: texts[index])
-            stopping.wait(max(0.0, 0.5 - (time.monotonic() - started)))
+            stopping.wait(max(0.0, 0.1 - (time.monotonic() - started)))
 
     def publish_stored():
         number = 0
@@ -163,7 +163,7 @@ def main() -> int:
         forwarder.start()
         processes.append(forwarder)
         time.sleep(2)  # the ingester creates the run's consumer group on its first poll
-        watched = [p for p in processes if p.name in ("ingester", "progress-forwarder")]
+        watched = [p for p in processes if p.name in ("web", "ingester", "progress-forwarder")]
 
         off = phase((port, watched), run, cookie, args, with_progress=False)
         on = phase((port, watched), run, cookie, args, with_progress=True)
@@ -175,7 +175,8 @@ def main() -> int:
             delays = result["delays"]
             print(f"{name}: stored-event delay median {statistics.median(delays) * 1000:.0f} ms, "
                   f"p95 {quantile(delays, 0.95) * 1000:.0f} ms over {len(delays)} receipts; CPU of one core: "
-                  f"ingester {result['cpu']['ingester']:.1%}, forwarder {result['cpu']['progress-forwarder']:.1%}; "
+                  f"ingester {result['cpu']['ingester']:.1%}, forwarder {result['cpu']['progress-forwarder']:.1%}, "
+                  f"web (uvicorn) {result['cpu']['web']:.1%}; "
                   f"Redis used_memory {result['redis_memory'] / 2**20:.1f} MiB")
         print(f"progress pieces: published {on['pieces_published']:,} ({on['pieces_published'] / args.seconds:,.0f}/s), "
               f"received by the 3 pages {on['pieces_received']:,} (of {3 * on['pieces_published']:,}), "

@@ -42,3 +42,19 @@ def test_every_rollout_streams_before_it_is_stored_and_its_pieces_are_a_prefix_o
     assert any(len(pieces) > 2 for pieces in progress.values()), "text arrives while it is written, not only at the end"
     stored_numbers = [e["seq"] for e in events if e["type"] != "rollout_progress"]
     assert stored_numbers == list(range(len(stored_numbers))), "progress leaves no gap in the stored events' numbers"
+
+
+def test_an_evaluations_answers_stream_too_though_they_are_scored_not_stored(tmp_path, capsys):
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text(json.dumps({"problem_id": "p0", "formal_statement": "theorem t0 : (0 : ℕ) + 1 = 1 := by"}) + "\n")
+    with StandinServerThread() as server:
+        code = trainer_main(["run", "--preset", "cpu-smoke", "--set", "rollout.max_response_tokens=64",
+                             "--set", "schedule.total_steps=1", "--set", "schedule.eval_every=1",
+                             "--promptset", str(promptset), "--output", str(tmp_path / "run"), "--events", "stdout",
+                             "--lean-url", server.url])
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert code == 0
+    evaluation = next(index for index, e in enumerate(events) if e["type"] == "evaluation")
+    streamed = {e["payload"]["rollout_key"] for e in events[:evaluation]
+                if e["type"] == "rollout_progress" and e["payload"]["is_finished"]}
+    assert {key for key in streamed if key.startswith("eval1-p0-")} == {"eval1-p0-r0", "eval1-p0-r1"}

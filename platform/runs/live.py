@@ -81,6 +81,7 @@ class ProgressForwarder:
         self._pending: dict[int, list[dict]] = {}
         self.forwarded = 0
         self.dropped = 0
+        self.subscriptions = 0  # how often it has subscribed: once, and once more after each Redis hiccup
 
     def run_forever(self, should_stop=lambda: False) -> None:
         logger.info("forwarding rollout_progress from %s", LIVE_CHANNEL_PATTERN)
@@ -88,6 +89,7 @@ class ProgressForwarder:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.psubscribe(LIVE_CHANNEL_PATTERN)
+                self.subscriptions += 1
                 last_flush = time.monotonic()
                 while not should_stop():
                     message = pubsub.get_message(timeout=self.flush_every_s)
@@ -101,6 +103,8 @@ class ProgressForwarder:
                 self._pending.clear()
                 logger.warning("Redis went away while forwarding live text (%s: %s); its pieces are dropped, "
                                "subscribing again in 1 s (stored rollouts are unaffected)", type(error).__name__, error)
+                # Closed before the pause: redis-py may have reconnected it already, and nobody reads it now.
+                pubsub.close()
                 time.sleep(1)
             finally:
                 pubsub.close()

@@ -69,3 +69,33 @@ def test_a_stranger_cannot_read_what_a_run_is_writing(client, charlie, make_run)
     run = make_run(state="running")
     client.force_login(charlie)
     assert client.get(f"/api/runs/{run.pk}/writing").status_code == 404
+
+
+def test_after_a_dropped_redis_connection_the_forwarder_subscribes_again_and_forwards(make_run, redis_client):
+    run = make_run(state="running")
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(f"run-{run.pk}", channel)
+    forwarder = ProgressForwarder(flush_every_s=0.1)
+    stopping = threading.Event()
+    thread = threading.Thread(target=forwarder.run_forever, kwargs={"should_stop": stopping.is_set}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: forwarder.subscriptions == 1 and redis_client.pubsub_numpat() >= 1, 10, "a subscription")
+        redis_client.client_kill_filter(_type="pubsub")  # a Redis hiccup, as the forwarder sees it
+        wait_for(lambda: forwarder.subscriptions == 2, 15, "the forwarder to subscribe again")
+        publisher = publisher_for(run)
+        publisher.live = RedisLiveSink(settings.REDIS_URL, str(run.pk))
+        LiveRollouts(publisher.publish_live, lambda p, s: ("a1-s1-p0-r0", 1, "add", "first"), interval_s=0.0,
+                     max_rollouts=8).update(0, 0, 2, lambda: "<think>after the hiccup")
+        message = async_to_sync(receive_within)(layer, channel, 10)
+    finally:
+        stopping.set()
+        thread.join(5)
+    assert [piece["text"] for piece in message["pieces"]] == ["<think>after the hiccup"]
+
+
+async def receive_within(layer, channel, seconds):
+    import asyncio
+
+    return await asyncio.wait_for(layer.receive(channel), seconds)

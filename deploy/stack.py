@@ -107,6 +107,10 @@ class Stack:
             name="ingester", port=0, log_dir=logs, env=self.env, has_port=False,
             argv=[python, "manage.py", "ingest_events"],
         )
+        self.forwarder = PlatformProcess(
+            name="progress-forwarder", port=0, log_dir=logs, env=self.env, has_port=False,
+            argv=[python, "manage.py", "forward_progress"],
+        )
         self.sweeper = PlatformProcess(
             name="sweeper", port=0, log_dir=logs, env=self.env, has_port=False,
             argv=[python, "manage.py", "sweep_runs"],
@@ -127,7 +131,7 @@ class Stack:
                "--password", self.options.demo_password, env=self.env)
         manage("create_demo_promptset", "--owner", self.options.demo_username, env=self.env)
         manage("create_benchmarks", env=self.env)
-        for service in (self.web, self.worker, self.ingester, self.sweeper):
+        for service in (self.web, self.worker, self.ingester, self.forwarder, self.sweeper):
             self._start(service)
         if not self.options.no_warm_start and not is_built(self.options.data_dir.resolve()):
             print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations; "

@@ -158,6 +158,8 @@ def platform_processes(django_db_setup, django_db_blocker, ray_head, lean_standi
                               "--without-mingle"]),
         PlatformProcess(name="ingester", port=0, log_dir=logs, env=env, has_port=False,
                         argv=[python, "manage.py", "ingest_events"]),
+        PlatformProcess(name="progress-forwarder", port=0, log_dir=logs, env=env, has_port=False,
+                        argv=[python, "manage.py", "forward_progress"]),
         PlatformProcess(name="sweeper", port=0, log_dir=logs, has_port=False,
                         env={**env, "SWEEP_EVERY_S": "2", "SWEEP_QUEUED_AFTER_S": "15", "SWEEP_STARTING_AFTER_S": "45",
                              "SWEEP_ENDED_JOB_GRACE_S": "5"},

@@ -313,6 +313,16 @@ class EventsConfig(Section):
         256, ge=1,
         description="Most MiB of events buffered during an outage; past it the trainer waits for Redis.",
     )
+    progress_interval_s: float = Field(
+        0.5, gt=0,
+        description="Seconds between two rollout_progress events of one answer being written (its first goes "
+                    "as soon as it has text). Raise it to lighten Redis and the browsers under many watchers.",
+    )
+    progress_rollouts: int = Field(
+        8, ge=0,
+        description="Most answers per rank streamed while they are written; the rest appear when stored. "
+                    "0 turns rollout_progress off.",
+    )
 
 
 class RunConfig(Section):

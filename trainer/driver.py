@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
@@ -72,6 +72,13 @@ class PromptSlot:
     prompt_ids: list[int]
     turn: str = "first"  # or "retry"
     parent_rollout_key: str | None = None
+
+
+class _Position(NamedTuple):
+    """Which answer of a generate call, before it exists (what ``scores_here`` reads of a generation)."""
+
+    prompt_index: int
+    sample_index: int
 
 
 @dataclass
@@ -496,8 +503,14 @@ class TrainingRun:
         sampling_payload = asdict(sampling)
         pending: list[Future] = []
         started = time.perf_counter()
+        def describe(prompt_index: int, sample_index: int):
+            slot_index = indices[prompt_index]
+            slot = slots[slot_index]
+            key = rollout_key(step, slot_index, sample_index, slot.turn, self.attempt)
+            return key, step, slot.problem.problem_id, slot.turn
+
         # Token ids, not text: the engine samples from exactly the prompt the learner will score.
-        for generation in self.engine.generate([slots[index].prompt_ids for index in indices], sampling):
+        for generation in self.generate_live([slots[index].prompt_ids for index in indices], sampling, describe):
             if not self.scores_here(generation, sampling.n):
                 continue  # another rank of this engine scores it
             slot_index = indices[generation.prompt_index]
@@ -509,6 +522,26 @@ class TrainingRun:
         generation_seconds = time.perf_counter() - started
         rollouts = [future.result() for future in pending]
         return rollouts, generation_seconds, time.perf_counter() - started - generation_seconds
+
+    def generate_live(self, prompt_ids: list[list[int]], sampling, describe):
+        """The engine's generations, with their text streamed as ``rollout_progress`` while they are written
+        (trainer/live.py) when the publisher has a live sink and ``events.progress_rollouts`` allows."""
+        events = self.config.events
+        if getattr(self.publisher, "live", None) is None or events.progress_rollouts == 0:
+            yield from self.engine.generate(prompt_ids, sampling)
+            return
+        from trainer.live import LiveRollouts
+
+        def describe_if_published(prompt_index: int, sample_index: int):
+            if not self.scores_here(_Position(prompt_index, sample_index), sampling.n):
+                return None  # the rank that scores it streams it
+            return describe(prompt_index, sample_index)
+
+        live = LiveRollouts(self.publisher.publish_live, describe_if_published,
+                            interval_s=events.progress_interval_s, max_rollouts=events.progress_rollouts)
+        for generation in self.engine.generate(prompt_ids, sampling, progress=live):
+            live.finish(generation.prompt_index, generation.sample_index, generation.text, generation.num_tokens)
+            yield generation
 
     def scores_here(self, generation, samples_per_prompt: int) -> bool:
         """Whether this process scores (and publishes) ``generation``: every answer, unless the engine spans
@@ -711,7 +744,8 @@ class TrainingRun:
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
         sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
-        first = self._score_all(slots, sampling, f"eval{step}", "eval: first attempts" if show_progress else None)
+        first = self._score_all(slots, sampling, f"eval{step}", "eval: first attempts" if show_progress else None,
+                                step=step)
         first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
         self.evaluation_samples = []
         retry_slots, retry_owner = [], []
@@ -736,7 +770,7 @@ class TrainingRun:
                 max_tokens=max_tokens, seed=sampling.seed,
             )
             retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry",
-                                      "eval: retries" if show_progress else None)
+                                      "eval: retries" if show_progress else None, step=step)
             for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
                 retry_outcomes[problem_id][sample_index] = outcome
@@ -744,7 +778,7 @@ class TrainingRun:
                 self.evaluation_samples.append({**record, "sample_index": sample_index})
         return first_outcomes, retry_outcomes
 
-    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None) -> dict:
+    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *, step: int = 0) -> dict:
         """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots`` this process scores;
         with a ``progress_description``, a bar on standard error counts the samples as they are scored."""
         from trainer.progress import progress_bar
@@ -759,7 +793,11 @@ class TrainingRun:
 
         futures = {}
         try:
-            for generation in self.engine.generate([s.prompt_ids for s in slots], sampling):
+            def describe(prompt_index: int, sample_index: int):
+                slot = slots[prompt_index]
+                return f"{key_prefix}-p{prompt_index}-r{sample_index}", step, slot.problem.problem_id, slot.turn
+
+            for generation in self.generate_live([s.prompt_ids for s in slots], sampling, describe):
                 if not self.scores_here(generation, sampling.n):
                     continue  # another rank of this engine scores it
                 slot = slots[generation.prompt_index]

@@ -34,6 +34,8 @@ class EventType(StrEnum):
     ERROR = "error"
     RUN_FINISHED = "run_finished"
     TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
+    # Text still being generated: live only, never on the durable stream, never stored (trainer/live.py).
+    ROLLOUT_PROGRESS = "rollout_progress"
 
 
 class LeanMessagePayload(BaseModel):
@@ -78,6 +80,24 @@ class RolloutFinished(BaseModel):
     generation_seconds: float = 0.0
     verification_seconds: float = 0.0
     sampling: dict[str, Any] = {}
+
+
+class RolloutProgress(BaseModel):
+    """A piece of an answer while the model is still writing it (``rollout_progress``; trainer/live.py).
+
+    ``text`` is what was written since the rollout's previous piece and ``offset`` the number of
+    characters (Unicode code points) before it, so the pieces joined by offset are a prefix of the
+    stored ``RolloutFinished.response``. ``is_finished``: generation ended, Lean is checking it.
+    """
+
+    rollout_key: str
+    step: int
+    problem_id: str
+    turn: Turn = Turn.FIRST
+    offset: int = Field(ge=0)
+    text: str = ""
+    tokens: int = Field(0, ge=0, description="Tokens generated so far.")
+    is_finished: bool = False
 
 
 class RunStatus(StrEnum):
@@ -174,6 +194,28 @@ def run_id_of(key: str) -> int | None:
     return None
 
 
+LIVE_CHANNEL_PATTERN = "trainer:run:*:live"  # every run's pub/sub channel of rollout_progress events
+
+
+def live_channel(run_id: str) -> str:
+    """The Redis pub/sub channel a run's ``rollout_progress`` events go to: never the durable stream."""
+    return f"trainer:run:{run_id}:live"
+
+
+def writing_key(run_id: str) -> str:
+    """The Redis hash of a run's answers still being written (rollout_key → latest text), with an expiry,
+    for a page that opens mid-answer."""
+    return f"trainer:run:{run_id}:writing"
+
+
+def run_id_of_live_channel(channel: str) -> int | None:
+    """``trainer:run:12:live`` → 12; None for any other channel."""
+    parts = channel.split(":")
+    if len(parts) == 4 and parts[:2] == ["trainer", "run"] and parts[3] == "live" and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
 class EventSink(Protocol):
     def write(self, event: TrainerEvent) -> None: ...
 
@@ -192,6 +234,8 @@ class EventPublisher:
         self.attempt = attempt
         self._seq = itertools.count(first_seq)
         self._lock = threading.Lock()
+        # Where rollout_progress goes (trainer/live.py), or None: off. Never ``sink``'s durable stream.
+        self.live: EventSink | None = None
 
     def publish(self, type: EventType, payload: BaseModel | dict | None = None) -> TrainerEvent:
         if isinstance(payload, BaseModel):
@@ -200,6 +244,13 @@ class EventPublisher:
             event = self.make_event(next(self._seq), type, payload)
         self.sink.write(event)
         return event
+
+    def publish_live(self, payload: RolloutProgress) -> None:
+        """A ``rollout_progress`` event to the live sink: unnumbered (seq -1), so it is no part of the run's
+        sequence of stored events and its loss leaves no gap."""
+        if self.live is not None:
+            self.live.write(TrainerEvent(run_id=self.run_id, attempt=self.attempt, seq=-1,
+                                         type=EventType.ROLLOUT_PROGRESS, payload=payload.model_dump(mode="json")))
 
     def make_event(self, seq: int, type: EventType, payload: dict | None) -> TrainerEvent:
         return TrainerEvent(run_id=self.run_id, attempt=self.attempt, seq=seq, type=type, payload=payload or {})

@@ -7,6 +7,7 @@
 // Model output is untrusted: text nodes only.
 import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
+import { WritingPanel } from "./_writing.js";
 
 const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
 const MAX_LOG_NODES = 500;
@@ -219,6 +220,11 @@ function rolloutCard(r) {
   return card;
 }
 
+// Answers still being written (frontend/src/_writing.js); an SFT run's page has no panel.
+const writingList = document.getElementById("writing");
+const writing = writingList && new WritingPanel(writingList, { runId: context.runId, marks: context.answerMarks,
+  turnLabels: TURN_LABELS, storedCard: rolloutCard });
+
 function insertRollouts(rollouts) {
   // Only the newest MAX_ROLLOUT_NODES can stay on the page, so a burst builds no more than that.
   const shown = new Set([...rolloutList.children].map((node) => node.dataset.rolloutKey));
@@ -320,7 +326,7 @@ document.addEventListener("keydown", (key) => {
 function handle(event) {
   const p = event.payload || {};
   switch (event.type) {
-    case "rollout_finished": queueRollout(p); break;
+    case "rollout_finished": queueRollout(p); writing?.stored(p); break;
     case "run_started":
       setState("running");
       addTimeline("running", "the trainer started", event.time);
@@ -454,12 +460,14 @@ function connect() {
     document.body.dataset.live = "connected";
     // "live" only while something can still happen: a finished run's page says so instead.
     liveStatus.textContent = ACTIVE.includes(context.state) ? "live" : "finished";
+    if (ACTIVE.includes(context.state)) writing?.snapshot().catch(() => {}); // opened (or back) mid-answer
   };
   socket.onmessage = (message) => {
     const data = JSON.parse(message.data);
     lastHeardAt = Date.now();
     // The server's word on where the run is, after the capped backlog: further on means fetch the rest.
     if (data.type === "position") { if (data.last_number > lastNumber) catchUp(); return; }
+    if (data.type === "progress") { writing?.hear(data.pieces); return; } // live text: no number, never stored
     for (const event of data.events) accept(event); // a batch: up to 100 live events, or a backlog page
   };
   socket.onclose = (close) => {

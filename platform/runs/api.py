@@ -10,6 +10,7 @@ from ninja.errors import HttpError
 
 from runs import actions, evaluation_results, launch_contract, queries
 from runs.checkpoint_files import download_response
+from runs.live import writing_now
 from runs.models import Run
 
 router = Router(tags=["runs"])
@@ -134,6 +135,14 @@ def run_events(request, run_id: int, after: int = 0, limit: int = queries.EVENT_
     return {"events": events, "last_number": last_number,
             "has_more": bool(events) and events[-1]["number"] < last_number,
             "state": run.state, "failure_reason": run.failure_reason, "dead_letters": queries.dead_letter_count(run)}
+
+
+@router.get("/{run_id}/writing")
+def run_writing(request, run_id: int):
+    """The run's answers still being written or checked, as last published (runs/live.py), for a page that
+    opens mid-answer or missed pieces; the stored ones are the events'."""
+    run = _visible(request, run_id)
+    return {"answers": writing_now(run, lambda keys: queries.stored_rollout_keys(run.pk, keys))}
 
 
 class WaitingOut(Schema):

@@ -1,7 +1,8 @@
 """The WebSocket a run page listens on: missed events first (by number, capped), then live ones, none twice.
 
 Each frame is ``{"type": "events", "events": [...]}`` (a backlog page, or a batch the ingester
-forwarded), or, once after the backlog, ``{"type": "position", "last_number": N}``.
+forwarded), or, once after the backlog, ``{"type": "position", "last_number": N}``, or
+``{"type": "progress", "pieces": [...]}``: text still being written, which has no number (runs/live.py).
 
 Every stored event has its run's next number (``run_seq``: 1, 2, 3…). The page says the last
 number it has (``?after=``); the backlog after it is sent in pages of 200, at most
@@ -55,6 +56,10 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_events(self, message):
         await self._send_events(message["events"])
+
+    async def run_progress(self, message):
+        """Answers still being written (runs/live.py): unnumbered, never stored, a frame of their own."""
+        await self.send_json({"type": "progress", "pieces": message["pieces"]})
 
     async def _send_events(self, events: list[dict]):
         """One frame for many events (the ingester forwards up to 100 at a time): a burst of 2,048

@@ -233,7 +233,10 @@ class EventIngester:
             try:
                 if run_id is None:
                     raise Unstorable(f"{key!r} is not a run's event stream (trainer:run:<id>:events)")
-                parsed.append((entry_id, fields, parse_entry(fields, run_id)))
+                event = parse_entry(fields, run_id)
+                if event.type == EventType.ROLLOUT_PROGRESS:
+                    continue  # live text belongs on the live channel (runs/live.py): never stored, nor dead-lettered
+                parsed.append((entry_id, fields, event))
             except Unstorable as error:
                 rejected.append((entry_id, fields, str(error)))
             except Exception as error:  # noqa: BLE001 - an entry that breaks the parser is still only an entry

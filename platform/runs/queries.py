@@ -307,3 +307,18 @@ def waiting_reason(run: Run, viewer) -> str:
     held_by = f" They are held by {', '.join(named)}." if named else ""
     return (f"Waiting for the cluster: the job needs {needs}, and Ray holds it as pending until they are free."
             f"{held_by} It starts by itself when they are.")
+
+
+def stored_rollout_keys(run_id: int, keys) -> list[str]:
+    """Which of ``keys`` the run already has as stored ``rollout_finished`` events."""
+    return list(RunEvent.objects.filter(run_id=run_id, type=EventType.ROLLOUT_FINISHED, payload__rollout_key__in=list(keys))
+                .values_list("payload__rollout_key", flat=True))
+
+
+def stored_attempt(run_id: int, rollout_key: str) -> tuple[int | None, bool]:
+    """(the proof attempt a stored rollout became or None, whether the rollout is stored at all)."""
+    event_id = (RunEvent.objects.filter(run_id=run_id, type=EventType.ROLLOUT_FINISHED, payload__rollout_key=rollout_key)
+                .values_list("pk", flat=True).first())
+    if event_id is None:
+        return None, False
+    return rollouts.attempt_ids([event_id]).get(event_id), True

@@ -9,6 +9,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/cancel/", views.cancel, name="cancel"),
+    path("<int:pk>/rollouts/<str:rollout_key>/", views.live_rollout, name="live_rollout"),
     path("<int:pk>/resume/", views.resume, name="resume"),
     path("<int:pk>/checkpoints/<int:step>/<str:part>.zip", views.download_checkpoint, name="checkpoint"),
 ]

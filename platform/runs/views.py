@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs import actions, evaluation_results, queries, rollouts, scheduling, warm_start
+from runs import actions, evaluation_results, live, queries, rollouts, scheduling, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -91,6 +91,7 @@ def detail(request, pk):
                         # A live card's labels: the trainer's one list of each, never a copy in JavaScript.
                         "verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
                         "turnLabels": {turn.value: turn.label for turn in Turn},
+                        "answerMarks": live.ANSWER_MARKS,
                         "filtersAreActive": bool(has_rollouts and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
                                   "runningSince": clock.running_since.timestamp() if clock.running_since else None}},
@@ -173,3 +174,22 @@ def resume(request, pk):
     else:
         messages.error(request, f"Only failed or cancelled runs can be resumed; this one is {run.get_state_display()}.")
     return redirect(run)
+
+
+@login_required
+def live_rollout(request, pk, rollout_key):
+    """One answer followed from its first streamed piece: "being written" until it is stored, then its proof
+    attempt's page. 404 once it is neither being written nor stored (an evaluation answer, forgotten)."""
+    run = _visible_run(request, pk)
+    attempt_id, is_stored = queries.stored_attempt(run.pk, rollout_key)
+    if attempt_id is not None:
+        return redirect("proofs:detail", attempt_id)
+    answer = None if is_stored else next(
+        (a for a in live.writing_now(run, lambda keys: []) if a["rollout_key"] == rollout_key), None)
+    if answer is None and not is_stored:
+        raise Http404("No answer with this key is being written or stored in this run")
+    return render(request, "runs/live_rollout.html", {
+        "run": run, "rollout_key": rollout_key, "answer": answer, "is_stored": is_stored,
+        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": queries.last_event_number(run.pk),
+                        "answerMarks": live.ANSWER_MARKS, "turnLabels": {turn.value: turn.label for turn in Turn}},
+    })

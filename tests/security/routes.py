@@ -33,6 +33,7 @@ PARAMETERS = {
     ("runs", "pk"): lambda w: w["run"].pk,
     ("runs", "step"): lambda w: w["checkpoint"].step,
     ("runs", "part"): lambda w: "model",
+    ("runs", "rollout_key"): lambda w: w["attempt"].rollout_key,
     ("proofs", "pk"): lambda w: w["attempt"].pk,
     ("benchmarks", "pk"): lambda w: w["benchmark"].pk,
     ("api", "promptset_id"): lambda w: w["promptset"].pk,

@@ -178,6 +178,15 @@ def start_publisher(args: argparse.Namespace, sink, position=None):
                               attempt=args.attempt)
 
 
+def start_live(args: argparse.Namespace, publisher, sink) -> None:
+    """Answers stream while they are written (trainer/live.py): on stdout among the other events, or on the
+    run's Redis live channel, never its durable stream."""
+    from trainer.commands import event_target
+    from trainer.live import live_sink_for
+
+    publisher.live = live_sink_for(event_target.resolve(args.events), args.run_id, sink)
+
+
 def start_reporting(config, output: Path, publisher, title: str) -> None:
     """What the (first rank of a) training command does before its first step: the resolved config beside
     the checkpoints, then the trackers, the progress bar and Ray's metrics listening to its events."""
@@ -198,6 +207,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
 
     output = Path(args.output)
     publisher = start_publisher(args, sink, position)
+    start_live(args, publisher, sink)
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)

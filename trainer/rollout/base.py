@@ -107,8 +107,12 @@ class Generation:
 
 @runtime_checkable
 class RolloutEngine(Protocol):
-    def generate(self, prompts: list[list[int]] | list[str], sampling: SamplingSettings) -> Iterator[Generation]:
+    def generate(self, prompts: list[list[int]] | list[str], sampling: SamplingSettings,
+                 progress: Any = None) -> Iterator[Generation]:
         """Yield ``len(prompts) * sampling.n`` generations, each as soon as it is finished.
+
+        ``progress``, when given (trainer/live.py ``LiveRollouts``), is told each unfinished answer's
+        text as it is written: ``progress.update(prompt_index, sample_index, tokens, text_so_far)``.
 
         ``prompts`` are chat-templated prompts as token ids, exactly the ids the learner will
         score (the driver passes ``PromptSlot.prompt_ids``); text is accepted too and tokenized

@@ -46,8 +46,8 @@ class ReplicaRolloutEngine:
         engine.push_weights(model)
         return engine
 
-    def generate(self, prompts, sampling):
-        return self._engine.generate(prompts, sampling)
+    def generate(self, prompts, sampling, progress=None):
+        return self._engine.generate(prompts, sampling, progress)
 
     def sleep(self) -> None:
         self._engine.sleep()

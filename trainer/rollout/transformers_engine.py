@@ -36,6 +36,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from trainer.live import IncrementalDecoder
 from trainer.rollout.base import Generation, SamplingSettings
 
 _FINISHED = object()  # the worker thread's last word on the queue
@@ -59,15 +60,17 @@ class TransformersEngine:
         pad = tokenizer.pad_token_id
         self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
 
-    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings) -> Iterator[Generation]:
-        """``prompts`` as token ids (the driver's), or text tokenized here as the learner does."""
+    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
+                 progress: Any = None) -> Iterator[Generation]:
+        """``prompts`` as token ids (the driver's), or text tokenized here as the learner does; ``progress``
+        (trainer/live.py LiveRollouts) hears each unfinished answer's text at every decoding step."""
         started = time.perf_counter()
         prompts_per_batch = max(1, self._max_batch_sequences // sampling.n)
         for batch_number, first in enumerate(range(0, len(prompts), prompts_per_batch)):
             batch = prompts[first : first + prompts_per_batch]
             # Distinct seeds per batch, or every batch would draw the same random numbers.
             seed = None if sampling.seed is None else sampling.seed + batch_number
-            yield from self._generate_batch(batch, first, sampling, seed, started)
+            yield from self._generate_batch(batch, first, sampling, seed, started, progress)
 
     def _left_padded(self, prompts: list[str] | list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(P, T) token ids and attention mask, left-padded so every answer starts at the same column."""
@@ -85,7 +88,8 @@ class TransformersEngine:
         return input_ids, attention_mask
 
     def _generate_batch(
-        self, prompts: list[str] | list[list[int]], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float
+        self, prompts: list[str] | list[list[int]], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float,
+        progress: Any = None,
     ) -> Iterator[Generation]:
         device = _device_of(self._model)
         input_ids, attention_mask = self._left_padded(prompts)
@@ -99,7 +103,18 @@ class TransformersEngine:
                                          logprobs, is_truncated, time.perf_counter() - started))
 
         recorder = _SampledDistribution()
-        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over, recorder)
+        decoder = IncrementalDecoder(lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True))
+
+        def report_progress(input_ids: torch.Tensor) -> None:  # (B, T_prompt + t)
+            tokens = input_ids.shape[1] - prompt_length
+            for row in range(input_ids.shape[0]):
+                if not watcher.has_finished(row):
+                    prompt_index, sample_index = divmod(row, sampling.n)
+                    progress.update(first_prompt_index + prompt_index, sample_index, tokens, lambda row=row: (
+                        decoder.text(row, input_ids[row, prompt_length:].tolist())))
+
+        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over, recorder,
+                                           report_progress if progress is not None else None)
 
         def decode_all() -> None:
             try:
@@ -233,11 +248,13 @@ class _FinishedSequenceWatcher(StoppingCriteria):
     """Sees each decoding step, notes each row's sampled token's log-probability, and hands over every row
     that has just emitted end-of-sequence."""
 
-    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over, recorder: _SampledDistribution) -> None:
+    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over, recorder: _SampledDistribution,
+                 report_progress=None) -> None:
         self._prompt_length = prompt_length
         self._eos_token_ids = eos_token_ids
         self._hand_over = hand_over
         self._recorder = recorder
+        self._report_progress = report_progress
         self._finished_rows: set[int] = set()
         self._logprobs: list[list[float]] = []  # per row, one per decoded token
         self.stop_requested = False
@@ -264,6 +281,8 @@ class _FinishedSequenceWatcher(StoppingCriteria):
                 self._finished_rows.add(row)
                 response_ids = input_ids[row, self._prompt_length :].tolist()
                 self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), False)
+        if self._report_progress is not None:
+            self._report_progress(input_ids)
         return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
 
 

@@ -218,8 +218,10 @@ class VllmEngine:
 
     # --- generation -------------------------------------------------------------------
 
-    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings) -> Iterator[Generation]:
-        """``prompts`` as token ids (the driver's), or text tokenized here exactly as the learner does."""
+    def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
+                 progress: Any = None) -> Iterator[Generation]:
+        """``prompts`` as token ids (the driver's), or text tokenized here exactly as the learner does;
+        ``progress`` (trainer/live.py LiveRollouts) hears each unfinished answer's text as vLLM writes it."""
         prompt_ids = [self._token_ids(prompt) for prompt in prompts]
         self._wake(_WEIGHTS, _KV_CACHE)
         started = time.perf_counter()
@@ -242,6 +244,9 @@ class VllmEngine:
                         piece = pieces.setdefault(key, _Pieces())
                         piece.add(completion.text, completion.token_ids, completion.logprobs)
                         if completion.finish_reason is None:
+                            if progress is not None:
+                                progress.update(prompt_index, completion.index, len(piece.token_ids),
+                                                lambda piece=piece: "".join(piece.texts))
                             continue
                         if completion.finish_reason == "abort":
                             raise RuntimeError(

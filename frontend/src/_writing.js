@@ -1,0 +1,219 @@
+// "Writing now": each answer while the model is still writing it (rollout_progress, runs/live.py), then,
+// in the same card, "checking with Lean…", then the stored rollout (rollout_finished), which is the truth.
+//
+// Pieces carry `offset` in code points (the trainer's count); a JavaScript string counts UTF-16 units, so
+// each card keeps its own code-point count. A piece that starts past the text the card has (a dropped
+// frame) asks /api/runs/<id>/writing for the latest text instead of guessing. Pieces only update state;
+// the DOM is drawn once per animation frame, so a slow browser merges progress frames rather than
+// falling behind, and stored events never wait for them. Model output is untrusted: text nodes only.
+import { el, formatNumber } from "./_dom.js";
+import { renderLeanView } from "./_lean.js";
+
+const MAX_CARDS = 24;
+const KEEP_STORED_MS = 15000; // a stored card stays this long in the panel (unless pinned), then leaves for the list
+const SNAPSHOT_EVERY_MS = 2000;
+// An answer checked but never stored (an evaluation's: they are scored, not stored) or one whose trainer went
+// quiet (a cancelled run) leaves the panel after this long without news; the trainer's writing hash expires too.
+const QUIET_ANSWER_MS = 120000;
+
+/** The answer's parts as the format check names them (the marks come with the page: trainer/format_reward.py). */
+export function answerParts(text, marks) {
+  const parts = [];
+  let cursor = 0;
+  const thinkStart = text.indexOf(marks.thinkOpen);
+  if (thinkStart >= 0) {
+    const thinkEnd = text.indexOf(marks.thinkClose, thinkStart);
+    parts.push({ kind: "prose", text: text.slice(0, thinkStart) });
+    const bodyEnd = thinkEnd < 0 ? text.length : thinkEnd;
+    parts.push({ kind: "think", text: text.slice(thinkStart + marks.thinkOpen.length, bodyEnd), isClosed: thinkEnd >= 0 });
+    cursor = thinkEnd < 0 ? text.length : thinkEnd + marks.thinkClose.length;
+  }
+  const leanStart = text.lastIndexOf(marks.leanOpen);
+  if (leanStart >= cursor) {
+    parts.push({ kind: "prose", text: text.slice(cursor, leanStart) });
+    const bodyStart = text.indexOf("\n", leanStart);
+    const leanEnd = bodyStart < 0 ? -1 : text.indexOf(marks.fence, bodyStart);
+    const body = bodyStart < 0 ? "" : text.slice(bodyStart + 1, leanEnd < 0 ? text.length : leanEnd);
+    parts.push({ kind: "lean", text: body, isClosed: leanEnd >= 0 });
+    cursor = leanEnd < 0 ? text.length : leanEnd + marks.fence.length;
+  }
+  parts.push({ kind: "prose", text: text.slice(cursor) });
+  return parts.filter((part) => part.kind !== "prose" || part.text.trim());
+}
+
+function codePoints(text) {
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
+}
+
+export class WritingPanel {
+  constructor(list, { runId, marks, turnLabels, storedCard, onlyKey = null }) {
+    this.list = list;
+    this.runId = runId;
+    this.marks = marks;
+    this.turnLabels = turnLabels;
+    this.storedCard = storedCard;
+    this.onlyKey = onlyKey; // the live rollout page follows one answer
+    this.answers = new Map(); // rollout_key → state
+    this.dirty = new Set();
+    this.frame = null;
+    this.lastSnapshotAt = 0;
+    this.pinned = new Set(new URLSearchParams(location.hash.slice(1)).getAll("pin"));
+    setInterval(() => {
+      for (const answer of [...this.answers.values()]) {
+        if (!answer.stored && Date.now() - answer.heardAt > QUIET_ANSWER_MS) this.forget(answer.key, { evenPinned: true });
+      }
+    }, 5000);
+  }
+
+  /** A frame of pieces from the WebSocket (possibly many answers). */
+  hear(pieces) {
+    for (const piece of pieces) {
+      if (this.onlyKey && piece.rollout_key !== this.onlyKey) continue;
+      const answer = this.answers.get(piece.rollout_key) ?? this.start(piece);
+      if (answer.stored) continue;
+      if (piece.offset > answer.points) { this.snapshot(); continue; } // a frame was dropped: fetch the latest
+      const overlap = answer.points - piece.offset;
+      const fresh = overlap > 0 ? [...piece.text].slice(overlap).join("") : piece.text;
+      answer.text += fresh;
+      answer.points += codePoints(fresh);
+      this.note(answer, piece);
+    }
+    this.schedule();
+  }
+
+  start(piece) {
+    const answer = { key: piece.rollout_key, step: piece.step, problemId: piece.problem_id, turn: piece.turn, text: "",
+      points: 0, tokens: 0, firstTime: piece.time, firstTokens: piece.tokens, lastTime: piece.time, isFinished: false,
+      leanLines: null, stored: null, node: null, heardAt: Date.now() };
+    this.answers.set(piece.rollout_key, answer);
+    return answer;
+  }
+
+  note(answer, piece) {
+    answer.tokens = Math.max(answer.tokens, piece.tokens);
+    answer.heardAt = Date.now();
+    answer.lastTime = piece.time;
+    answer.isFinished ||= piece.is_finished;
+    if (piece.lean_lines) answer.leanLines = piece.lean_lines;
+    this.dirty.add(answer.key);
+  }
+
+  /** The latest text of every answer not yet stored (a page opened mid-answer, or one that missed a frame). */
+  async snapshot() {
+    if (Date.now() - this.lastSnapshotAt < SNAPSHOT_EVERY_MS) return;
+    this.lastSnapshotAt = Date.now();
+    const response = await fetch(`/api/runs/${this.runId}/writing`, { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    for (const latest of (await response.json()).answers) {
+      if (this.onlyKey && latest.rollout_key !== this.onlyKey) continue;
+      const answer = this.answers.get(latest.rollout_key) ?? this.start(latest);
+      if (answer.stored || codePoints(latest.text) < answer.points) continue;
+      answer.text = latest.text;
+      answer.points = codePoints(latest.text);
+      this.note(answer, latest);
+    }
+    this.schedule();
+  }
+
+  /** The stored rollout arrived: its card takes the live one's place. */
+  stored(rollout) {
+    if (this.onlyKey && rollout.rollout_key !== this.onlyKey) return;
+    const answer = this.answers.get(rollout.rollout_key);
+    if (!answer) return; // it never streamed here: the list shows it
+    answer.stored = rollout;
+    this.dirty.add(answer.key);
+    this.schedule();
+    if (!this.onlyKey) setTimeout(() => this.forget(answer.key), KEEP_STORED_MS);
+  }
+
+  forget(key, { evenPinned = false } = {}) {
+    if (this.pinned.has(key) && !evenPinned) return;
+    const answer = this.answers.get(key);
+    answer?.node?.remove();
+    this.answers.delete(key);
+    this.showEmpty();
+  }
+
+  schedule() {
+    if (this.frame !== null || document.hidden && !this.onlyKey) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = null;
+      for (const key of this.dirty) { const answer = this.answers.get(key); if (answer) this.draw(answer); }
+      this.dirty.clear();
+      while (this.list.querySelectorAll(":scope > li.writing").length > MAX_CARDS) {
+        const oldest = [...this.list.querySelectorAll(":scope > li.writing:not(.pinned)")].pop();
+        if (!oldest) break;
+        this.answers.delete(oldest.dataset.rolloutKey);
+        oldest.remove();
+      }
+      this.showEmpty();
+    });
+  }
+
+  showEmpty() {
+    const empty = this.list.querySelector(":scope > li.empty");
+    if (empty) empty.hidden = this.answers.size > 0;
+  }
+
+  togglePin(key) {
+    if (this.pinned.has(key)) this.pinned.delete(key); else this.pinned.add(key);
+    const params = new URLSearchParams();
+    for (const pinnedKey of this.pinned) params.append("pin", pinnedKey);
+    history.replaceState(null, "", `${location.pathname}${location.search}${this.pinned.size ? `#${params}` : ""}`);
+    const answer = this.answers.get(key);
+    if (answer) { this.dirty.add(key); this.schedule(); if (answer.stored && !this.pinned.has(key)) setTimeout(() => this.forget(key), KEEP_STORED_MS); }
+  }
+
+  draw(answer) {
+    if (!answer.node) {
+      answer.node = el("li", { class: "writing", tabindex: "0", "data-rollout-key": answer.key });
+      this.list.prepend(answer.node);
+    }
+    const node = answer.node;
+    const isPinned = this.pinned.has(answer.key);
+    node.classList.toggle("pinned", isPinned);
+    if (isPinned && node !== this.list.firstElementChild) this.list.prepend(node);
+    if (answer.stored) {
+      const card = this.storedCard(answer.stored);
+      node.replaceChildren(...card.childNodes);
+      node.className = `${card.className} writing stored${isPinned ? " pinned" : ""}`;
+      node.dataset.state = "stored";
+      node.prepend(this.pinButton(answer.key, isPinned));
+      return;
+    }
+    const seconds = answer.lastTime - answer.firstTime;
+    const rate = seconds > 0 ? (answer.tokens - answer.firstTokens) / seconds : null;
+    const status = answer.isFinished ? "checking with Lean…" : "writing…";
+    node.dataset.state = answer.isFinished ? "checking" : "writing";
+    const head = el("div", { class: "rollout-head" },
+      el("a", { href: `/runs/${this.runId}/rollouts/${encodeURIComponent(answer.key)}/`, text: answer.problemId }),
+      ` · step ${answer.step} · ${this.turnLabels[answer.turn] || answer.turn} · `,
+      el("span", { class: "tokens", text: `${answer.tokens} tokens` }), " · ",
+      el("span", { class: "rate", text: rate === null ? "– tokens/s" : `${formatNumber(rate, 1)} tokens/s` }), " · ",
+      el("span", { class: "status", role: "status", text: status }));
+    const body = [this.pinButton(answer.key, isPinned), head];
+    for (const part of answerParts(answer.text, this.marks)) {
+      if (part.kind === "think") {
+        body.push(el("details", { class: "think", open: !part.isClosed || isPinned },
+          el("summary", { text: part.isClosed ? "Reasoning" : "Thinking…" }), el("pre", { class: "reasoning", text: part.text })));
+      } else if (part.kind === "lean") {
+        const box = el("div", { class: `lean-block${part.isClosed ? " closed" : " open"}` });
+        if (part.isClosed && answer.leanLines) renderLeanView(box, { lines: answer.leanLines, messages: [] });
+        else box.append(el("pre", { class: "lean-code", text: part.text }));
+        body.push(box);
+      } else {
+        body.push(el("pre", { class: "prose", text: part.text }));
+      }
+    }
+    node.replaceChildren(...body);
+    for (const pre of node.querySelectorAll("pre")) pre.scrollTop = pre.scrollHeight; // follow the writing
+  }
+
+  pinButton(key, isPinned) {
+    const button = el("button", { type: "button", class: "pin", "aria-pressed": String(isPinned), text: isPinned ? "Unpin" : "Pin" });
+    button.addEventListener("click", () => this.togglePin(key));
+    return button;
+  }
+}

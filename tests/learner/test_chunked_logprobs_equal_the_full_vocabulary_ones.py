@@ -46,8 +46,12 @@ def test_values_and_gradients_of_every_parameter_match_the_full_vocabulary_funct
     is_real = batch.response_mask.bool()
     torch.testing.assert_close(got[is_real], expected[is_real], rtol=1e-5, atol=1e-5)
     assert any(g.abs().max() > 0 for g in expected_grads.values())
+    # One-token chunks are matrix-vector products, which BLAS sums in another order than the full matrix
+    # product: measured up to 1.5e-5 of a tensor's scale on the tiny model (heads of 32), against about 4e-7
+    # for larger chunks. A misplaced or missing gradient is off by its whole scale, so both bounds still catch it.
+    tolerance = 5e-5 if chunk_tokens == 1 else 1e-5
     for name, expected_grad in expected_grads.items():
-        assert_within_its_scale(got_grads[name], expected_grad, name)
+        assert_within_its_scale(got_grads[name], expected_grad, name, tolerance)
 
 
 def test_the_no_grad_pass_gives_the_same_values_as_the_gradient_pass(tiny_policy):

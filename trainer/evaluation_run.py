@@ -16,6 +16,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from trainer.compute_dtype import compute_dtype_of
 from trainer.driver import Rollout, TrainingRun, record_last_event_seq
 from trainer.events import EventType, RunStatus
 
@@ -24,8 +25,8 @@ class EvaluationRun(TrainingRun):
     """``run()`` evaluates once, at step 0, and trains nothing. Every sample (first attempts and retries) is
     published as a rollout, so the platform stores it and the proof viewer shows it as a training rollout."""
 
-    def _score_all(self, slots, sampling, key_prefix, progress_description=None) -> dict:
-        scored_samples = super()._score_all(slots, sampling, key_prefix, progress_description)
+    def _score_all(self, slots, sampling, key_prefix, progress_description=None, *, step: int = 0) -> dict:
+        scored_samples = super()._score_all(slots, sampling, key_prefix, progress_description, step=step)
         sampling_payload = asdict(sampling)
         for (slot_index, sample_index), (generation, scored, _) in sorted(scored_samples.items()):
             # The key evaluation_rewards gives a first attempt's retry as its parent: the same scheme.
@@ -47,6 +48,7 @@ class EvaluationRun(TrainingRun):
             self.publisher.publish(EventType.RUN_STARTED, {
                 "step": 0, "config": self.config.to_public_dict(), "problems": len(self.eval_problems),
                 "resumed_from_step": None, "total_steps": 0, "attempt": self.attempt, "kind": "eval",
+                "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
             })
             self.prepare_for_evaluation()
             self.record_evaluation(0, self.evaluate(0, seed=self.config.schedule.seed))

@@ -58,3 +58,21 @@ def test_an_evaluations_answers_stream_too_though_they_are_scored_not_stored(tmp
     streamed = {e["payload"]["rollout_key"] for e in events[:evaluation]
                 if e["type"] == "rollout_progress" and e["payload"]["is_finished"]}
     assert {key for key in streamed if key.startswith("eval1-p0-")} == {"eval1-p0-r0", "eval1-p0-r1"}
+
+
+def test_an_evaluation_runs_answers_stream_before_each_is_stored(tmp_path, capsys):
+    promptset = tmp_path / "problems.jsonl"
+    promptset.write_text(json.dumps({"problem_id": "p0", "formal_statement": "theorem t0 : (0 : ℕ) + 1 = 1 := by"}) + "\n")
+    with StandinServerThread() as server:
+        code = trainer_main(["evaluate", "--preset", "cpu-smoke", "--set", "rollout.max_response_tokens=64",
+                             "--set", "schedule.eval_samples=2", "--promptset", str(promptset),
+                             "--output", str(tmp_path / "eval"), "--events", "stdout", "--lean-url", server.url])
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert code == 0
+    stored = {e["payload"]["rollout_key"]: index for index, e in enumerate(events) if e["type"] == "rollout_finished"}
+    streamed = {}
+    for index, event in enumerate(events):
+        if event["type"] == "rollout_progress":
+            streamed.setdefault(event["payload"]["rollout_key"], index)
+    assert len(stored) >= 2 and set(stored) <= set(streamed)
+    assert all(streamed[key] < stored[key] for key in stored), "each sample streams before it is stored"

@@ -17,6 +17,7 @@ from trainer.commands.run import (
     publish_cannot_start,
     read_problems,
     resolve_config,
+    start_live,
     start_publisher,
     start_reporting,
     with_delivery,
@@ -38,6 +39,7 @@ def _evaluate(args: argparse.Namespace, sink) -> int:
     from trainer.events import configure_sink
 
     publisher = start_publisher(args, sink)
+    start_live(args, publisher, sink)
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)

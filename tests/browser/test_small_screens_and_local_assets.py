@@ -4,6 +4,7 @@ platform's own assets; a retry that changed nothing says "no change" (issue 14).
 import pytest
 
 from tests.browser.conftest import log_in, screenshot
+from tests.evaluations.leaderboard_cast import two_checkpoint_evaluations
 from tests.viewer.conftest import make_attempt  # noqa: F401  (the fixture, shared with the view tests)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -61,6 +62,18 @@ def test_at_390_px_the_runs_list_a_run_page_a_rollout_the_upload_page_and_a_prob
             box = phone.locator(part).bounding_box()
             assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_WIDTH, f"{part} is off-screen on the {name}"
         screenshot(phone, f"phone-{name.replace(' ', '-')}")
+
+
+def test_at_390_px_a_benchmarks_leaderboard_and_an_evaluations_pass_at_k_page_never_scroll_sideways(phone, alice):
+    benchmark, _, _, (evaluation, _) = two_checkpoint_evaluations(alice)
+    log_in(phone, "alice", "alice-password")
+    for name, address in (("leaderboard", f"/benchmarks/{benchmark.pk}/"), ("evaluation", f"/runs/{evaluation.pk}/")):
+        phone.goto(address)
+        phone.wait_for_load_state("networkidle")
+        measured = overflow(phone)
+        assert measured["scrollWidth"] <= measured["width"], \
+            f"the {name} scrolls sideways at {PHONE_WIDTH} px ({measured['scrollWidth']} px wide): {measured['culprits']}"
+        screenshot(phone, f"phone-{name}")
 
 
 def test_the_api_docs_render_from_the_platforms_own_assets(page, alice, platform_processes):

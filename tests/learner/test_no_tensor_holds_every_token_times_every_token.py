@@ -10,9 +10,8 @@ dispatch hooks (TorchDispatchMode).
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from tests.learner.tensor_watch import LargestTensorWatch
 from tests.learner.conftest import tiny_run_config
 from trainer.learner import Learner, TrainingSequence, pack_batch, response_logprobs
 from trainer.packed_attention import SDPA_PER_PACKED_SEQUENCE
@@ -20,25 +19,6 @@ from trainer.packed_attention import SDPA_PER_PACKED_SEQUENCE
 SEQUENCE_TOKENS = 2048
 PACKED_TOKENS = 4 * SEQUENCE_TOKENS  # T
 VOCABULARY = 256  # small, so that no (chunk × vocabulary) tensor comes near T × T
-
-
-class LargestTensorWatch(TorchDispatchMode):
-    """Records the largest tensor any operation returns, and which operations ran."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest_numel = 0
-        self.largest = ""
-        self.operations: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        self.operations.add(str(func.overloadpacket))
-        for value in tree_flatten(result)[0]:
-            if isinstance(value, torch.Tensor) and value.numel() > self.largest_numel:
-                self.largest_numel = value.numel()
-                self.largest = f"{func} -> {tuple(value.shape)}"
-        return result
 
 
 def small_vocabulary_policy():

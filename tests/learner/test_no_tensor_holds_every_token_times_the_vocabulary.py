@@ -9,34 +9,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
+from tests.learner.tensor_watch import LargestTensorWatch
 from tests.learner.conftest import tiny_run_config
 from trainer.learner import Learner, TrainingSequence, full_vocabulary_response_logprobs, pack_batch
 
 QWEN3_VOCABULARY = 151_936
 CHUNK_TOKENS = 64
 RESPONSE_TOKENS = 300  # per sequence; two sequences, so 600 response tokens in one packed row
-
-
-class LargestTensorWatch(TorchDispatchMode):
-    """Records the largest tensor any operation returns, and which operations ran."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest_numel = 0
-        self.largest = ""
-        self.operations: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        self.operations.add(str(func.overloadpacket))
-        for value in tree_flatten(result)[0]:
-            if isinstance(value, torch.Tensor) and value.numel() > self.largest_numel:
-                self.largest_numel = value.numel()
-                self.largest = f"{func} -> {tuple(value.shape)}"
-        return result
 
 
 def qwen3_vocabulary_policy():

@@ -483,16 +483,18 @@ class DataParallelRun(TrainingRun):
         self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
         return values
 
-    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None) -> dict:
+    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *,
+                   step: int = 0) -> dict:
         """Every answer of this engine's call, scored: this rank's share, pooled with its engine's other ranks.
 
         The ranks of an engine must build the same retry prompts from these verdicts (they generate
         the retries together), so each needs all of them; each is scored once, on one rank.
         """
         if self.engine_peers is None:
-            return super()._score_all(slots, sampling, key_prefix, progress_description)
+            return super()._score_all(slots, sampling, key_prefix, progress_description, step=step)
         shares = self.engine_peers.exchange(
-            lambda: super(DataParallelRun, self)._score_all(slots, sampling, key_prefix, progress_description),
+            lambda: super(DataParallelRun, self)._score_all(slots, sampling, key_prefix, progress_description,
+                                                            step=step),
             f"evaluation at step {self.step}")
         return {where: scored for share in shares for where, scored in share.items()}
 

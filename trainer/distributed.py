@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -463,25 +462,24 @@ class DataParallelRun(TrainingRun):
 
     # --- evaluation and checkpoints ------------------------------------------------------------------
 
-    def evaluate(self, step: int) -> dict:
-        """Each engine evaluates every engines-th problem; rank 0 publishes the report over all of them.
+    def evaluation_outcomes(self, step: int, seed: int | None = None,
+                            show_progress: bool = False) -> tuple[dict, dict, dict]:
+        """Each engine evaluates every engines-th problem, and every rank gets all of them (rank 0 publishes).
 
         The ranks of one engine return the same outcomes (``_score_all`` pools their scoring), so
         merging them by problem id counts each problem once.
         """
-        from trainer.evaluation import evaluation_report
-
-        started = time.perf_counter()
         mine = self.eval_problems[self.engine_index :: self.engine_groups.count]
-        shares = self.group.exchange(lambda: self.evaluation_rewards(mine, step), f"evaluation at step {step}")
-        first_rewards, retry_rewards = {}, {}
-        for first, retry in shares:
-            first_rewards.update(first)
-            retry_rewards.update(retry)
-        values = evaluation_report(first_rewards, retry_rewards)
-        values["seconds"] = time.perf_counter() - started
-        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        return values
+
+        def my_share():
+            first, retry = self.evaluation_rewards(mine, step, seed, show_progress)
+            return first, retry, self.standin_verdicts_by_problem()
+
+        merged: tuple[dict, dict, dict] = ({}, {}, {})
+        for share in self.group.exchange(my_share, f"evaluation at step {step}"):
+            for gathered, part in zip(merged, share):
+                gathered.update(part)
+        return merged
 
     def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *,
                    step: int = 0) -> dict:

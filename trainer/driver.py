@@ -702,16 +702,36 @@ class TrainingRun:
         ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;
         a training run shows its evaluations through its events instead).
         """
+        started = time.perf_counter()
+        first_outcomes, retry_outcomes, standin_verdicts = self.evaluation_outcomes(step, seed, show_progress)
+        return self.publish_evaluation(step, first_outcomes, retry_outcomes, standin_verdicts, started)
+
+    def evaluation_outcomes(self, step: int, seed: int | None = None,
+                            show_progress: bool = False) -> tuple[dict, dict, dict]:
+        """Per evaluation problem id: the outcomes of its first attempts, of their retries (``evaluation_rewards``),
+        and how many of its verdicts the stand-in gave. A data-parallel run gathers them from its ranks
+        (trainer/distributed.py)."""
+        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+        return first_outcomes, retry_outcomes, self.standin_verdicts_by_problem()
+
+    def standin_verdicts_by_problem(self) -> dict[str, int]:
+        """Per problem id, the last evaluation's samples (first attempts and retries) the stand-in decided."""
+        counts: dict[str, int] = {}
+        for record in self.evaluation_samples:
+            counts[record["problem_id"]] = counts.get(record["problem_id"], 0) + bool(record["is_standin_verdict"])
+        return counts
+
+    def publish_evaluation(self, step: int, first_outcomes: dict, retry_outcomes: dict | None,
+                           standin_verdicts: dict[str, int], started: float) -> dict:
+        """The evaluation's report from its outcomes, published as one EVALUATION event."""
         from trainer.evaluation import evaluation_curves, evaluation_report
 
-        started = time.perf_counter()
-        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
         if not self.config.schedule.eval_error_correction:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
         values.update(evaluation_curves(first_outcomes, retry_outcomes))
         # Which Lean decided: a benchmark never ranks the stand-in's verdicts beside real Lean's.
-        values["standin_verdicts"] = float(sum(bool(record["is_standin_verdict"]) for record in self.evaluation_samples))
+        values["standin_verdicts"] = float(sum(standin_verdicts.values()))
         if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
             stats = self.verifier.stats()
             values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import threading
 import time
@@ -221,14 +220,7 @@ def main() -> int:
             browser.close()
         if playwright is not None:
             playwright.stop()
-        from django.db import connections
-
-        connections.close_all()
-        for process in reversed(processes):
-            process.stop()
-        for service in reversed(services):
-            service.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        viewer_stack.stop_everything(processes, services, root)
 
 
 if __name__ == "__main__":

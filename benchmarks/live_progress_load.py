@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import sys
 import threading
@@ -150,13 +149,10 @@ def main() -> int:
     try:
         viewer_stack.set_up_django()
         from deploy.services import PlatformProcess
-        from django.test import Client
 
         owner, version = viewer_stack.make_owner_and_version()
         run = viewer_stack.make_run(owner, version, "live load", state="running")
-        client = Client()
-        client.force_login(owner)
-        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        cookie = viewer_stack.session_cookie(owner)
         port, processes = viewer_stack.start_web_and_ingester(root)
         forwarder = PlatformProcess(name="progress-forwarder", port=0, log_dir=root / "logs", has_port=False,
                                     argv=[sys.executable, "manage.py", "forward_progress"])
@@ -187,14 +183,7 @@ def main() -> int:
         print("rerun: .venv/bin/python benchmarks/live_progress_load.py")
         return 0
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        for process in reversed(processes):
-            process.stop()
-        for service in reversed(services):
-            service.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        viewer_stack.stop_everything(processes, services, root)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import time
 
 import viewer_stack
@@ -49,15 +48,12 @@ def main() -> int:
     try:
         viewer_stack.set_up_django()
         from django.conf import settings
-        from django.test import Client
 
         from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
         owner, version = viewer_stack.make_owner_and_version()
         run = viewer_stack.make_run(owner, version, "burst", state="running")
-        client = Client()
-        client.force_login(owner)
-        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        cookie = viewer_stack.session_cookie(owner)
 
         port, processes = viewer_stack.start_web_and_ingester(root)
         time.sleep(2)  # the ingester creates the run's consumer group on its first poll
@@ -88,14 +84,7 @@ def main() -> int:
             return 1
         return 0
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        for process in reversed(processes):
-            process.stop()
-        for service in reversed(services):
-            service.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        viewer_stack.stop_everything(processes, services, root)
 
 
 if __name__ == "__main__":

@@ -130,3 +130,27 @@ def seed_history(run, steps: int) -> None:
     RunEvent.objects.bulk_create([RunEvent(run=run, event_id=f"{run.pk}-log-{i}", seq=i, run_seq=i + 1, type="log",
                                            payload={"level": "info", "message": f"line {i}"}, published_at=now)
                                   for i in range(2000)])
+
+
+def session_cookie(owner) -> str:
+    """A Cookie header value that logs a page or WebSocket in as ``owner`` (a session made by Django's test client)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(owner)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def stop_everything(processes: list, services: list, root: Path) -> None:
+    """Close the benchmark's database connections, stop its platform processes then its services (newest
+    first), and remove its throwaway folder."""
+    import shutil
+
+    from django.db import connections
+
+    connections.close_all()
+    for process in reversed(processes):
+        process.stop()
+    for service in reversed(services):
+        service.stop()
+    shutil.rmtree(root, ignore_errors=True)

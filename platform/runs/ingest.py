@@ -24,8 +24,11 @@ acknowledged, and deleted once its run is final, ``stream_grace_s`` has passed a
 is unread. Every stored event gets ``run_seq``, its run's next number (1, 2, 3…), under a lock
 on the run's row, so a browser can see a gap and fetch what it missed.
 
-Only the events of a run's current attempt are stored and applied: what a cancelled or replaced
-attempt still sends is dropped. Ray is never asked here: jobs that die without a word are the
+Only the events of a run's current attempt change the run (its state, step, metrics and
+evaluations): what else a cancelled or replaced attempt still sends is dropped. Its rollouts,
+retries and checkpoints are facts, kept under their own attempt: a cancel that lands after the
+attempt's last checkpoint was written leaves the resumed attempt nothing to replay, so dropping
+them would lose those steps' proofs for good. Ray is never asked here: jobs that die without a word are the
 sweeper's (runs/sweeper.py, ``manage.py sweep_runs``), so a slow Ray head never holds up live events.
 """
 
@@ -56,6 +59,10 @@ logger = logging.getLogger(__name__)
 FORWARD_CHUNK = 100  # events per Channels message; keeps each message well under channels_redis's limits
 FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunState.FAILED,
                 RunStatus.CANCELLED: RunState.CANCELLED}
+
+# What an earlier attempt still sends and is kept (under its own attempt): what it made, never what it changes.
+KEPT_FROM_EARLIER_ATTEMPTS = frozenset({EventType.ROLLOUT_FINISHED, EventType.RETRY_CREATED,
+                                        EventType.CHECKPOINT_SAVED, EventType.CHECKPOINT_REMOVED})
 
 # The database or Redis being away: wait and read again, never dead-letter.
 INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)
@@ -318,7 +325,7 @@ class EventIngester:
                     logger.warning("event %s names run %s, which does not exist; skipped", event.event_id,
                                    event.run_id)
                     continue
-                if event.attempt != current_attempt[int(event.run_id)]:
+                if event.attempt != current_attempt[int(event.run_id)] and event.type not in KEPT_FROM_EARLIER_ATTEMPTS:
                     # A late event of an attempt that was cancelled or replaced must not touch the current one.
                     logger.info("dropping %s of run %s's attempt %s (the run is at attempt %s)", event.type,
                                 event.run_id, event.attempt, current_attempt[int(event.run_id)])

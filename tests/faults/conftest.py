@@ -71,11 +71,20 @@ class ProofAttemptRecord:
     reward: str  # repr of the reward: "None" when censored, and records still sort and compare
 
 
-def proof_attempts_of_the_final_attempt(run: Run) -> list[ProofAttemptRecord]:
-    rows = db_retry(lambda: list(ProofAttempt.objects.filter(run_id=run.pk, run_attempt=reload(run).attempt)))
+def proof_attempts_of_the_run(run: Run) -> list[ProofAttemptRecord]:
+    """The run's proof attempts as its history has them: each step's from the latest attempt that reached it.
+
+    A resumed attempt replays the steps after its checkpoint and supersedes what the cancelled one
+    made of them; the steps the checkpoint covers are the cancelled attempt's (a cancel that lands
+    after the last checkpoint leaves the resumed attempt nothing to replay).
+    """
+    rows = db_retry(lambda: list(ProofAttempt.objects.filter(run_id=run.pk)))
+    latest_attempt_of_step: dict[int, int] = {}
+    for row in rows:
+        latest_attempt_of_step[row.step] = max(latest_attempt_of_step.get(row.step, 0), row.run_attempt)
     return sorted(ProofAttemptRecord(row.rollout_key.split("-", 1)[1], row.step, row.turn, row.problem_key,
                                      row.response, row.verdict, repr(row.reward))
-                  for row in rows)
+                  for row in rows if row.run_attempt == latest_attempt_of_step[row.step])
 
 
 class ProcessSupervisor:
@@ -139,7 +148,7 @@ def undisturbed(supervised_platform, django_db_blocker, platform_logs_session):
                                                        "preset": "cpu-smoke"})
         run = wait_for_end(run, platform_logs_session)
         assert run.state == RunState.SUCCEEDED, f"{run.failure_reason}\n{platform_logs_session()}"
-        attempts = proof_attempts_of_the_final_attempt(run)  # the rows go with the next test's flush
+        attempts = proof_attempts_of_the_run(run)  # the rows go with the next test's flush
     assert len(attempts) == 2 * 2 * 2  # steps × prompts × samples
     return attempts
 
@@ -158,16 +167,17 @@ def platform_logs_session():
 
 
 def assert_same_proof_attempts(run: Run, undisturbed: list[ProofAttemptRecord], logs) -> None:
-    """Nothing lost, nothing doubled: the run's final attempt made exactly the undisturbed run's proof attempts.
+    """Nothing lost, nothing doubled: the run's history (each step from the latest attempt that
+    reached it) has exactly the undisturbed run's proof attempts.
 
     Stored in the end, not necessarily by the time the run ends: what a killed ingester read and
     never acknowledged is claimed by the next one once it has been pending long enough.
     """
     assert run.state == RunState.SUCCEEDED, f"{run.failure_reason}\n{logs()}"
     deadline = time.monotonic() + CLAIM_DEADLINE_S
-    while len(proof_attempts_of_the_final_attempt(run)) < len(undisturbed) and time.monotonic() < deadline:
+    while len(proof_attempts_of_the_run(run)) < len(undisturbed) and time.monotonic() < deadline:
         time.sleep(1)
-    attempts = proof_attempts_of_the_final_attempt(run)
+    attempts = proof_attempts_of_the_run(run)
     assert attempts == undisturbed, f"the disturbed run's proof attempts differ from the undisturbed run's\n{logs()}"
 
 

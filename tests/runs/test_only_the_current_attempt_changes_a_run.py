@@ -1,7 +1,7 @@
 """Attempts: each dispatch of a run is an attempt, and only the current attempt's events change the run.
 
-The real Redis and the ingester: a late event of a cancelled attempt cannot end, restart or add
-rollouts to the attempt that resumed the run.
+The real Redis and the ingester: a late event of a cancelled attempt cannot end, restart or move
+the attempt that resumed the run; what it made (rollouts, checkpoints) is kept under its own attempt.
 """
 
 import pytest
@@ -57,18 +57,29 @@ def test_a_late_run_finished_of_a_cancelled_attempt_does_not_end_the_resumed_run
     assert not RunEvent.objects.filter(run=run).exists()
 
 
-def test_the_old_attempts_rollouts_are_dropped_and_the_current_ones_are_stored_with_their_attempt(make_run):
+def test_the_old_attempts_rollouts_and_checkpoints_are_kept_under_it_and_change_nothing_of_the_current_one(make_run):
+    """A cancel that lands after the attempt's last checkpoint leaves the resumed attempt nothing to
+    replay: the late rollouts of those steps are the run's only copy, kept under the attempt that made them."""
     run = resumed(make_run(state="running"))
     run.transition(RunState.STARTING, expected=(RunState.QUEUED,))
-    publisher_for(run, attempt=1).publish(EventType.ROLLOUT_FINISHED, rollout("a1-s2-p0-r0", step=2))
+    old = publisher_for(run, attempt=1)
+    old.publish(EventType.STEP_STARTED, {"step": 2})
+    old.publish(EventType.ROLLOUT_FINISHED, rollout("a1-s2-p0-r0", step=2))
+    old.publish(EventType.METRICS, {"step": 2, "values": {"reward/mean": 1.0}})
+    old.publish(EventType.CHECKPOINT_SAVED, {"step": 2, "path": "/checkpoints/step-2"})
+    old.publish(EventType.RUN_FINISHED, {"status": "cancelled", "reason": "stopped by SIGTERM"})
     current = publisher_for(run, attempt=2)
     current.publish(EventType.RUN_STARTED, {})
-    current.publish(EventType.ROLLOUT_FINISHED, rollout("a2-s2-p0-r0", step=2))
+    current.publish(EventType.ROLLOUT_FINISHED, rollout("a2-s3-p0-r0", step=3))
     EventIngester().poll_once()
     run.refresh_from_db()
-    assert run.state == RunState.RUNNING
-    assert list(ProofAttempt.objects.filter(run=run).values_list("rollout_key", "run_attempt")) == [("a2-s2-p0-r0", 2)]
-    assert set(RunEvent.objects.filter(run=run).values_list("attempt", flat=True)) == {2}
+    assert run.state == RunState.RUNNING and run.current_step == 0
+    assert not run.step_metrics.exists()
+    assert sorted(ProofAttempt.objects.filter(run=run).values_list("rollout_key", "run_attempt")) == [
+        ("a1-s2-p0-r0", 1), ("a2-s3-p0-r0", 2)]
+    assert list(run.checkpoints.values_list("step", flat=True)) == [2]
+    assert sorted(RunEvent.objects.filter(run=run, attempt=1).values_list("type", flat=True)) == [
+        EventType.CHECKPOINT_SAVED, EventType.ROLLOUT_FINISHED]
 
 
 def test_the_current_attempts_run_finished_ends_the_run(make_run):

@@ -9,7 +9,7 @@ answer of 4k, 8k and 16k response tokens (after a 64-token prompt): one ``Learne
 states already there (a step as it runs mid-training).
 
 - ``chunked`` (measured): the trainer's learner as the driver runs it, untouched:
-  ``trainer.learner.Learner`` built by its own constructor (``trainer.memory_plan.real_learner``)
+  ``trainer.learner.Learner`` built by its own constructor (``trainer.memory_measurement.real_learner``)
   and its ``step``, so packed micro-batches, ``response_logprobs`` (``ChunkedTokenLogprobs``,
   ``optimizer.logprob_chunk_tokens`` rows of the vocabulary at a time), the Dr.GRPO loss
   (``clipped_token_loss``, ``constant_divisor_loss``), gradient clipping and AdamW.
@@ -128,7 +128,8 @@ def run_case(implementation: str, response_tokens: int, chunk_tokens: int) -> di
     """One real ``Learner.step``: how far it raised the resident set, and the seconds and tokens/s it reports."""
     import torch
 
-    from trainer.memory_plan import full_length_sequences, peak_resident_bytes_added, real_learner, warm_optimizer
+    from trainer.memory_measurement import peak_resident_bytes_added, real_learner
+    from trainer.memory_plan import full_length_sequences, warm_optimizer
 
     torch.set_num_threads(2)
     torch.manual_seed(0)

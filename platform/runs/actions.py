@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
-from trainer import memory_plan
+from trainer import memory_fit
 from trainer.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,8 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
         raise LaunchError("the run configuration is invalid", field_errors) from error
     except ValueError as error:
         raise LaunchError(str(error), {"preset": [str(error)]}) from error
-    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_plan.py).
-    memory_errors = memory_plan.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
+    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_fit.py).
+    memory_errors = memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
     if memory_errors:
         # On the launch field a person can change where there is one; else under the config's own name.
         by_field: dict[str, list[str]] = {}

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_plan
+from trainer import memory_fit, memory_plan
 from trainer.config import RunConfig
 from trainer.ranks import tensor_parallel_problem
 
@@ -17,17 +17,17 @@ def amount_over(message: str) -> float:
 
 
 def test_a_run_that_fits_has_nothing_to_say():
-    assert memory_plan.check_fits(tiny_gpu_config()) == []
+    assert memory_fit.check_fits(tiny_gpu_config()) == []
 
 
 def test_a_cpu_run_is_not_planned():
-    assert memory_plan.check_fits(RunConfig.from_preset("cpu-demo")) == []
+    assert memory_fit.check_fits(RunConfig.from_preset("cpu-demo")) == []
 
 
 def test_a_learner_over_the_usable_memory_is_named_with_its_excess():
     config = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
-    result = memory_plan.plan(config, validate=False)
-    [learner_message] = [m for m in memory_plan.check_fits(config) if m.startswith("learner step")]
+    result = memory_plan.plan(config)
+    [learner_message] = [m for m in memory_fit.check_fits(config) if m.startswith("learner step")]
     assert "over the 1.8 GiB a rank may use (2 GiB GPU, 10% kept spare)" in learner_message
     assert amount_over(learner_message) == pytest.approx(result.learner_peak_gib - 1.8, abs=0.06)
     assert "optimizer.micro_batch_tokens" in learner_message
@@ -35,48 +35,48 @@ def test_a_learner_over_the_usable_memory_is_named_with_its_excess():
 
 def test_a_vllm_share_that_leaves_the_learner_no_room_is_named_with_its_excess():
     config = tiny_gpu_config(rollout={"vllm_gpu_memory_utilization": 0.95})
-    [message] = memory_plan.check_fits(config)
+    [message] = memory_fit.check_fits(config)
     assert message.startswith("rollout: ")
     assert "vLLM's share 38.0 GiB" in message
-    assert amount_over(message) == pytest.approx(memory_plan.plan(config, validate=False).rollout_peak_gib - 36.0, abs=0.06)
+    assert amount_over(message) == pytest.approx(memory_plan.plan(config).rollout_peak_gib - 36.0, abs=0.06)
     assert "lower rollout.vllm_gpu_memory_utilization" in message
 
 
 def test_a_vllm_share_too_small_for_one_full_sequence_says_so():
     config = tiny_gpu_config(cluster={"gpu_memory_gib": 4.0}, rollout={"vllm_gpu_memory_utilization": 0.5})
-    messages = memory_plan.check_fits(config)
+    messages = memory_fit.check_fits(config)
     assert any("not the key/value cache of one 256-token sequence" in m for m in messages)
 
 
 def test_a_model_whose_architecture_the_plan_cannot_find_is_refused_with_the_reason():
     config = tiny_gpu_config(model={"source": "huggingface", "name_or_path": "someone/unknown-model"})
-    [message] = memory_plan.check_fits(config)
+    [message] = memory_fit.check_fits(config)
     assert "does not know the architecture of model 'someone/unknown-model'" in message
     assert "Qwen/Qwen2.5-7B" in message  # the models it does know
 
 
 def test_messages_are_keyed_by_the_field_a_person_would_change():
     config = tiny_gpu_config(rollout={"vllm_gpu_memory_utilization": 0.95})
-    assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_gpu_memory_utilization"]
+    assert list(memory_fit.check_fits_by_field(config)) == ["rollout.vllm_gpu_memory_utilization"]
 
 
 def test_a_vllm_engine_spanning_two_of_the_ranks_fits_with_half_its_weights_and_cache_on_each():
     one, two = (tiny_gpu_config(rollout={"vllm_tensor_parallel_size": size}) for size in (1, 2))
-    assert memory_plan.check_fits(two) == [] and memory_plan.check_fits_by_field(two) == {}
-    vllm_one, vllm_two = (memory_plan.plan(config, validate=False).vllm for config in (one, two))
+    assert memory_fit.check_fits(two) == [] and memory_fit.check_fits_by_field(two) == {}
+    vllm_one, vllm_two = (memory_plan.plan(config).vllm for config in (one, two))
     assert vllm_two.weights_bytes == vllm_one.weights_bytes // 2
     assert vllm_two.kv_bytes_per_token == vllm_one.kv_bytes_per_token // 2  # the tiny model's 2 KV heads, one per rank
 
 
 def test_a_run_the_trainer_would_refuse_for_its_ranks_is_refused_unplanned_on_the_field_to_change():
     config = tiny_gpu_config(rollout={"vllm_tensor_parallel_size": 4})  # an engine of 4 on 2 GPUs
-    [message] = memory_plan.check_fits(config)
+    [message] = memory_fit.check_fits(config)
     assert message == f"ranks: {tensor_parallel_problem(4, 2)}"
-    assert list(memory_plan.check_fits_by_field(config)) == ["rollout.vllm_tensor_parallel_size"]
+    assert list(memory_fit.check_fits_by_field(config)) == ["rollout.vllm_tensor_parallel_size"]
     uneven = tiny_gpu_config(cluster={"num_gpus": 4}, rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 6})
-    assert memory_plan.check_fits_by_field(uneven) == {"optimizer.mini_batch_prompts": [
+    assert memory_fit.check_fits_by_field(uneven) == {"optimizer.mini_batch_prompts": [
         "ranks: optimizer.mini_batch_prompts (6) must be a multiple of the 4 ranks, each of which trains "
         "mini_batch_prompts / 4 prompts' rollouts per optimizer step; set it to 8 (and rollout.prompts_per_step "
         "to a multiple of that)"]}
     with pytest.raises(ValueError, match=r"must divide the run's 2 ranks .* but is 4"):
-        memory_plan.plan(config, validate=False)
+        memory_plan.plan(config)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_plan
+from trainer import memory_fit
 
 
 def test_a_small_model_fits_one_gpu_with_the_largest_vllm_share_that_leaves_the_learner_room():
-    sizing = memory_plan.smallest_fit(tiny_gpu_config(cluster={"gpu_memory_gib": 8.0}))
+    sizing = memory_fit.smallest_fit(tiny_gpu_config(cluster={"gpu_memory_gib": 8.0}))
     assert (sizing.ranks, sizing.vllm_tensor_parallel_size, sizing.vllm_gpu_memory_utilization) == (1, 1, 0.7)
     assert sizing.micro_batch_tokens == 64 + 192  # one full-length sequence per forward pass
     assert sizing.plan.fits and sizing.plan.rollout_peak_gib <= 0.9 * 8.0
@@ -15,17 +15,17 @@ def test_a_small_model_fits_one_gpu_with_the_largest_vllm_share_that_leaves_the_
 
 def test_gpus_too_small_for_any_rank_count_give_no_answer_rather_than_a_wrong_one():
     config = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0})
-    assert memory_plan.smallest_fit(config) is None
+    assert memory_fit.smallest_fit(config) is None
     # 64 ranks would each train half a prompt of the 32-prompt mini-batch: the trainer refuses that, so it is not tried.
-    assert memory_plan.format_sizing(None, config) == (
+    assert memory_fit.format_sizing(None, config) == (
         "tiny_random: does not fit even 32 GPUs of 2 GiB; more ranks than optimizer.mini_batch_prompts (32) "
         "splits over are not tried")
     bigger_mini_batch = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"prompts_per_step": 64},
                                         optimizer={"mini_batch_prompts": 64})
-    assert memory_plan.format_sizing(None, bigger_mini_batch) == "tiny_random: does not fit even 64 GPUs of 2 GiB"
+    assert memory_fit.format_sizing(None, bigger_mini_batch) == "tiny_random: does not fit even 64 GPUs of 2 GiB"
 
 
 def test_only_rank_counts_the_trainer_accepts_the_mini_batch_at_are_tried():
-    assert memory_plan.allowed_rank_counts(tiny_gpu_config()) == [1, 2, 4, 8, 16, 32]
-    assert memory_plan.allowed_rank_counts(
+    assert memory_fit.allowed_rank_counts(tiny_gpu_config()) == [1, 2, 4, 8, 16, 32]
+    assert memory_fit.allowed_rank_counts(
         tiny_gpu_config(rollout={"prompts_per_step": 48}, optimizer={"mini_batch_prompts": 24})) == [1, 2, 4, 8]

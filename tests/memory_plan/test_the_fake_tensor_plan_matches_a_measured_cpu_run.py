@@ -8,12 +8,12 @@ from __future__ import annotations
 import torch
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_plan
+from trainer import memory_measurement, memory_plan
 from trainer.config import RunConfig
 
 
 def test_the_planned_peak_of_a_two_rank_fsdp_step_is_within_a_quarter_of_the_measured_one_and_says_what_ran():
-    validated = memory_plan.validate_on_cpu(RunConfig.from_preset("h100x8"))
+    validated = memory_measurement.validate_on_cpu(RunConfig.from_preset("h100x8"))
     assert 0.75 <= validated["predicted_mib"] / validated["measured_mib"] <= 1.25, validated
     # Above what its shards of weights, gradients and AdamW's moments alone take (29.4M parameters × 16 bytes / 2):
     # a real step was measured, not an empty reading.
@@ -25,8 +25,8 @@ def test_the_planned_peak_of_a_two_rank_fsdp_step_is_within_a_quarter_of_the_mea
 
 
 def test_the_validation_runs_the_least_the_plans_claims_need():
-    small = memory_plan.validation_config(RunConfig.from_preset("h100x8"))
-    shape = memory_plan.VALIDATION_ARCHITECTURE[1]
+    small = memory_measurement.validation_config(RunConfig.from_preset("h100x8"))
+    shape = memory_measurement.VALIDATION_ARCHITECTURE[1]
     assert shape["num_hidden_layers"] >= 4 and shape["hidden_size"] >= 512
     assert small.cluster.num_gpus == 2 and small.model.gradient_checkpointing
     assert small.optimizer.micro_batch_tokens >= 2048

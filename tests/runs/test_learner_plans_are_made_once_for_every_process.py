@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 
 from runs.models import LearnerPlan
 from tests.memory_plan.tiny_gpu import tiny_gpu_config, tiny_gpu_sections
-from trainer import memory_plan
+from trainer import memory_fit, memory_plan
 from trainer.config import PRESETS
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_a_plan_is_made_once_and_read_back_by_any_other_process(another_process)
     assert LearnerPlan.objects.count() == 1
     another_process()
     assert LearnerPlan.objects.for_config(config) == made
-    assert memory_plan.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config) == {}
+    assert memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config) == {}
 
 
 def test_the_launch_check_stores_the_plan_it_made(alices_client, promptset_version, dispatched, monkeypatch,

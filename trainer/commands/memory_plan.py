@@ -27,23 +27,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer import memory_plan
+    from trainer import memory_fit, memory_measurement, memory_plan
 
     try:
         config = resolve_config(args)
         if args.smallest_fit:
-            sizing = memory_plan.smallest_fit(config)
-            print(memory_plan.SIZING_HEADER)
-            print(memory_plan.format_sizing(sizing, config))
+            sizing = memory_fit.smallest_fit(config)
+            print(memory_fit.SIZING_HEADER)
+            print(memory_fit.format_sizing(sizing, config))
             return 0 if sizing is not None else EXIT_DOES_NOT_FIT
-        result = memory_plan.plan(config, validate=not args.no_validate)
+        result = memory_plan.plan(config)
+        if not args.no_validate:
+            result.validated = memory_measurement.validate_on_cpu(config)
     except ValueError as error:  # an invalid --set, a CPU preset, a model the plan does not know
         print(f"memory-plan: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print(memory_plan.format_table(result))
+        print(format_table(result))
         print(f"\nrerun: python -m trainer memory-plan --preset {config.preset}"
               + "".join(f" --set {pair}" for pair in args.overrides))
     return 0 if result.fits else EXIT_DOES_NOT_FIT
+
+
+def format_table(result) -> str:
+    """The plan as a table for people (``--json`` prints the contract instead)."""
+    from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
+
+    vllm = result.vllm
+    learner = result.learner
+    lines = [
+        f"memory plan: preset {result.preset}, model {result.model}, {result.ranks} rank(s) of "
+        f"{result.gpu_memory_gib:g} GiB, answers up to {result.max_response_tokens} tokens",
+        f"settings: {', '.join(f'{k}={v}' for k, v in result.settings.items())}",
+        "",
+        f"{'per rank':<58}{'GiB':>9}",
+        f"{'learner step (fake tensors, FSDPMemTracker)':<58}{learner.peak_bytes / GIB:>9.2f}",
+        f"{'  of which resident between steps (shards, AdamW)':<58}{learner.resident_bytes / GIB:>9.2f}",
+        f"{'  heaviest micro-batch':<58}{learner.micro_batch_sequences:>4} seq, {learner.micro_batch_tokens} tokens",
+        f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'  + vLLM asleep (allowance)':<58}{VLLM_ASLEEP_GIB:>9.2f}",
+        f"{'learner phase peak':<58}{result.learner_peak_gib:>9.2f}",
+        f"{'rollout: vLLM share (gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
+        f"{'  inside it: weights (tensor parallel ' + str(vllm.tensor_parallel_size) + ')':<58}{vllm.weights_bytes / GIB:>9.2f}",
+        f"{'  inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
+        f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",
+        f"{'  + learner resident + CUDA context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'rollout phase peak':<58}{result.rollout_peak_gib:>9.2f}",
+        f"{'usable per rank (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
+        "",
+        "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(problem.message for problem in result.problems()),
+    ]
+    if result.validated:
+        predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
+        lines.append(f"validated on this CPU: predicted {predicted:.1f} MiB, measured {measured:.1f} MiB "
+                     f"({predicted / measured - 1:+.0%}); {result.validated['what']}")
+    return "\n".join(lines)

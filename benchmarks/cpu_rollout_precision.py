@@ -90,7 +90,8 @@ def time_rollouts(config, model, tokenizer, prompts, args) -> float:
 def time_learner(config, model, tokenizer, prompts, args) -> float:
     import torch
 
-    from trainer.learner import Learner, TrainingSequence
+    from trainer.learner import Learner
+    from trainer.batching import TrainingSequence
 
     generator = torch.Generator().manual_seed(0)
     prompt_ids = tokenizer(prompts[0], add_special_tokens=False)["input_ids"]

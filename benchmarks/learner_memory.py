@@ -61,15 +61,16 @@ RERUN = "  .venv/bin/python benchmarks/learner_memory.py"
 def use_full_vocabulary_baseline() -> None:
     """Put back, in this process only, what the chunked path replaced: the baseline, never the measured side.
 
-    The learner module's own names are replaced, before any ``Learner`` is built, so that the
+    The names the learner module imported are replaced there, before any ``Learner`` is built, so that the
     plan (``plan_learner``) and the real step both run the learner as it was: padded rows
     (``supports_packing`` false) and ``full_vocabulary_response_logprobs`` for the log-probs.
     Everything else, the loss and the optimizer included, is ``Learner.step``'s own.
     """
     from trainer import learner as learner_module
+    from trainer.token_logprobs import full_vocabulary_response_logprobs
 
     def full_vocabulary_logprobs(model, batch, temperature=1.0, chunk_tokens=None):
-        return learner_module.full_vocabulary_response_logprobs(model, batch, temperature)
+        return full_vocabulary_response_logprobs(model, batch, temperature)
 
     learner_module.supports_packing = lambda model: False
     learner_module.response_logprobs = full_vocabulary_logprobs

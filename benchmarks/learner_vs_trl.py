@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def make_batch(args, vocab_size: int, seed: int = 0):
     import torch
 
-    from trainer.learner import TrainingSequence
+    from trainer.batching import TrainingSequence
 
     generator = torch.Generator().manual_seed(seed)
     sequences = []

@@ -198,7 +198,7 @@ def _sequences(config, prompt_tokens: int, response_tokens: int, count: int = 2)
     """Full-length sequences with advantages of both signs (no Lean here: the rewards are made up, and labelled so)."""
     import random
 
-    from trainer.learner import TrainingSequence
+    from trainer.batching import TrainingSequence
 
     rng = random.Random(0)
     vocabulary = 151_000

@@ -593,7 +593,8 @@ class TrainingRun:
 
     def training_sequences(self, slots: list[PromptSlot], rollouts: list[Rollout], rewards):
         """Scored rollouts with their Dr.GRPO advantages; censored ones are left out entirely."""
-        from trainer.learner import TrainingSequence, group_advantages
+        from trainer.learner import group_advantages
+        from trainer.batching import TrainingSequence
 
         advantages = group_advantages(rewards)  # (G, N)
         sequences = []

@@ -262,7 +262,7 @@ class PlanTokenizer:
 
 def full_length_sequences(config: RunConfig):
     """Enough full-length sequences (longest prompt, longest answer) to fill one micro-batch."""
-    from trainer.learner import TrainingSequence
+    from trainer.batching import TrainingSequence
 
     rollout = config.rollout
     prompt_tokens = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
@@ -277,7 +277,7 @@ def full_length_sequences(config: RunConfig):
 
 def heaviest_micro_batch(learner, config: RunConfig):
     """One rank's largest forward pass, as the learner's own batching forms it from full-length sequences."""
-    from trainer.learner import sequence_tokens
+    from trainer.batching import sequence_tokens
 
     micro_batches = learner.micro_batches(full_length_sequences(config))
     return max(micro_batches, key=lambda micro: sum(sequence_tokens(s) for s in micro))

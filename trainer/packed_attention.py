@@ -1,7 +1,7 @@
 """Attention for packed micro-batches without a (tokens × tokens) tensor.
 
 The learner packs several sequences end to end into one row, position ids restarting at 0
-for each (``learner.pack_batch``). transformers' own SDPA and eager paths keep them apart
+for each (``batching.pack_batch``). transformers' own SDPA and eager paths keep them apart
 with a dense (1, 1, T, T) boolean mask, turned into a float bias per attention call: at the
 ``h100x8`` budget of 32,768 tokens, 1 GiB of mask, 2 GiB of bias and T² work, in the common
 case of several answers shorter than the budget. Two paths avoid it:

@@ -241,7 +241,7 @@ class SupervisedFineTuning:
         sft = self.config.sft
         if self.model is None:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
-        from trainer.learner import check_model_supports_chunked_logprobs
+        from trainer.token_logprobs import check_model_supports_chunked_logprobs
 
         check_model_supports_chunked_logprobs(self.model)
         self.examples, dropped = build_examples(self.tokenizer, self.conversations, sft.max_sequence_tokens)
@@ -308,14 +308,9 @@ class SupervisedFineTuning:
         """One optimizer step on ``batch``, gradients accumulated over micro-batches."""
         import torch
 
-        from trainer.learner import (
-            TrainingSequence,
-            chunks,
-            learning_rate_at,
-            response_logprobs,
-            supports_packing,
-            token_batch,
-        )
+        from trainer.learner import learning_rate_at
+        from trainer.batching import TrainingSequence, chunks, supports_packing, token_batch
+        from trainer.token_logprobs import response_logprobs
 
         started = time.perf_counter()
         learning_rate = learning_rate_at(self.step, self.config.sft.learning_rate, self.config.sft.warmup_steps)

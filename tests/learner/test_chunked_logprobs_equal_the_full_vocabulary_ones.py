@@ -6,13 +6,8 @@ import pytest
 import torch
 
 from tests.learner.tolerances import assert_within_its_scale
-from trainer.learner import (
-    TrainingSequence,
-    chunked_token_logprobs,
-    full_vocabulary_response_logprobs,
-    pad_batch,
-    response_logprobs,
-)
+from trainer.batching import TrainingSequence, pad_batch
+from trainer.token_logprobs import chunked_token_logprobs, full_vocabulary_response_logprobs, response_logprobs
 
 
 def sequences() -> list[TrainingSequence]:

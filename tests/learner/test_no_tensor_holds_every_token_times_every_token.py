@@ -13,7 +13,9 @@ import torch
 
 from tests.learner.tensor_watch import LargestTensorWatch
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner, TrainingSequence, pack_batch, response_logprobs
+from trainer.learner import Learner
+from trainer.batching import TrainingSequence, pack_batch
+from trainer.token_logprobs import response_logprobs
 from trainer.packed_attention import SDPA_PER_PACKED_SEQUENCE
 
 SEQUENCE_TOKENS = 2048

@@ -8,15 +8,9 @@ import torch
 from tests.learner.conftest import tiny_run_config
 from tests.learner.tolerances import assert_within_its_scale
 from trainer import packed_attention
-from trainer.learner import (
-    Learner,
-    TrainingSequence,
-    full_vocabulary_response_logprobs,
-    pack_batch,
-    pad_batch,
-    response_logprobs,
-    supports_packing,
-)
+from trainer.learner import Learner
+from trainer.batching import TrainingSequence, pack_batch, pad_batch, supports_packing
+from trainer.token_logprobs import full_vocabulary_response_logprobs, response_logprobs
 
 
 def sequences() -> list[TrainingSequence]:

@@ -14,7 +14,7 @@ from tests.learner.conftest import FirstTokenRewardScorer
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
 from trainer.driver import BackgroundEventLoop, PromptSlot, TrainingRun
 from trainer.events import EventPublisher, ListSink
-from trainer.learner import TrainingSequence
+from trainer.batching import TrainingSequence
 from trainer.problems import Problem
 from trainer.rollout.vllm_engine import VllmEngine
 

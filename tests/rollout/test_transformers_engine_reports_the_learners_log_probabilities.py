@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.learner import TrainingSequence, pad_batch, response_logprobs
+from trainer.batching import TrainingSequence, pad_batch
+from trainer.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.gap import train_inference_gap
 from trainer.rollout.transformers_engine import TransformersEngine

@@ -13,7 +13,8 @@ import torch
 from tokenizers import processors
 
 from tests.rollout.conftest import cpu_vllm_config
-from trainer.learner import TrainingSequence, pad_batch, response_logprobs
+from trainer.batching import TrainingSequence, pad_batch
+from trainer.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.gap import train_inference_gap
 from trainer.rollout.vllm_engine import VllmEngine

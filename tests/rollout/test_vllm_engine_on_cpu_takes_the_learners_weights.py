@@ -12,7 +12,8 @@ import torch
 from transformers import LlamaForCausalLM
 
 from tests.rollout.conftest import VLLM_CPU_HEAD_DIM, cpu_vllm_config, tiny_llama_config
-from trainer.learner import TrainingSequence, pad_batch, response_logprobs
+from trainer.batching import TrainingSequence, pad_batch
+from trainer.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.gap import train_inference_gap
 from trainer.rollout.vllm_engine import VllmEngine

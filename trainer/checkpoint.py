@@ -9,6 +9,9 @@ A checkpoint is a folder ``<output>/checkpoints/step_000005/``:
 - ``trainer_state.json``: the same step and sequence number, for people and the platform;
 - ``run_config.json``: the resolved configuration of the run.
 
+Beside the checkpoints, the run folder keeps two records a later attempt reads: the last event
+number the run published (``last_event_seq.json``) and its evaluations (``evaluations.jsonl``).
+
 It is written to a temporary sibling folder and renamed into place only when complete,
 so a run stopped mid-save (SIGTERM from Ray's stop_job) leaves no half-written checkpoint.
 """
@@ -259,3 +262,67 @@ def export_hf(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike) -> 
         if item.is_file():
             shutil.copy2(item, target / item.name)
     return target
+
+
+# --- the run folder's records beside the checkpoints ------------------------------------------------
+
+# Where a run's last published event number is kept, so that a resumed run numbers its events
+# after everything the run it continues published (its checkpoint knows only up to the save).
+LAST_EVENT_SEQ_FILE = "last_event_seq.json"
+
+
+def first_event_seq_for_resume(output_dir: str | Path) -> int:
+    """Where a resumed run's event numbers continue: after its checkpoint's, and after the last
+    event the run it continues published (steps it ran past the checkpoint, its RUN_FINISHED),
+    so that no number is used twice."""
+    after_run = _read_last_event_seq(output_dir) + 1
+    checkpoint = latest_checkpoint(output_dir)
+    if checkpoint is None:
+        return after_run
+    saved = int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))
+    return max(saved, after_run)
+
+
+def record_last_event_seq(output_dir: str | Path, last_seq: int) -> None:
+    """Keep the last number a run published beside its checkpoints (see first_event_seq_for_resume)."""
+    output_dir = Path(output_dir)
+    if last_seq < 0 or not output_dir.is_dir():
+        return
+    try:
+        path = output_dir / LAST_EVENT_SEQ_FILE
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps({"last_event_seq": max(last_seq, _read_last_event_seq(output_dir))}))
+        partial.replace(path)  # atomic: the next attempt never reads half a file
+    except OSError:
+        pass  # a courtesy for the next attempt's numbering; the run's outcome is already published
+
+
+def _read_last_event_seq(output_dir: str | Path) -> int:
+    """The last event number a run in ``output_dir`` published, or -1 if it never said."""
+    try:
+        return int(json.loads((Path(output_dir) / LAST_EVENT_SEQ_FILE).read_text())["last_event_seq"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
+EVALUATIONS_FILE = "evaluations.jsonl"
+
+
+def record_evaluation(output_dir: Path, step: int, values: dict) -> None:
+    """Evaluations kept beside the checkpoints (a resumed run still knows which one was best)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with (output_dir / EVALUATIONS_FILE).open("a") as file:
+        file.write(json.dumps({"step": step, "values": values}) + "\n")
+
+
+def best_evaluated_step(output_dir: Path, metric: str | None, steps: list[int]) -> int | None:
+    """Among ``steps``, the one whose evaluation scored highest on ``metric`` (the latest of ties)."""
+    if metric is None or not (output_dir / EVALUATIONS_FILE).is_file():
+        return None
+    scores = {}
+    for line in (output_dir / EVALUATIONS_FILE).read_text().splitlines():
+        row = json.loads(line)
+        value = row.get("values", {}).get(metric)
+        if row.get("step") in steps and isinstance(value, (int, float)):
+            scores[row["step"]] = value
+    return max(scores, key=lambda step: (scores[step], step)) if scores else None

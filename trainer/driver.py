@@ -7,20 +7,16 @@ rollouts excluded), learner step, weight sync, retries from failed first attempt
 metrics; evaluation and checkpoint every k steps. Everything a person watches goes out as
 typed events (``trainer.events``).
 
-A run ends with RUN_FINISHED: ``succeeded``; ``failed`` with the exception as the reason
-(and a non-zero exit); or ``cancelled`` on SIGTERM (Ray's stop_job) or SIGINT (Ctrl-C), after
-which nothing half-written remains, since checkpoints are renamed into place only when complete.
+How a run starts and ends (RUN_FINISHED, whatever happens; cancelled on SIGTERM or SIGINT) is
+trainer/lifecycle.py's, the same for SFT and evaluation runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import signal
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -28,30 +24,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from trainer.checkpoint import best_evaluated_step, record_evaluation
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
+from trainer.lifecycle import RunLifecycle
 
 
 class VerifierUnreachable(RuntimeError):
     """The Lean server does not answer: the run fails with this reason instead of training on nothing."""
-
-
-class RunCancelled(BaseException):
-    """Raised in the main thread by the SIGTERM or SIGINT handler: stop now, keep only complete files.
-
-    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` on the way (a retry, a
-    best-effort close) mistakes a cancel for an error and turns it into a failure.
-    """
-
-    def __init__(self, signal_name: str = "SIGTERM"):
-        super().__init__(signal_name)
-        self.signal_name = signal_name
-
-
-# Where a run's last published event number is kept, so that a resumed run numbers its events
-# after everything the run it continues published (its checkpoint knows only up to the save).
-LAST_EVENT_SEQ_FILE = "last_event_seq.json"
 
 
 class Scorer(Protocol):
@@ -141,8 +122,8 @@ def rewards_matrix(rollouts: Sequence[Rollout], num_slots: int, samples_per_prom
     return rewards
 
 
-class TrainingRun:
-    """A run from start (or its latest checkpoint) to RUN_FINISHED."""
+class TrainingRun(RunLifecycle):
+    """An RL run from start (or its latest checkpoint) to RUN_FINISHED (trainer/lifecycle.py)."""
 
     def __init__(
         self,
@@ -192,48 +173,28 @@ class TrainingRun:
 
     # --- the run -----------------------------------------------------------------------------
 
-    def run(self) -> RunStatus:
-        """Train to ``planned_steps()`` (total_epochs passes or total_steps, whichever comes first);
-        always ends with RUN_FINISHED, whatever happens."""
-        previous_handlers = {}
-        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous_handlers[signum] = signal.signal(signum, self._on_sigterm)
-        status, reason = RunStatus.FAILED, ""
-        try:
-            total_steps = self.planned_steps()
-            self.set_up()
-            self.publisher.publish(EventType.RUN_STARTED, {
-                "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
-                "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
-                "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
-            })
-            self._publish_startup_notes()
-            while self.step < total_steps:
-                self.step += 1
-                self.train_step(self.step)
-                if self._is_due(self.config.schedule.eval_every):
-                    self.record_evaluation(self.step, self.evaluate(self.step))
-                if self._is_due(self.config.schedule.checkpoint_every):
-                    self.save_checkpoint()
-            if not self._is_due(self.config.schedule.checkpoint_every):
-                self.save_checkpoint()  # the last step is always kept
-            status = RunStatus.SUCCEEDED
-        except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
-            status, reason = self.outcome_of(error)
-            self._publish_startup_notes()
-            if status is RunStatus.FAILED:
-                self.publisher.publish(EventType.ERROR, {
-                    "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
-                })
-        finally:
-            self.tear_down()
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
-        self.publisher.publish(EventType.RUN_FINISHED, {"status": status.value, "reason": reason, "step": self.step})
-        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
-        return status
+    def live(self) -> None:
+        """Train to ``planned_steps()`` (total_epochs passes or total_steps, whichever comes first)."""
+        total_steps = self.planned_steps()
+        self.set_up()
+        self.publisher.publish(EventType.RUN_STARTED, {
+            "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
+            "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
+            "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
+        })
+        self._publish_startup_notes()
+        while self.step < total_steps:
+            self.step += 1
+            self.train_step(self.step)
+            if self._is_due(self.config.schedule.eval_every):
+                self.record_evaluation(self.step, self.evaluate(self.step))
+            if self._is_due(self.config.schedule.checkpoint_every):
+                self.save_checkpoint()
+        if not self._is_due(self.config.schedule.checkpoint_every):
+            self.save_checkpoint()  # the last step is always kept
+
+    def before_the_end_is_published(self, status: RunStatus) -> None:
+        self._publish_startup_notes()  # what set-up found before it failed says why
 
     def planned_steps(self) -> int:
         """Where the run ends. An epoch is len(promptset) // prompts_per_step steps, as the release's
@@ -247,15 +208,6 @@ class TrainingRun:
             )
         return self.config.planned_steps(len(self.problems))
 
-    def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
-        """How an exception ends the run. A data-parallel rank overrides it: there, what one rank
-        sees (a broken collective, torchrun's SIGTERM) may be the echo of another rank's failure."""
-        if isinstance(error, RunCancelled):
-            return RunStatus.CANCELLED, f"stopped by {error.signal_name} during step {self.step}"
-        if isinstance(error, KeyboardInterrupt):  # Ctrl-C before the handler was installed, or in a thread
-            return RunStatus.CANCELLED, f"stopped by SIGINT (Ctrl-C) during step {self.step}"
-        return RunStatus.FAILED, f"{type(error).__name__}: {error}"
-
     def _publish_startup_notes(self) -> None:
         notes, self._startup_notes = self._startup_notes, []
         for message, level in notes:
@@ -264,9 +216,6 @@ class TrainingRun:
 
     def _is_due(self, every: int) -> bool:
         return every > 0 and self.step % every == 0
-
-    def _on_sigterm(self, signum, frame) -> None:
-        raise RunCancelled("SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM")
 
     def set_up(self) -> None:
         from trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_global_rng_states
@@ -927,60 +876,3 @@ def _mean(values) -> float | None:
     return float(sum(values) / len(values)) if values else None
 
 
-def first_event_seq_for_resume(output_dir: str | Path) -> int:
-    """Where a resumed run's event numbers continue: after its checkpoint's, and after the last
-    event the run it continues published (steps it ran past the checkpoint, its RUN_FINISHED),
-    so that no number is used twice."""
-    from trainer.checkpoint import latest_checkpoint
-
-    after_run = _read_last_event_seq(output_dir) + 1
-    checkpoint = latest_checkpoint(output_dir)
-    if checkpoint is None:
-        return after_run
-    saved = int(json.loads((checkpoint / "trainer_state.json").read_text()).get("next_event_seq", 0))
-    return max(saved, after_run)
-
-
-def record_last_event_seq(output_dir: str | Path, last_seq: int) -> None:
-    """Keep the last number a run published beside its checkpoints (see first_event_seq_for_resume)."""
-    output_dir = Path(output_dir)
-    if last_seq < 0 or not output_dir.is_dir():
-        return
-    try:
-        path = output_dir / LAST_EVENT_SEQ_FILE
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps({"last_event_seq": max(last_seq, _read_last_event_seq(output_dir))}))
-        partial.replace(path)  # atomic: the next attempt never reads half a file
-    except OSError:
-        pass  # a courtesy for the next attempt's numbering; the run's outcome is already published
-
-
-def _read_last_event_seq(output_dir: str | Path) -> int:
-    """The last event number a run in ``output_dir`` published, or -1 if it never said."""
-    try:
-        return int(json.loads((Path(output_dir) / LAST_EVENT_SEQ_FILE).read_text())["last_event_seq"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return -1
-
-
-EVALUATIONS_FILE = "evaluations.jsonl"
-
-
-def record_evaluation(output_dir: Path, step: int, values: dict) -> None:
-    """Evaluations kept beside the checkpoints (a resumed run still knows which one was best)."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with (output_dir / EVALUATIONS_FILE).open("a") as file:
-        file.write(json.dumps({"step": step, "values": values}) + "\n")
-
-
-def best_evaluated_step(output_dir: Path, metric: str | None, steps: list[int]) -> int | None:
-    """Among ``steps``, the one whose evaluation scored highest on ``metric`` (the latest of ties)."""
-    if metric is None or not (output_dir / EVALUATIONS_FILE).is_file():
-        return None
-    scores = {}
-    for line in (output_dir / EVALUATIONS_FILE).read_text().splitlines():
-        row = json.loads(line)
-        value = row.get("values", {}).get(metric)
-        if row.get("step") in steps and isinstance(value, (int, float)):
-            scores[row["step"]] = value
-    return max(scores, key=lambda step: (scores[step], step)) if scores else None

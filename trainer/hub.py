@@ -128,7 +128,7 @@ def push_folder(folder: str | Path, repo_id: str, *, repo_type: str = "model", p
 
 def evaluation_at(output_dir: Path, step: int) -> dict | None:
     """The evaluation the run recorded at ``step`` (trainer/driver.py writes them beside the checkpoints)."""
-    from trainer.driver import EVALUATIONS_FILE
+    from trainer.checkpoint import EVALUATIONS_FILE
 
     path = output_dir / EVALUATIONS_FILE
     if not path.is_file():

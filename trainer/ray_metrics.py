@@ -68,15 +68,19 @@ class RayMetricsSink:
 
     def _connect(self) -> dict:
         import socket
+        import sys
+
+        if "ray" not in sys.modules:
+            # ray.init waits minutes for a head that does not answer; a step must never wait on metrics. Asked
+            # before Ray is imported: a process that loaded Ray's core for nothing may abort as it exits.
+            host, _, port = self.address.removeprefix("ray://").rpartition(":")
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S):
+                pass
 
         import ray
         from ray.util.metrics import Gauge
 
         if not ray.is_initialized():
-            # ray.init waits minutes for a head that does not answer; a step must never wait on metrics.
-            host, _, port = self.address.removeprefix("ray://").rpartition(":")
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S):
-                pass
             ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING,
                      include_dashboard=False, namespace="leanrl-trainer")
         return {metric: Gauge(gauge_name(metric), description=text, tag_keys=("run_id",))

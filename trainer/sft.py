@@ -2,7 +2,7 @@
 
 The model learns the answer format from demonstrations (``trainer.demonstrations``, or any
 file of the same shape) with the RL run's own machinery: ``trainer.models.load_policy``
-loads it, the learner's ``token_batch`` and ``response_logprobs`` lay out (packed) and score the
+loads it, ``trainer.batching.token_batch`` and ``trainer.token_logprobs.response_logprobs`` lay out (packed) and score the
 tokens, ``trainer.checkpoint`` saves it, and typed events report it (a METRICS event per
 optimizer step with ``sft_loss``), so the platform shows it like any run.
 
@@ -22,17 +22,15 @@ import hashlib
 import json
 import math
 import random
-import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType
+from trainer.events import EventPublisher, EventType, RunStatus
+from trainer.lifecycle import RunLifecycle
 from trainer.problems import Problem, json_lines
 from trainer.prompts import check_messages, first_attempt_messages, render_prompt
 
@@ -153,8 +151,8 @@ def sft_model_folder(output_dir: str | Path) -> Path | None:
     return None if checkpoint is None else checkpoint / MODEL_FOLDER
 
 
-class SupervisedFineTuning:
-    """An SFT run from start (or its latest checkpoint) to RUN_FINISHED."""
+class SupervisedFineTuning(RunLifecycle):
+    """An SFT run from start (or its latest checkpoint) to RUN_FINISHED (trainer/lifecycle.py)."""
 
     def __init__(
         self,
@@ -189,48 +187,22 @@ class SupervisedFineTuning:
         self.compute_dtype = None  # model.dtype resolved on this machine, in set_up
         self.lineage = {}
 
-    def run(self):
-        """Fine-tune for ``sft.epochs``; always ends with RUN_FINISHED, whatever happens."""
-        from trainer.driver import RunCancelled, RunStatus, record_last_event_seq
-
-        def on_sigterm(signum, frame):
-            raise RunCancelled("SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM")
-
-        previous_handlers = {}
-        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous_handlers[signum] = signal.signal(signum, on_sigterm)
-        status, reason = RunStatus.FAILED, ""
-        try:
-            self.set_up()
-            self.publisher.publish(EventType.RUN_STARTED, {
-                "step": self.step, "kind": RUN_KIND, "config": self.config.to_public_dict(),
-                "demonstrations": len(self.conversations), "examples": len(self.examples),
-                "total_steps": self.total_steps, "resumed_from_step": self.step or None, "lineage": self.lineage,
-                "compute_dtype": self.compute_dtype.to_json_dict(),
-            })
-            if self.compute_dtype.warning:
-                self.publisher.log(self.compute_dtype.warning, "warning")
-            self.train()
-            status = RunStatus.SUCCEEDED
-        except RunCancelled as cancel:
-            status, reason = RunStatus.CANCELLED, f"stopped by {cancel.signal_name} during step {self.step}"
-        except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
-            status, reason = RunStatus.FAILED, f"{type(error).__name__}: {error}"
-            self.publisher.publish(EventType.ERROR, {
-                "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
-            })
-        finally:
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
-        model_folder = sft_model_folder(self.output_dir) if status is RunStatus.SUCCEEDED else None
-        self.publisher.publish(EventType.RUN_FINISHED, {
-            "status": status.value, "reason": reason, "step": self.step, "kind": RUN_KIND,
-            "model_path": str(model_folder) if model_folder else None,
+    def live(self) -> None:
+        """Fine-tune for ``sft.epochs``."""
+        self.set_up()
+        self.publisher.publish(EventType.RUN_STARTED, {
+            "step": self.step, "kind": RUN_KIND, "config": self.config.to_public_dict(),
+            "demonstrations": len(self.conversations), "examples": len(self.examples),
+            "total_steps": self.total_steps, "resumed_from_step": self.step or None, "lineage": self.lineage,
+            "compute_dtype": self.compute_dtype.to_json_dict(),
         })
-        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
-        return status
+        if self.compute_dtype.warning:
+            self.publisher.log(self.compute_dtype.warning, "warning")
+        self.train()
+
+    def finished_payload(self, status: RunStatus) -> dict:
+        model_folder = sft_model_folder(self.output_dir) if status is RunStatus.SUCCEEDED else None
+        return {"kind": RUN_KIND, "model_path": str(model_folder) if model_folder else None}
 
     def set_up(self) -> None:
         import torch

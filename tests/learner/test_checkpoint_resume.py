@@ -10,7 +10,8 @@ import torch
 
 from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
 from trainer.checkpoint import export_hf, latest_checkpoint
-from trainer.driver import RunStatus, TrainingRun, first_event_seq_for_resume
+from trainer.driver import RunStatus, TrainingRun
+from trainer.checkpoint import first_event_seq_for_resume
 from trainer.events import EventPublisher, EventType, ListSink
 from trainer.problems import Problem
 

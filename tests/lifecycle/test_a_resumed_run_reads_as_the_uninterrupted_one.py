@@ -11,7 +11,8 @@ import pytest
 
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer_for
-from trainer.driver import LAST_EVENT_SEQ_FILE, RunStatus, TrainingRun, first_event_seq_for_resume
+from trainer.driver import RunStatus, TrainingRun
+from trainer.checkpoint import LAST_EVENT_SEQ_FILE, first_event_seq_for_resume
 from trainer.events import EventPublisher, EventType, ListSink
 from trainer.verification.standin_server import StandinServerThread
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from trainer.checkpoint import checkpoint_folder, checkpoint_steps, checkpoints_to_remove, latest_checkpoint, step_of
-from trainer.driver import EVALUATIONS_FILE, best_evaluated_step
+from trainer.checkpoint import EVALUATIONS_FILE, best_evaluated_step
 
 
 def test_the_latest_n_and_the_kept_steps_survive():

@@ -167,7 +167,7 @@ def start_publisher(args: argparse.Namespace, sink, position=None):
         raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
     first_seq = 0
     if args.resume:
-        from trainer.driver import first_event_seq_for_resume
+        from trainer.checkpoint import first_event_seq_for_resume
 
         first_seq = first_event_seq_for_resume(Path(args.output))
     if position is None:

@@ -4,7 +4,8 @@ the problems each one solved.
 An evaluation is a run's evaluation on the benchmark's promptset version: an evaluation run's (step 0),
 or a training run's periodic ones (each at a checkpoint's step). A row is one evaluation; one whose
 verdicts came from the stand-in Lean server is labelled so and ranked apart from real Lean's, never
-mixed. The published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
+mixed; one whose stored samples show that no answer reached Lean at all says so instead of "Lean". The
+published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
 
 The solved matrix needs the samples. Every evaluation stores them, an evaluation run's at step 0 and a
 training run's periodic ones at the step they evaluated, marked apart from that step's training rollouts
@@ -29,6 +30,9 @@ from runs.evaluation_results import evaluation_report
 from runs.models import Evaluation, Run, RunKind
 
 STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not comparable with real Lean's"
+# A real row whose samples show that no answer reached any Lean (each failed the format check first): its
+# figures are the format check's alone, and "Lean" would claim a verification that never happened.
+NO_VERDICT_LABEL = "no answer reached Lean (each failed the format check)"
 
 
 @dataclass
@@ -45,11 +49,18 @@ class EvaluationRow:
     note: str
     has_samples: bool = False
     samples_attempt: int | None = None  # the run's attempt whose samples the column shows (the latest)
+    verdicts: int | None = None  # of those samples, how many Lean (or the stand-in) gave a verdict on
     solved: dict[int, str] = field(default_factory=dict)  # problem id → "solved", "failed", "censored"
 
     @property
     def key(self) -> str:
         return f"{self.run.pk}:{self.step}"
+
+    @property
+    def verified_by(self) -> str:
+        if self.is_standin:
+            return "stand-in (not Lean)"
+        return NO_VERDICT_LABEL if self.verdicts == 0 else "Lean"
 
     @property
     def label(self) -> str:
@@ -98,11 +109,15 @@ def _fill_solved(rows: list[EvaluationRow]) -> None:
         return
     attempts = (evaluation_samples.filter(reduce(or_, (
         Q(run_id=row.run.pk, step=row.step, run_attempt=row.samples_attempt) for row in with_samples)))
-                .values_list("run_id", "step", "problem_id", "reward"))
-    for run_id, step, problem_id, reward in attempts:
+                .values_list("run_id", "step", "problem_id", "reward", "verdict"))
+    for row in with_samples:
+        row.verdicts = 0
+    for run_id, step, problem_id, reward, verdict in attempts:
+        row = by_evaluation[(run_id, step)]
+        row.verdicts += bool(verdict)
         if problem_id is None:
             continue
-        solved = by_evaluation[(run_id, step)].solved
+        solved = row.solved
         state = "solved" if reward is not None and reward >= 1 else ("censored" if reward is None else "failed")
         if solved.get(problem_id) != "solved" and not (state == "censored" and solved.get(problem_id) == "failed"):
             solved[problem_id] = state

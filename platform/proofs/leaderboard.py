@@ -4,7 +4,7 @@ the problems each one solved.
 An evaluation is a run's evaluation on the benchmark's promptset version: an evaluation run's (step 0),
 or a training run's periodic ones (each at a checkpoint's step). A row is one evaluation; one whose
 verdicts came from the stand-in Lean server is labelled so and ranked apart from real Lean's, never
-mixed; one whose stored samples show that no answer reached Lean at all says so instead of "Lean". The
+mixed; one whose stored samples show that no answer passed the format check says so instead of "Lean". The
 published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
 
 The solved matrix needs the samples. Every evaluation stores them, an evaluation run's at step 0 and a
@@ -30,9 +30,10 @@ from runs.evaluation_results import evaluation_report
 from runs.models import Evaluation, Run, RunKind
 
 STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not comparable with real Lean's"
-# A real row whose samples show that no answer reached any Lean (each failed the format check first): its
-# figures are the format check's alone, and "Lean" would claim a verification that never happened.
-NO_VERDICT_LABEL = "no answer reached Lean (each failed the format check)"
+# A row whose stored samples carry no verdict: every answer failed the format check, so none was sent to Lean
+# for the gated reward, and "Lean" would claim a verification that never happened. (The acc column's check,
+# which skips the format gate, may still have asked Lean; its verdicts are not stored with the samples.)
+NO_VERDICT_LABEL = "the format check only: no answer passed it"
 
 
 @dataclass

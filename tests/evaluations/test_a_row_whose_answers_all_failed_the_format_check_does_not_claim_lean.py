@@ -1,5 +1,5 @@
 """The leaderboard's "Verified by" says what verified the row: the stand-in, Lean, or, when every stored sample
-failed the format check before any Lean saw it (a small model's usual evaluation), nobody."""
+failed the format check so none was sent to Lean (a small model's usual evaluation), the format check alone."""
 
 import pytest
 
@@ -11,7 +11,7 @@ from runs.models import Evaluation
 pytestmark = pytest.mark.django_db
 
 
-def test_an_evaluation_whose_every_answer_failed_the_format_check_says_no_answer_reached_lean(alices_client, alice):
+def test_an_evaluation_whose_every_answer_failed_the_format_check_says_so_instead_of_lean(alices_client, alice):
     benchmark, run, problems = periodic_evaluations(alice)
     Evaluation.objects.create(run=run, step=4, values=evaluation_values({p.problem_key: [0.0] for p in problems},
                                                                         standin=False))

@@ -227,7 +227,8 @@ def _rollout_line(attempt: dict) -> str:
     else:
         outcome = attempt.get("verdict") or "not checked"
     reward = "–" if attempt.get("reward") is None else f"{attempt['reward']:g}"
-    return f"  step {attempt['step']} {attempt['turn']:<5} {attempt['problem_key']}: {outcome} (reward {reward})"
+    when = f"evaluation of step {attempt['step']}" if attempt.get("is_evaluation") else f"step {attempt['step']}"
+    return f"  {when} {attempt['turn']:<5} {attempt['problem_key']}: {outcome} (reward {reward})"
 
 
 # --- rollouts and checkpoints ------------------------------------------------------------------

@@ -78,8 +78,8 @@ def step_figures(events_path: Path) -> list[dict]:
         payload = event["payload"]
         if event["type"] == "run_started":
             run_started = event["time"]
-        elif event["type"] == "rollout_finished":
-            rollouts[payload["step"]].append(payload)
+        elif event["type"] == "rollout_finished" and not payload.get("is_evaluation"):
+            rollouts[payload["step"]].append(payload)  # training accuracy: an evaluation's samples never count
         elif event["type"] == "step_started":
             started[payload["step"]] = event["time"]
         elif event["type"] == "metrics":

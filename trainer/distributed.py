@@ -463,6 +463,11 @@ class DataParallelRun(TrainingRun):
 
     # --- evaluation and checkpoints ------------------------------------------------------------------
 
+    @property
+    def evaluation_share(self) -> str | None:
+        # Each engine's problems are its own slots 0, 1, …: its name keeps their samples' keys apart.
+        return f"e{self.engine_index}" if self.engine_groups.count > 1 else None
+
     def evaluation_outcomes(self, step: int, seed: int | None = None,
                             show_progress: bool = False) -> tuple[dict, dict, dict]:
         """Each engine evaluates every engines-th problem, and every rank gets all of them (rank 0 publishes).

@@ -110,6 +110,14 @@ def rollout_key(step: int, slot_index: int, sample_index: int, turn: str, attemp
     return f"a{attempt}-s{step}-{kind}{slot_index}-r{sample_index}"
 
 
+def evaluation_key_prefix(step: int, turn: str = "first", attempt: int = 1, share: str | None = None) -> str:
+    """``a2-eval5``: attempt 2's evaluation of step 5 (``a2-eval5-retry`` its retries); a sample's key adds
+    ``-p<slot>-r<sample>``. Never a training rollout's key (rollout_key), and per attempt as those are: a
+    resumed run that evaluates a step again keeps both evaluations' samples apart. ``share`` names the part
+    of the problems one engine of a data-parallel run evaluates (``a1-eval5-e1``): its slots count from 0 too."""
+    return f"a{attempt}-eval{step}" + (f"-{share}" if share else "") + ("-retry" if turn == "retry" else "")
+
+
 def rewards_matrix(rollouts: Sequence[Rollout], num_slots: int, samples_per_prompt: int):
     """(G, N) rewards, NaN where censored or missing; G prompt slots, N samples each."""
     import torch
@@ -170,6 +178,11 @@ class TrainingRun(RunLifecycle):
     @property
     def attempt(self) -> int:
         return getattr(self.publisher, "attempt", 1)
+
+    @property
+    def evaluation_share(self) -> str | None:
+        """Which part of the evaluation problems this process evaluates, in its samples' keys; None: all of them."""
+        return None
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -506,13 +519,15 @@ class TrainingRun(RunLifecycle):
         self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(step, rollout, sampling_payload))
         return rollout
 
-    def rollout_event(self, step: int, rollout: Rollout, sampling_payload: dict) -> RolloutFinished:
+    def rollout_event(self, step: int, rollout: Rollout, sampling_payload: dict, *,
+                      is_evaluation: bool = False) -> RolloutFinished:
         scored, generation, slot = rollout.scored, rollout.generation, rollout.slot
         format_check = scored.format_check
         verification = scored.verification
         return RolloutFinished(
             rollout_key=rollout.rollout_key,
             step=step,
+            is_evaluation=is_evaluation,
             problem_id=slot.problem.problem_id,
             problem_name=slot.problem.name,
             formal_statement=slot.problem.formal_statement,
@@ -714,7 +729,8 @@ class TrainingRun(RunLifecycle):
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
         slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
         sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
-        first = self._score_all(slots, sampling, f"eval{step}", "eval: first attempts" if show_progress else None,
+        first_prefix = evaluation_key_prefix(step, "first", self.attempt, self.evaluation_share)
+        first = self._score_all(slots, sampling, first_prefix, "eval: first attempts" if show_progress else None,
                                 step=step)
         first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
         self.evaluation_samples = []
@@ -727,7 +743,7 @@ class TrainingRun(RunLifecycle):
                 continue
             retry = make_retry(
                 slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
-                scored.checked_code, f"eval{step}-p{slot_index}-r{sample_index}", step, self.config.retry,
+                scored.checked_code, f"{first_prefix}-p{slot_index}-r{sample_index}", step, self.config.retry,
                 lambda messages: prompt_token_count(self.tokenizer, messages),
             )
             if isinstance(retry, RetryPrompt):
@@ -739,7 +755,8 @@ class TrainingRun(RunLifecycle):
                 n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
                 max_tokens=max_tokens, seed=sampling.seed,
             )
-            retried = self._score_all(retry_slots, retry_sampling, f"eval{step}-retry",
+            retried = self._score_all(retry_slots, retry_sampling,
+                                      evaluation_key_prefix(step, "retry", self.attempt, self.evaluation_share),
                                       "eval: retries" if show_progress else None, step=step)
             for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
@@ -750,16 +767,28 @@ class TrainingRun(RunLifecycle):
 
     def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *, step: int = 0) -> dict:
         """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots`` this process scores;
-        with a ``progress_description``, a bar on standard error counts the samples as they are scored."""
+        with a ``progress_description``, a bar on standard error counts the samples as they are scored.
+
+        Each sample is published as it is scored (ROLLOUT_FINISHED with ``is_evaluation``, at ``step``), so the
+        platform keeps an evaluation's samples, a training run's periodic ones as an evaluation run's: the
+        benchmark's solved matrix and the proof viewer read them. Sizes: eval_samples events per problem and a
+        retry per failed one; on h100x8 (8 samples) miniF2F-test's 244 problems make at most 3,904, under two
+        training steps' 2,048 rollouts each, through the same bounded buffer (``events.buffer_mb``)."""
         from trainer.progress import progress_bar
 
         bar = progress_bar(total=len(slots) * sampling.n, desc=progress_description, unit="sample",
                            disable=progress_description is None)
+        sampling_payload = asdict(sampling)
 
-        async def score_and_count(problem, generation, key):
-            outcome = await self._score_for_evaluation(problem, generation, sampling.max_tokens, key)
+        async def score_publish_and_count(slot_index: int, generation, key: str):
+            started = time.perf_counter()
+            scored, outcome = await self._score_for_evaluation(slots[slot_index].problem, generation,
+                                                               sampling.max_tokens, key)
+            rollout = Rollout(key, slot_index, slots[slot_index], generation, scored, time.perf_counter() - started)
+            self.publisher.publish(EventType.ROLLOUT_FINISHED,
+                                   self.rollout_event(step, rollout, sampling_payload, is_evaluation=True))
             bar.update(1)  # on the scoring loop's thread, before the caller's result() can return
-            return outcome
+            return scored, outcome
 
         futures = {}
         try:
@@ -769,11 +798,10 @@ class TrainingRun(RunLifecycle):
 
             for generation in self.generate_live([s.prompt_ids for s in slots], sampling, describe):
                 if not self.scores_here(generation, sampling.n):
-                    continue  # another rank of this engine scores it
-                slot = slots[generation.prompt_index]
+                    continue  # another rank of this engine scores (and publishes) it
                 key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
                 futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
-                    score_and_count(slot.problem, generation, key)
+                    score_publish_and_count(generation.prompt_index, generation, key)
                 ))
             return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
         finally:

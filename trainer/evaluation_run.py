@@ -3,34 +3,25 @@
 A model (a registry model, or a run's checkpoint as ``model.init_checkpoint``), a promptset, k
 samples per problem (``schedule.eval_samples``), one retry per failed first attempt or none
 (``schedule.eval_error_correction``). It samples with ``schedule.seed`` and publishes what a
-training run publishes for an evaluation (RUN_STARTED, one EVALUATION at step 0, RUN_FINISHED), so
-the platform stores it the same way; the values hold evaluation_report's pass@k and the pass@k
-curve with its 95% intervals (trainer.evaluation.evaluation_curves).
+training run publishes for an evaluation, at step 0: every sample (ROLLOUT_FINISHED with ``is_evaluation``)
+and one EVALUATION, between RUN_STARTED and RUN_FINISHED, so the platform stores it the same way. The
+values hold evaluation_report's pass@k and the pass@k curve with its 95% intervals
+(trainer.evaluation.evaluation_curves).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from trainer.compute_dtype import compute_dtype_of
-from trainer.driver import Rollout, TrainingRun
+from trainer.driver import TrainingRun
 from trainer.events import EventType, RunStatus
 
 
 class EvaluationRun(TrainingRun):
-    """It lives (trainer/lifecycle.py) to evaluate once, at step 0, and trains nothing. Every sample (first attempts and retries) is
-    published as a rollout, so the platform stores it and the proof viewer shows it as a training rollout."""
-
-    def _score_all(self, slots, sampling, key_prefix, progress_description=None, *, step: int = 0) -> dict:
-        scored_samples = super()._score_all(slots, sampling, key_prefix, progress_description, step=step)
-        sampling_payload = asdict(sampling)
-        for (slot_index, sample_index), (generation, scored, _) in sorted(scored_samples.items()):
-            # The key evaluation_rewards gives a first attempt's retry as its parent: the same scheme.
-            rollout = Rollout(f"{key_prefix}-p{slot_index}-r{sample_index}", slot_index, slots[slot_index], generation,
-                              scored, verification_seconds=0.0)
-            self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(0, rollout, sampling_payload))
-        return scored_samples
+    """It lives (trainer/lifecycle.py) to evaluate once, at step 0, and trains nothing. Every sample (first
+    attempts and retries) is published as an evaluation sample by the driver's evaluation path (``TrainingRun._score_all``), as a training
+    run's periodic evaluations are, so the proof viewer shows them and the benchmark's solved matrix counts them."""
 
     def planned_steps(self) -> int:
         return 0

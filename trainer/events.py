@@ -52,8 +52,12 @@ class LeanMessagePayload(BaseModel):
 class RolloutFinished(BaseModel):
     """One sampled answer, scored. ``reward`` is None when the verdict was censored."""
 
-    rollout_key: str = Field(description="Unique within the run, e.g. 's3-p12-r5' or 's4-retry-…'.")
-    step: int
+    rollout_key: str = Field(description="Unique within the run, e.g. 'a1-s3-p12-r5' or 'a1-eval4-retry-…'.")
+    step: int = Field(description="The training step it was sampled at; for an evaluation sample, the step "
+                                  "evaluated (0 for an evaluation run).")
+    is_evaluation: bool = Field(
+        False, description="A sample of an evaluation (an evaluation run's, or a training run's periodic one at "
+                           "``step``), not a training rollout: it trains nothing, and the evaluation's pass@k counts it.")
     problem_id: str
     problem_name: str = ""
     formal_statement: str = ""
@@ -438,6 +442,14 @@ class StdoutSink:
     def write(self, event: TrainerEvent) -> None:
         self.stream.write(event.model_dump_json() + "\n")
         self.stream.flush()
+
+
+class DiscardSink:
+    """Drops every event: for ``python -m trainer eval``, which prints its report and writes its samples itself
+    (a ListSink would hold every evaluation sample's text a second time, for nobody)."""
+
+    def write(self, event: TrainerEvent) -> None:
+        pass
 
 
 class ListSink:

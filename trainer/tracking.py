@@ -249,6 +249,8 @@ class TrackingSink:
         step = int(payload.get("step", 0))
         if not self.table_every or step % self.table_every:
             return
+        if payload.get("is_evaluation"):
+            return  # the table is the step's training rollouts; its evaluation's figures go as eval/ scalars
         rows = self._table.setdefault(step, [])
         if len(rows) < self.table_rows:
             rows.append({

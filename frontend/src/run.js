@@ -177,6 +177,7 @@ let pending = [];
 /** The same filters the server applies (proofs/queries.py), for rollouts arriving live. */
 export function matchesFilters(r, f) {
   if (f.step !== undefined && Number(r.step) !== Number(f.step)) return false;
+  if (f.purpose && Boolean(r.is_evaluation) !== (f.purpose === "evaluation")) return false;
   if (f.turn && r.turn !== f.turn) return false;
   if (f.verdict && (f.verdict === "none" ? Boolean(r.verdict) : r.verdict !== f.verdict)) return false;
   if (f.format_error && r.format_error !== f.format_error) return false;
@@ -197,7 +198,7 @@ function rolloutCard(r) {
   const name = r.problem_name || r.problem_id;
   const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
   const head = el("div", { class: "rollout-head" }, title,
-    ` · step ${r.step} · ${TURN_LABELS[r.turn] || r.turn} · `,
+    r.is_evaluation ? ` · evaluation of step ${r.step} · ` : ` · step ${r.step} · `, `${TURN_LABELS[r.turn] || r.turn} · `,
     el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
   const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");

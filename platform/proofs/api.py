@@ -18,6 +18,7 @@ class ProofAttemptOut(Schema):
     run_id: int
     rollout_key: str
     step: int
+    is_evaluation: bool
     problem_key: str
     turn: str
     parent_id: int | None
@@ -42,6 +43,7 @@ class RolloutCardOut(Schema):
     attempt_id: int
     rollout_key: str
     step: int
+    is_evaluation: bool
     problem_id: str
     problem_name: str
     turn: str
@@ -63,6 +65,7 @@ class RolloutPageOut(Schema):
 
 class RolloutFiltersIn(StrictSchema):
     step: int | None = None
+    purpose: str = ""
     turn: str = ""
     verdict: str = ""
     format_error: str = ""
@@ -75,6 +78,7 @@ class RolloutFiltersIn(StrictSchema):
 def card(attempt: ProofAttempt) -> dict:
     return {
         "attempt_id": attempt.pk, "rollout_key": attempt.rollout_key, "step": attempt.step,
+        "is_evaluation": attempt.is_evaluation,
         "problem_id": attempt.problem_key, "problem_name": attempt.problem_name, "turn": attempt.turn,
         "verdict": attempt.verdict or None, "format_error": attempt.format_error or None, "reward": attempt.reward,
         "reasons": attempt.reasons, "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,

@@ -4,17 +4,25 @@ the problems each one solved.
 An evaluation is a run's evaluation on the benchmark's promptset version: an evaluation run's (step 0),
 or a training run's periodic ones (each at a checkpoint's step). A row is one evaluation; one whose
 verdicts came from the stand-in Lean server is labelled so and ranked apart from real Lean's, never
-mixed. The published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
+mixed; one whose stored samples show that no answer passed the format check says so instead of "Lean". The
+published rows are quoted, not measured here (promptsets.benchmarks.REFERENCE_LABEL).
 
-The solved matrix needs the samples: an evaluation run stores every one (trainer/evaluation_run.py);
-a training run's periodic evaluations keep only their figures, so their column says so. A problem is
-solved by an evaluation when one of its samples earned reward 1 (our gated reward), a retry included
-when the evaluation made retries.
+The solved matrix needs the samples. Every evaluation stores them, an evaluation run's at step 0 and a
+training run's periodic ones at the step they evaluated, marked apart from that step's training rollouts
+(ProofAttempt.is_evaluation; the trainer publishes both kinds through one path, TrainingRun._score_all).
+An evaluation published by an older trainer kept only its figures: it is a leaderboard row without a
+column. Where a resumed run evaluated a step again, the latest attempt's samples count, as its figures do
+(the ingester keeps the current attempt's EVALUATION). A problem is solved by an evaluation when one of its
+samples earned reward 1 (our gated reward), a retry included when the evaluation made retries.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
+
+from django.db.models import Max, Q
 
 from promptsets import benchmarks
 from proofs.models import ProofAttempt
@@ -22,6 +30,10 @@ from runs.evaluation_results import evaluation_report
 from runs.models import Evaluation, Run, RunKind
 
 STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not comparable with real Lean's"
+# A row whose stored samples carry no verdict: every answer failed the format check, so none was sent to Lean
+# for the gated reward, and "Lean" would claim a verification that never happened. (The acc column's check,
+# which skips the format gate, may still have asked Lean; its verdicts are not stored with the samples.)
+NO_VERDICT_LABEL = "the format check only: no answer passed it"
 
 
 @dataclass
@@ -36,12 +48,20 @@ class EvaluationRow:
     acc_pass_at_k: float | None
     is_standin: bool
     note: str
-    has_samples: bool
+    has_samples: bool = False
+    samples_attempt: int | None = None  # the run's attempt whose samples the column shows (the latest)
+    verdicts: int | None = None  # of those samples, how many Lean (or the stand-in) gave a verdict on
     solved: dict[int, str] = field(default_factory=dict)  # problem id → "solved", "failed", "censored"
 
     @property
     def key(self) -> str:
         return f"{self.run.pk}:{self.step}"
+
+    @property
+    def verified_by(self) -> str:
+        if self.is_standin:
+            return "stand-in (not Lean)"
+        return NO_VERDICT_LABEL if self.verdicts == 0 else "Lean"
 
     @property
     def label(self) -> str:
@@ -70,18 +90,35 @@ def _row(evaluation: Evaluation) -> EvaluationRow:
         evaluation=evaluation, run=evaluation.run, step=evaluation.step, k=k, pass_at_k=value, ci95=(low, high),
         pass_at_k_with_error_correction=retried, acc_pass_at_k=acc,
         is_standin=evaluation.values.get("standin_verdicts", 0) > 0, note=note,
-        has_samples=evaluation.run.kind == RunKind.EVAL,
     )
 
 
 def _fill_solved(rows: list[EvaluationRow]) -> None:
-    by_run = {row.run.pk: row for row in rows if row.has_samples}
-    attempts = (ProofAttempt.objects.filter(run_id__in=by_run, step=0)
-                .values_list("run_id", "problem_id", "reward"))
-    for run_id, problem_id, reward in attempts:
+    """Each row's samples (its run's evaluation samples of its step, of the latest attempt that made some) and
+    per problem what they say; a row without any keeps ``has_samples`` False."""
+    if not rows:
+        return
+    evaluation_samples = ProofAttempt.objects.filter(is_evaluation=True)
+    latest_attempts = (evaluation_samples.filter(reduce(or_, (Q(run_id=row.run.pk, step=row.step) for row in rows)))
+                       .values("run_id", "step").annotate(latest=Max("run_attempt")))
+    by_evaluation = {(row.run.pk, row.step): row for row in rows}
+    for found in latest_attempts:
+        row = by_evaluation[(found["run_id"], found["step"])]
+        row.has_samples, row.samples_attempt = True, found["latest"]
+    with_samples = [row for row in rows if row.has_samples]
+    if not with_samples:
+        return
+    attempts = (evaluation_samples.filter(reduce(or_, (
+        Q(run_id=row.run.pk, step=row.step, run_attempt=row.samples_attempt) for row in with_samples)))
+                .values_list("run_id", "step", "problem_id", "reward", "verdict"))
+    for row in with_samples:
+        row.verdicts = 0
+    for run_id, step, problem_id, reward, verdict in attempts:
+        row = by_evaluation[(run_id, step)]
+        row.verdicts += bool(verdict)
         if problem_id is None:
             continue
-        solved = by_run[run_id].solved
+        solved = row.solved
         state = "solved" if reward is not None and reward >= 1 else ("censored" if reward is None else "failed")
         if solved.get(problem_id) != "solved" and not (state == "censored" and solved.get(problem_id) == "failed"):
             solved[problem_id] = state
@@ -105,6 +142,8 @@ def leaderboard(benchmark, viewer) -> dict:
         "real_rows": [row for row in rows if not row.is_standin],
         "standin_rows": [row for row in rows if row.is_standin],
         "rows": rows,
+        # Published by an older trainer, which kept an evaluation's figures and not its samples: no column.
+        "figures_only": [row for row in rows if not row.has_samples],
         "references": benchmarks.references_for(benchmark),
         "reference_label": benchmarks.REFERENCE_LABEL,
         "standin_label": STANDIN_LABEL,

@@ -27,6 +27,9 @@ class ProofAttempt(models.Model):
     run_attempt = models.PositiveIntegerField(
         default=1, help_text="The run's attempt that generated it: a resumed run replays steps under new keys.")
     step = models.PositiveIntegerField(db_index=True)
+    is_evaluation = models.BooleanField(
+        default=False, help_text="A sample of an evaluation (an evaluation run's, or a training run's periodic one of "
+                                 "this step), not a training rollout: it trained nothing.")
     problem = models.ForeignKey("promptsets.Problem", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="proof_attempts")
     problem_key = models.CharField(max_length=300, db_index=True)
@@ -66,6 +69,8 @@ class ProofAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "rollout_key"], name="one_attempt_per_rollout_key")]
         indexes = [
             models.Index(fields=["run", "step", "id"]),
+            # A benchmark's solved matrix reads one evaluation's samples; the proof viewer filters by purpose.
+            models.Index(fields=["run", "is_evaluation", "step", "id"], name="attempt_run_evaluation_step_id"),
             models.Index(fields=["run", "verdict", "id"]),
             models.Index(fields=["run", "turn", "id"]),
             models.Index(fields=["run", "problem_key", "id"]),

@@ -19,10 +19,20 @@ class RewardFilter:
     CHOICES = [("", "any reward"), (ACCEPTED, "1 (accepted)"), (ZERO, "0 (rejected)"), (CENSORED, "censored")]
 
 
+class PurposeFilter:
+    """A training run stores its periodic evaluations' samples at the step they evaluated, beside that step's
+    training rollouts: this filter tells them apart (ProofAttempt.is_evaluation)."""
+
+    TRAINING = "training"
+    EVALUATION = "evaluation"
+    CHOICES = [("", "training and evaluation"), (TRAINING, "training rollouts"), (EVALUATION, "evaluation samples")]
+
+
 class RolloutFilters(forms.Form):
     """The proof viewer's filters. Blank fields filter nothing; bad values are form errors, never a 500."""
 
     step = forms.IntegerField(required=False, min_value=0)
+    purpose = forms.ChoiceField(required=False, choices=PurposeFilter.CHOICES)
     turn = forms.ChoiceField(required=False, choices=[("", "any turn"), *Turn.choices])
     verdict = forms.ChoiceField(required=False, choices=[("", "any verdict"), ("none", "not sent to Lean"), *Verdict.choices])
     format_error = forms.ChoiceField(required=False, label="Format error",
@@ -40,12 +50,15 @@ class RolloutFilters(forms.Form):
 
 
 def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> QuerySet[ProofAttempt]:
-    """Newest first. Each filter is an equality the (run, field, id) indexes answer without a scan."""
+    """Newest first. Each filter is an equality the (run, field, id) indexes answer without a scan (purpose with
+    step: the (run, is_evaluation, step, id) index)."""
     if not filters.is_valid():
         raise ValueError(f"invalid rollout filters: {filters.errors.as_json()}")
     data = filters.cleaned_data
     if data.get("step") is not None:
         queryset = queryset.filter(step=data["step"])
+    if data.get("purpose"):
+        queryset = queryset.filter(is_evaluation=data["purpose"] == PurposeFilter.EVALUATION)
     if data.get("turn"):
         queryset = queryset.filter(turn=data["turn"])
     if data.get("verdict"):

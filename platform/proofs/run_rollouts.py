@@ -60,6 +60,7 @@ def _store_attempts(events: list[RunEvent]) -> None:
     for event, rollout in rollouts:
         rows.append(ProofAttempt(
             run_id=event.run_id, rollout_key=rollout.rollout_key, run_attempt=event.attempt, step=rollout.step,
+            is_evaluation=rollout.is_evaluation,
             problem_key=rollout.problem_id, problem_name=rollout.problem_name,
             problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
             formal_statement=rollout.formal_statement, turn=rollout.turn,

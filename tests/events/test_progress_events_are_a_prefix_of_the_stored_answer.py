@@ -44,7 +44,7 @@ def test_every_rollout_streams_before_it_is_stored_and_its_pieces_are_a_prefix_o
     assert stored_numbers == list(range(len(stored_numbers))), "progress leaves no gap in the stored events' numbers"
 
 
-def test_an_evaluations_answers_stream_too_though_they_are_scored_not_stored(tmp_path, capsys):
+def test_a_periodic_evaluations_answers_stream_before_each_is_stored(tmp_path, capsys):
     promptset = tmp_path / "problems.jsonl"
     promptset.write_text(json.dumps({"problem_id": "p0", "formal_statement": "theorem t0 : (0 : ℕ) + 1 = 1 := by"}) + "\n")
     with StandinServerThread() as server:
@@ -57,7 +57,15 @@ def test_an_evaluations_answers_stream_too_though_they_are_scored_not_stored(tmp
     evaluation = next(index for index, e in enumerate(events) if e["type"] == "evaluation")
     streamed = {e["payload"]["rollout_key"] for e in events[:evaluation]
                 if e["type"] == "rollout_progress" and e["payload"]["is_finished"]}
-    assert {key for key in streamed if key.startswith("eval1-p0-")} == {"eval1-p0-r0", "eval1-p0-r1"}
+    assert {key for key in streamed if key.startswith("a1-eval1-p0-")} == {"a1-eval1-p0-r0", "a1-eval1-p0-r1"}
+    stored = {e["payload"]["rollout_key"]: index for index, e in enumerate(events)
+              if e["type"] == "rollout_finished" and e["payload"]["is_evaluation"]}
+    assert {"a1-eval1-p0-r0", "a1-eval1-p0-r1"} <= set(stored)
+    first_streamed = {}
+    for index, event in enumerate(events):
+        if event["type"] == "rollout_progress":
+            first_streamed.setdefault(event["payload"]["rollout_key"], index)
+    assert all(first_streamed[key] < stored[key] for key in stored), "each sample streams before it is stored"
 
 
 def test_an_evaluation_runs_answers_stream_before_each_is_stored(tmp_path, capsys):

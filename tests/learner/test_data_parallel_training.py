@@ -122,6 +122,14 @@ def of_type(events, type):
     return [event for event in events if event.type == type]
 
 
+def training_rollouts(events):
+    return [e for e in of_type(events, EventType.ROLLOUT_FINISHED) if not e.payload["is_evaluation"]]
+
+
+def evaluation_samples(events):
+    return [e for e in of_type(events, EventType.ROLLOUT_FINISHED) if e.payload["is_evaluation"]]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, smollm2_tokenizer_once):
     """The same two steps, one process and two ranks: ((status, events, output), (statuses, events by rank, output))."""
@@ -166,12 +174,11 @@ def test_two_ranks_take_the_same_steps_as_one_process_on_the_same_prompts(runs):
 
 def test_each_rank_publishes_its_own_rollouts_once_under_its_own_numbers(runs):
     (_, one_events, _), (_, events, _) = runs
-    keys_by_rank = {rank: [e.payload["rollout_key"] for e in of_type(events[rank], EventType.ROLLOUT_FINISHED)]
-                    for rank in events}
+    keys_by_rank = {rank: [e.payload["rollout_key"] for e in training_rollouts(events[rank])] for rank in events}
     assert all("-p0-" in key for key in keys_by_rank[0]) and all("-p1-" in key for key in keys_by_rank[1])
     all_keys = keys_by_rank[0] + keys_by_rank[1]
     assert len(all_keys) == len(set(all_keys)) == STEPS * 2 * 3
-    assert set(all_keys) == {e.payload["rollout_key"] for e in of_type(one_events, EventType.ROLLOUT_FINISHED)}
+    assert set(all_keys) == {e.payload["rollout_key"] for e in training_rollouts(one_events)}
     assert {e.type for e in events[1]} == {EventType.ROLLOUT_FINISHED}  # everything else is rank 0's to say
     assert all(e.seq % WORLD_SIZE == rank for rank in events for e in events[rank])
 
@@ -184,7 +191,8 @@ def test_ordered_by_seq_each_steps_rollouts_fall_between_its_start_and_its_metri
     for step in range(1, STEPS + 1):
         [started] = [i for i, e in enumerate(merged) if e.type == EventType.STEP_STARTED and e.payload["step"] == step]
         [metrics] = [i for i, e in enumerate(merged) if e.type == EventType.METRICS and e.payload["step"] == step]
-        rollouts = [i for i, e in enumerate(merged) if e.type == EventType.ROLLOUT_FINISHED and e.payload["step"] == step]
+        rollouts = [i for i, e in enumerate(merged) if e.type == EventType.ROLLOUT_FINISHED and e.payload["step"] == step
+                    and not e.payload["is_evaluation"]]
         assert len(rollouts) == 6 and started < min(rollouts) and max(rollouts) < metrics
 
 
@@ -200,7 +208,7 @@ def test_rank_zero_publishes_one_global_metrics_per_step_and_the_retries_of_both
     parents = {e.payload["parent_rollout_key"] for e in of_type(events[0], EventType.RETRY_CREATED)}
     assert parents == {"a1-s1-p0-r1", "a1-s1-p1-r1"}  # rank 1's rejected attempt was filed too
     # Step 2 drew both retries, on the rank that owns each slot, in every rank's buffer alike.
-    retried = {e.payload["rollout_key"] for rank in events for e in of_type(events[rank], EventType.ROLLOUT_FINISHED)
+    retried = {e.payload["rollout_key"] for rank in events for e in training_rollouts(events[rank])
                if e.payload["turn"] == "retry"}
     assert {key.rsplit("-r", 1)[0] for key in retried} == {"a1-s2-retry-p0", "a1-s2-retry-p1"}
 
@@ -211,6 +219,12 @@ def test_rank_zero_evaluates_with_the_other_ranks_share_and_finishes_the_run_onc
     [one_evaluation] = of_type(one_events, EventType.EVALUATION)
     for name in ("problems", "pass@1", "retry/pass@1", "mean@3"):
         assert evaluation.payload["values"][name] == one_evaluation.payload["values"][name], name
+    # Each engine publishes the samples of its own problem, keyed by its share, each once: as many as one process's.
+    samples = {rank: [e.payload for e in evaluation_samples(events[rank])] for rank in events}
+    assert all(s["rollout_key"].startswith(f"a1-eval{STEPS}-e{rank}-") for rank in samples for s in samples[rank])
+    assert len({s["rollout_key"] for rank in samples for s in samples[rank]}) == sum(map(len, samples.values()))
+    assert sorted((s["problem_id"], s["turn"], s["reward"]) for rank in samples for s in samples[rank]) == sorted(
+        (e.payload["problem_id"], e.payload["turn"], e.payload["reward"]) for e in evaluation_samples(one_events))
     finished = of_type(events[0] + events[1], EventType.RUN_FINISHED)
     assert [e.payload["status"] for e in finished] == ["succeeded"]
     assert [e.payload["step"] for e in of_type(events[0], EventType.CHECKPOINT_SAVED)] == [1, 2]

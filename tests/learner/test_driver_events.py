@@ -86,9 +86,14 @@ def test_run_started_says_what_precision_the_trainer_computes_in_and_why(finishe
         "sentence": "computes in float32: the run asks for float32"}
 
 
+def training_rollouts(sink) -> list[RolloutFinished]:
+    rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]
+    return [r for r in rollouts if not r.is_evaluation]
+
+
 def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_run):
     _, sink, _, _ = finished_run
-    rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]
+    rollouts = training_rollouts(sink)
     assert len(rollouts) == 3 * 2 * 3
     proved = [r for r in rollouts if r.verdict == "valid"]
     assert proved and all(r.reward == 1.0 and r.is_standin_verdict and r.checked_code for r in proved)
@@ -105,10 +110,10 @@ def test_rejected_first_attempts_become_retries_that_are_rolled_out_later(finish
     _, sink, _, _ = finished_run
     retries = sink.of_type(EventType.RETRY_CREATED)
     assert retries and all("Error" in e.payload["feedback"] for e in retries)
-    retry_rollouts = [e.payload for e in sink.of_type(EventType.ROLLOUT_FINISHED) if e.payload["turn"] == "retry"]
+    retry_rollouts = [r for r in training_rollouts(sink) if r.turn == "retry"]
     parents = {e.payload["parent_rollout_key"] for e in retries}
-    assert retry_rollouts and all(r["parent_rollout_key"] in parents for r in retry_rollouts)
-    assert all(r["reward"] == 1.0 for r in retry_rollouts)
+    assert retry_rollouts and all(r.parent_rollout_key in parents for r in retry_rollouts)
+    assert all(r.reward == 1.0 for r in retry_rollouts)
 
 
 def test_each_step_publishes_its_metrics(finished_run):
@@ -139,3 +144,23 @@ def test_evaluation_and_checkpoints_are_published_when_due(finished_run):
     saved = sink.of_type(EventType.CHECKPOINT_SAVED)
     assert [e.payload["step"] for e in saved] == [2, 3]
     assert all((output / "checkpoints" / f"step_00000{step}" / "model" / "model.safetensors").is_file() for step in (2, 3))
+
+
+def test_a_periodic_evaluation_publishes_every_sample_as_an_evaluation_sample_of_its_step(finished_run):
+    _, sink, _, _ = finished_run
+    published = [(index, RolloutFinished.model_validate(e.payload)) for index, e in enumerate(sink.events)
+                 if e.type == EventType.ROLLOUT_FINISHED and e.payload["is_evaluation"]]
+    [evaluation_index] = [index for index, e in enumerate(sink.events) if e.type == EventType.EVALUATION]
+    samples = [sample for _, sample in published]
+    # 2 problems × 3 samples, and a retry of each rejected one (the rambling answer never reached Lean).
+    assert sorted(s.rollout_key for s in samples) == sorted(
+        [f"a1-eval3-p{slot}-r{sample}" for slot in (0, 1) for sample in (0, 1, 2)]
+        + [f"a1-eval3-retry-p{slot}-r0" for slot in (0, 1)])
+    assert all(s.step == 3 for s in samples) and all(index < evaluation_index for index, _ in published)
+    first_keys = {s.rollout_key for s in samples if s.turn == "first"}
+    assert all(s.parent_rollout_key in first_keys for s in samples if s.turn == "retry")
+    # What the evaluation counted: per problem, 1 of 3 first attempts proves it (pass@1 = 1/3), as stored.
+    for problem in PROBLEMS:
+        rewards = sorted(s.reward for s in samples if s.problem_id == problem.problem_id and s.turn == "first")
+        assert rewards == [0.0, 0.0, 1.0]
+    assert sink.of_type(EventType.EVALUATION)[0].payload["values"]["pass@1"] == pytest.approx(1 / 3)

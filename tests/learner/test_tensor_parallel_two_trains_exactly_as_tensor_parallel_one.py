@@ -53,7 +53,7 @@ class ScorerThatBreaksInEvaluation(FirstTokenRewardScorer):
         super().__init__(target_text="")
 
     async def score(self, problem, response, num_tokens=None, max_tokens=None, *, key=None):
-        if key.startswith("eval"):
+        if "-eval" in key:  # an evaluation sample's key (trainer.driver.evaluation_key_prefix)
             raise RuntimeError("injected: rank 1 lost its Lean connection while evaluating")
         return await super().score(problem, response, num_tokens, max_tokens, key=key)
 
@@ -147,13 +147,27 @@ def test_the_ranks_of_one_engine_ask_it_for_the_same_prompts_with_the_same_seeds
     assert two[0]["generate_calls"][0]["seed"] == one[0]["generate_calls"][0]["seed"]  # engine 0's stream either way
 
 
-def test_each_rollout_is_scored_and_published_once_by_one_rank_of_its_engine(worlds):
-    keys = {size: {rank: [e.payload["rollout_key"] for e in of_type(info["events"], EventType.ROLLOUT_FINISHED)]
+def published_keys(worlds, is_evaluation: bool) -> dict[int, dict[int, list[str]]]:
+    """Per tensor-parallel size, per rank: the keys of the training rollouts, or of the evaluation samples, it published."""
+    return {size: {rank: [e.payload["rollout_key"] for e in of_type(info["events"], EventType.ROLLOUT_FINISHED)
+                          if e.payload["is_evaluation"] == is_evaluation]
                    for rank, info in world["ranks"].items()} for size, world in worlds.items()}
+
+
+def test_each_rollout_is_scored_and_published_once_by_one_rank_of_its_engine(worlds):
+    keys = published_keys(worlds, is_evaluation=False)
     for by_rank in keys.values():
         every = by_rank[0] + by_rank[1]
         assert len(every) == len(set(every)) == STEPS * 2 * 3
     assert set(keys[2][0] + keys[2][1]) == set(keys[1][0] + keys[1][1])
+    # The evaluation's samples too: each once, by one rank, as many at either size (keyed per engine at size 1).
+    samples = published_keys(worlds, is_evaluation=True)
+    counts = set()
+    for by_rank in samples.values():
+        every = by_rank[0] + by_rank[1]
+        assert every and len(every) == len(set(every))
+        counts.add(len(every))
+    assert len(counts) == 1
     # At size 2 the engine's answers alternate between its ranks: (prompt 0, sample 0) on rank 0, (0, 1) on rank 1, ...
     assert sorted(key for key in keys[2][0] if key.startswith("a1-s1-")) == ["a1-s1-p0-r0", "a1-s1-p0-r2", "a1-s1-p1-r1"]
     assert sorted(key for key in keys[2][1] if key.startswith("a1-s1-")) == ["a1-s1-p0-r1", "a1-s1-p1-r0", "a1-s1-p1-r2"]

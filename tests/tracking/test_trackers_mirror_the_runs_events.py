@@ -141,6 +141,19 @@ def test_a_censored_rollout_has_an_empty_reward_cell_not_zero():
     assert step == 1 and [row["reward"] for row in rows] == ["", 0.0]
 
 
+def test_a_rollout_table_holds_the_steps_training_rollouts_never_its_evaluations_samples():
+    from trainer.events import ListSink, TrainerEvent
+
+    tracker = RecordingTracker()
+    sink = TrackingSink(ListSink(), [tracker], table_every=1, table_rows=4)
+    for index, is_evaluation in enumerate((True, False, True)):
+        sink.write(TrainerEvent(run_id="1", seq=index, type="rollout_finished", payload={
+            "step": 1, "problem_id": f"p{index}", "reward": 0.0, "is_evaluation": is_evaluation}))
+    sink.write(TrainerEvent(run_id="1", seq=3, type="metrics", payload={"step": 1, "values": {"reward/mean": 0.0}}))
+    [(step, rows)] = tracker.tables
+    assert step == 1 and [row["problem"] for row in rows] == ["p1"]
+
+
 def test_tensorboard_tables_escape_model_output(tmp_path):
     tracker = TensorBoardTracker("p", "r", tmp_path)
     tracker.start({})

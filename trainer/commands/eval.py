@@ -62,7 +62,7 @@ def run_config_path(folder: Path) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     from trainer.config import RunConfig
-    from trainer.events import EventPublisher, ListSink
+    from trainer.events import DiscardSink, EventPublisher
     from trainer.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
     from trainer.problems import load_problems_jsonl
 
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     from trainer.driver import TrainingRun
 
     seed = config.schedule.seed if args.seed is None else args.seed
-    evaluation = TrainingRun(config, problems, Path("."), EventPublisher("eval", ListSink()), install_signal_handlers=False)
+    evaluation = TrainingRun(config, problems, Path("."), EventPublisher("eval", DiscardSink()), install_signal_handlers=False)
     try:
         evaluation.prepare_for_evaluation()
         values = evaluation.evaluate(args.step, seed=seed, show_progress=True)

@@ -37,6 +37,7 @@ function look(events) {
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/ws/runs/${context.runId}/events/?after=${lastNumber}`);
+  socket.onopen = () => { document.body.dataset.live = "connected"; };
   socket.onmessage = (message) => {
     const data = JSON.parse(message.data);
     if (data.type === "progress") {
@@ -50,7 +51,10 @@ function connect() {
       look(data.events);
     }
   };
-  socket.onclose = () => setTimeout(connect, 2000);
+  socket.onclose = () => {
+    document.body.dataset.live = "disconnected";
+    setTimeout(connect, 2000);
+  };
 }
 connect();
 

@@ -93,7 +93,9 @@ def test_during_a_cpu_demo_run_an_answer_grows_in_its_card_before_it_is_stored_t
         raise AssertionError(f"the launch was not accepted: {page.locator('.errorlist, .messages').all_inner_texts()}\n"
                              f"{platform_logs()}")
     run = Run.objects.get(name="watch it think")
+    # SmolLM2-135M-Instruct itself: no warm-started folder (none is configured here) and no checkpoint.
     assert run.preset == "cpu-demo" and run.config["model"]["source"] == "smollm2_gguf", run.config["model"]
+    assert not run.config["model"].get("init_checkpoint"), run.config["model"]
     run_page = page.url
     phone = page.context.new_page()  # the same run on a 390 px screen
     phone.set_viewport_size({"width": 390, "height": 844})

@@ -186,6 +186,8 @@ def live_rollout(request, pk, rollout_key):
     stored rollout; opened once stored, its proof attempt's page. 404 once it is neither being written nor stored
     (an evaluation answer, forgotten)."""
     run = _visible_run(request, pk)
+    # The last event number before looking for the stored rollout: one stored in between comes over the socket.
+    last_event_number = queries.last_event_number(run.pk)
     attempt_id, is_stored = queries.stored_attempt(run.pk, rollout_key)
     if attempt_id is not None:
         return redirect("proofs:detail", attempt_id)
@@ -195,6 +197,6 @@ def live_rollout(request, pk, rollout_key):
         raise Http404("No answer with this key is being written or stored in this run")
     return render(request, "runs/live_rollout.html", {
         "run": run, "rollout_key": rollout_key, "answer": answer, "is_stored": is_stored,
-        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": queries.last_event_number(run.pk),
+        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": last_event_number,
                         "answerMarks": live.ANSWER_MARKS, **_card_labels()},
     })

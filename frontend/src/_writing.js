@@ -3,9 +3,16 @@
 //
 // Pieces carry `offset` in code points (the trainer's count); a JavaScript string counts UTF-16 units, so
 // each card keeps its own code-point count. A piece that starts past the text the card has (a dropped
-// frame) asks /api/runs/<id>/writing for the latest text instead of guessing. Pieces only update state;
-// the DOM is drawn once per animation frame, so a slow browser merges progress frames rather than
-// falling behind, and stored events never wait for them. Model output is untrusted: text nodes only.
+// frame) asks /api/runs/<id>/writing for the latest text instead of guessing. Model output is untrusted:
+// text nodes only.
+//
+// A slow browser drops progress frames rather than delaying stored events:
+// - a progress frame that reaches the page later than the quickest of the recent ones by more than
+//   STALE_FRAME_S (the page was busy while it waited in the socket's queue) is dropped unread, and the latest
+//   text is fetched once the page has caught up; the socket's stored events behind it are handled at once;
+// - pieces only update state; the DOM is drawn once per animation frame, stored cards first and always,
+//   cards still being written only within DRAW_BUDGET_MS (the rest wait for the next frame, merged).
+// The list counts frames heard and dropped (data-progress-frames-heard, -dropped) for people and tests.
 import { el, formatNumber } from "./_dom.js";
 import { renderLeanView } from "./_lean.js";
 
@@ -15,6 +22,9 @@ const SNAPSHOT_EVERY_MS = 2000;
 // An answer checked but never stored (an evaluation's: they are scored, not stored) or one whose trainer went
 // quiet (a cancelled run) leaves the panel after this long without news; the trainer's writing hash expires too.
 const QUIET_ANSWER_MS = 120000;
+const STALE_FRAME_S = 1.0;
+const LAG_WINDOW_FRAMES = 40; // about 10 s of the forwarder's frames (4 a second): the quickest of them is "on time"
+const DRAW_BUDGET_MS = 8;
 
 /** The answer's parts as the format check names them (the marks come with the page: trainer/format_reward.py). */
 export function answerParts(text, marks) {
@@ -59,6 +69,10 @@ export class WritingPanel {
     this.dirty = new Set();
     this.frame = null;
     this.lastSnapshotAt = 0;
+    this.snapshotTimer = null;
+    this.lags = []; // seconds from the forwarder's send to this page's reading, of the recent frames
+    this.framesHeard = 0;
+    this.framesDropped = 0;
     this.pinned = new Set(new URLSearchParams(location.hash.slice(1)).getAll("pin"));
     setInterval(() => {
       for (const answer of [...this.answers.values()]) {
@@ -67,13 +81,21 @@ export class WritingPanel {
     }, 5000);
   }
 
-  /** A frame of pieces from the WebSocket (possibly many answers). */
-  hear(pieces) {
+  /** A frame of pieces from the WebSocket (possibly many answers), sent by the forwarder at `sentAt` (Unix s). */
+  hear(pieces, sentAt) {
+    this.framesHeard += 1;
+    if (this.isLate(sentAt)) {
+      this.framesDropped += 1;
+      this.count();
+      this.snapshot().catch(() => {}); // once caught up: the latest text, in place of what was dropped
+      return;
+    }
+    this.count();
     for (const piece of pieces) {
       if (this.onlyKey && piece.rollout_key !== this.onlyKey) continue;
       const answer = this.answers.get(piece.rollout_key) ?? this.start(piece);
-      if (answer.stored) continue;
-      if (piece.offset > answer.points) { this.snapshot(); continue; } // a frame was dropped: fetch the latest
+      if (!answer || answer.stored) continue;
+      if (piece.offset > answer.points) { this.snapshot().catch(() => {}); continue; } // a frame was dropped: fetch the latest
       const overlap = answer.points - piece.offset;
       const fresh = overlap > 0 ? [...piece.text].slice(overlap).join("") : piece.text;
       answer.text += fresh;
@@ -83,12 +105,36 @@ export class WritingPanel {
     this.schedule();
   }
 
+  /** Whether a frame waited in this page's queue: later than the quickest recent frame by STALE_FRAME_S. Measured
+   * against the page's own recent best, so a clock apart from the server's, or a slow network, is no cause. */
+  isLate(sentAt) {
+    if (typeof sentAt !== "number") return false; // a piece from the page itself (the text so far)
+    const lag = Date.now() / 1000 - sentAt;
+    this.lags.push(lag);
+    if (this.lags.length > LAG_WINDOW_FRAMES) this.lags.shift();
+    return lag - Math.min(...this.lags) > STALE_FRAME_S;
+  }
+
+  count() {
+    this.list.dataset.progressFramesHeard = String(this.framesHeard);
+    this.list.dataset.progressFramesDropped = String(this.framesDropped);
+  }
+
+  /** A card for an answer heard of first now; null when the panel is full of answers still being written (the
+   * answer appears in the list once stored). A stored, unpinned card makes room. */
   start(piece) {
+    if (!this.onlyKey && this.answers.size >= MAX_CARDS && !this.makeRoom()) return null;
     const answer = { key: piece.rollout_key, step: piece.step, problemId: piece.problem_id, turn: piece.turn, text: "",
       points: 0, tokens: 0, firstTime: piece.time, firstTokens: piece.tokens, lastTime: piece.time, isFinished: false,
       leanLines: null, stored: null, node: null, heardAt: Date.now() };
     this.answers.set(piece.rollout_key, answer);
     return answer;
+  }
+
+  makeRoom() {
+    const oldest = [...this.answers.values()].find((answer) => answer.stored && !this.pinned.has(answer.key));
+    if (oldest) this.forget(oldest.key);
+    return Boolean(oldest);
   }
 
   note(answer, piece) {
@@ -100,16 +146,21 @@ export class WritingPanel {
     this.dirty.add(answer.key);
   }
 
-  /** The latest text of every answer not yet stored (a page opened mid-answer, or one that missed a frame). */
+  /** The latest text of every answer not yet stored (a page opened mid-answer, or one that missed a frame); at most
+   * once every SNAPSHOT_EVERY_MS, a call in between asks for one when that time is up. */
   async snapshot() {
-    if (Date.now() - this.lastSnapshotAt < SNAPSHOT_EVERY_MS) return;
+    const wait = this.lastSnapshotAt + SNAPSHOT_EVERY_MS - Date.now();
+    if (wait > 0) {
+      this.snapshotTimer ??= setTimeout(() => { this.snapshotTimer = null; this.snapshot().catch(() => {}); }, wait);
+      return;
+    }
     this.lastSnapshotAt = Date.now();
     const response = await fetch(`/api/runs/${this.runId}/writing`, { headers: { Accept: "application/json" } });
     if (!response.ok) return;
     for (const latest of (await response.json()).answers) {
       if (this.onlyKey && latest.rollout_key !== this.onlyKey) continue;
       const answer = this.answers.get(latest.rollout_key) ?? this.start(latest);
-      if (answer.stored || codePoints(latest.text) < answer.points) continue;
+      if (!answer || answer.stored || codePoints(latest.text) < answer.points) continue;
       answer.text = latest.text;
       answer.points = codePoints(latest.text);
       this.note(answer, latest);
@@ -120,8 +171,9 @@ export class WritingPanel {
   /** The stored rollout arrived: its card takes the live one's place. */
   stored(rollout) {
     if (this.onlyKey && rollout.rollout_key !== this.onlyKey) return;
-    const answer = this.answers.get(rollout.rollout_key);
-    if (!answer) return; // it never streamed here: the list shows it
+    // One that never streamed here is the list's; the live rollout page shows its answer however it came.
+    const answer = this.answers.get(rollout.rollout_key) ?? (this.onlyKey ? this.start(rollout) : null);
+    if (!answer) return;
     answer.stored = rollout;
     this.dirty.add(answer.key);
     this.schedule();
@@ -140,15 +192,16 @@ export class WritingPanel {
     if (this.frame !== null || document.hidden && !this.onlyKey) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = null;
-      for (const key of this.dirty) { const answer = this.answers.get(key); if (answer) this.draw(answer); }
-      this.dirty.clear();
-      while (this.list.querySelectorAll(":scope > li.writing").length > MAX_CARDS) {
-        const oldest = [...this.list.querySelectorAll(":scope > li.writing:not(.pinned)")].pop();
-        if (!oldest) break;
-        this.answers.delete(oldest.dataset.rolloutKey);
-        oldest.remove();
+      const began = performance.now();
+      const dirty = [...this.dirty].map((key) => this.answers.get(key)).filter(Boolean);
+      this.dirty = new Set(dirty.map((answer) => answer.key));
+      for (const answer of dirty.sort((a, b) => Boolean(b.stored) - Boolean(a.stored))) {
+        if (!answer.stored && performance.now() - began > DRAW_BUDGET_MS) break; // the next frame draws the rest
+        this.draw(answer);
+        this.dirty.delete(answer.key);
       }
       this.showEmpty();
+      if (this.dirty.size) this.schedule();
     });
   }
 

@@ -7,6 +7,7 @@
 // Model output is untrusted: text nodes only.
 import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
+import { rolloutCard as storedRolloutCard } from "./_rollout_card.js";
 import { WritingPanel } from "./_writing.js";
 
 const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
@@ -192,34 +193,7 @@ export function matchesFilters(r, f) {
 const VERDICT_LABELS = context.verdictLabels || {};
 const TURN_LABELS = context.turnLabels || {};
 
-function rolloutCard(r) {
-  const verdictText = r.format_error || VERDICT_LABELS[r.verdict] || r.verdict || "—";
-  const reward = r.reward === null || r.reward === undefined ? "censored" : String(r.reward);
-  const name = r.problem_name || r.problem_id;
-  const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
-  const head = el("div", { class: "rollout-head" }, title,
-    r.is_evaluation ? ` · evaluation of step ${r.step} · ` : ` · step ${r.step} · `, `${TURN_LABELS[r.turn] || r.turn} · `,
-    el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
-  if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
-  const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");
-  const card = el("li", { class: `rollout verdict-${verdictClass} fresh`, tabindex: "0", "data-rollout-key": r.rollout_key,
-    "data-attempt-id": r.attempt_id || null });
-  card.append(head);
-  if (r.reasoning) card.append(el("details", {}, el("summary", { text: "Reasoning" }), el("pre", { class: "reasoning", text: r.reasoning })));
-  card.append(el("pre", { class: "lean-code", text: r.lean_code || "(no Lean code block)" }));
-  if (r.lean_messages?.length) {
-    const list = el("ul", { class: "lean-messages" });
-    for (const m of r.lean_messages) {
-      const where = m.line ? ` at ${m.line}:${m.column}` : "";
-      list.append(el("li", { class: `sev-${String(m.severity).replace(/[^a-z]/g, "")}`, text: `${m.severity}${where}: ${m.text}` }));
-    }
-    card.append(list);
-  }
-  if (r.is_censored) card.append(el("p", { class: "zero-reason", text: `Censored: ${(r.reasons || []).join("; ") || "the verifier could not decide"} — not counted as wrong.` }));
-  else if (!r.reward && r.format_error) card.append(el("p", { class: "zero-reason", text: `Format: ${r.format_error}` }));
-  else if (!r.reward && r.reasons?.length) card.append(el("p", { class: "zero-reason", text: r.reasons.join("; ") }));
-  return card;
-}
+const rolloutCard = (r) => storedRolloutCard(r, { verdictLabels: VERDICT_LABELS, turnLabels: TURN_LABELS });
 
 // Answers still being written (frontend/src/_writing.js); an SFT run's page has no panel.
 const writingList = document.getElementById("writing");
@@ -468,7 +442,7 @@ function connect() {
     lastHeardAt = Date.now();
     // The server's word on where the run is, after the capped backlog: further on means fetch the rest.
     if (data.type === "position") { if (data.last_number > lastNumber) catchUp(); return; }
-    if (data.type === "progress") { writing?.hear(data.pieces); return; } // live text: no number, never stored
+    if (data.type === "progress") { writing?.hear(data.pieces, data.sent_at); return; } // live text: no number, never stored
     for (const event of data.events) accept(event); // a batch: up to 100 live events, or a backlog page
   };
   socket.onclose = (close) => {

@@ -2,7 +2,8 @@
 
 Each frame is ``{"type": "events", "events": [...]}`` (a backlog page, or a batch the ingester
 forwarded), or, once after the backlog, ``{"type": "position", "last_number": N}``, or
-``{"type": "progress", "pieces": [...]}``: text still being written, which has no number (runs/live.py).
+``{"type": "progress", "pieces": [...], "sent_at": UNIX_S}``: text still being written, which has no number
+(runs/live.py).
 
 Every stored event has its run's next number (``run_seq``: 1, 2, 3…). The page says the last
 number it has (``?after=``); the backlog after it is sent in pages of 200, at most
@@ -59,7 +60,7 @@ class RunEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_progress(self, message):
         """Answers still being written (runs/live.py): unnumbered, never stored, a frame of their own."""
-        await self.send_json({"type": "progress", "pieces": message["pieces"]})
+        await self.send_json({"type": "progress", "pieces": message["pieces"], "sent_at": message.get("sent_at")})
 
     async def _send_events(self, events: list[dict]):
         """One frame for many events (the ingester forwards up to 100 at a time): a burst of 2,048

@@ -9,6 +9,8 @@ competes with stored events for the ingester's time; what it defends:
 - **Dropped, never delayed.** Pieces heard within one ``flush_every_s`` go to a run's Channels group as
   one message (``run.progress``), so progress costs each page a few messages a second however many
   answers stream; a Redis hiccup loses the pieces of that moment and the forwarder subscribes again.
+  Each message says when it was sent (``sent_at``): a page that was too busy to read it in time drops it
+  unread (frontend/src/_writing.js) and handles the stored events queued behind it at once.
   The stored rollout (``rollout_finished``) replaces the live card, and says everything lost.
 - **Shown as stored.** Text goes through ``storable_text`` (NUL → ␀, a lone surrogate → U+FFFD), the
   ingester's own rule, one code point for one, so offsets still count the stored response's characters.
@@ -147,7 +149,8 @@ class ProgressForwarder:
         pending, self._pending = self._pending, {}
         for run_id, pieces in pending.items():
             try:
-                async_to_sync(self.channel_layer.group_send)(f"run-{run_id}", {"type": "run.progress", "pieces": pieces})
+                async_to_sync(self.channel_layer.group_send)(f"run-{run_id}", {
+                    "type": "run.progress", "pieces": pieces, "sent_at": time.time()})
                 self.forwarded += len(pieces)
             except Exception as error:  # noqa: BLE001 - live text is a courtesy: drop it, keep forwarding
                 self.dropped += len(pieces)

@@ -88,9 +88,7 @@ def detail(request, pk):
         "pass_at_k": pass_at_k,
         "pass_at_k_chart": evaluation_results.curve_chart(pass_at_k),
         "run_context": {"runId": run.pk, "kind": run.kind, "lastEventNumber": last_event_number, "state": run.state,
-                        # A live card's labels: the trainer's one list of each, never a copy in JavaScript.
-                        "verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
-                        "turnLabels": {turn.value: turn.label for turn in Turn},
+                        **_card_labels(),
                         "answerMarks": live.ANSWER_MARKS,
                         "filtersAreActive": bool(has_rollouts and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
@@ -176,11 +174,20 @@ def resume(request, pk):
     return redirect(run)
 
 
+def _card_labels() -> dict:
+    """A live card's labels: the trainer's one list of each, never a copy in JavaScript."""
+    return {"verdictLabels": {verdict.value: verdict.label for verdict in Verdict},
+            "turnLabels": {turn.value: turn.label for turn in Turn}}
+
+
 @login_required
 def live_rollout(request, pk, rollout_key):
-    """One answer followed from its first streamed piece: "being written" until it is stored, then its proof
-    attempt's page. 404 once it is neither being written nor stored (an evaluation answer, forgotten)."""
+    """One answer followed from its first streamed piece: "being written" until it is stored, then, in place, the
+    stored rollout; opened once stored, its proof attempt's page. 404 once it is neither being written nor stored
+    (an evaluation answer, forgotten)."""
     run = _visible_run(request, pk)
+    # The last event number before looking for the stored rollout: one stored in between comes over the socket.
+    last_event_number = queries.last_event_number(run.pk)
     attempt_id, is_stored = queries.stored_attempt(run.pk, rollout_key)
     if attempt_id is not None:
         return redirect("proofs:detail", attempt_id)
@@ -190,6 +197,6 @@ def live_rollout(request, pk, rollout_key):
         raise Http404("No answer with this key is being written or stored in this run")
     return render(request, "runs/live_rollout.html", {
         "run": run, "rollout_key": rollout_key, "answer": answer, "is_stored": is_stored,
-        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": queries.last_event_number(run.pk),
-                        "answerMarks": live.ANSWER_MARKS, "turnLabels": {turn.value: turn.label for turn in Turn}},
+        "run_context": {"runId": run.pk, "rolloutKey": rollout_key, "lastEventNumber": last_event_number,
+                        "answerMarks": live.ANSWER_MARKS, **_card_labels()},
     })

@@ -10,6 +10,7 @@ UPDATE_DOCS_SCREENSHOTS=1 to replace them."""
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,19 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 class ScriptedAnswer:
     def __init__(self, run):
         publisher = EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)))
-        publisher.live = RedisLiveSink(settings.REDIS_URL, str(run.pk))
+        publisher.live = self.sink = RedisLiveSink(settings.REDIS_URL, str(run.pk))
         self.live = LiveRollouts(publisher.publish_live, lambda p, s: (KEY, 3, "add_small", "first"),
                                  interval_s=0.0, max_rollouts=8)
 
     def write(self, text, tokens):
         self.live.update(0, 1, tokens, lambda: text)
+
+    def wait_until_sent(self, pieces, timeout_s=10.0):
+        """Until the sink has put ``pieces`` pieces in Redis (it sends from a thread of its own)."""
+        deadline = time.monotonic() + timeout_s
+        while self.sink.sent < pieces:
+            assert time.monotonic() < deadline, f"the live sink sent {self.sink.sent} of {pieces} pieces in {timeout_s} s"
+            time.sleep(0.02)
 
 
 def card_of(page):

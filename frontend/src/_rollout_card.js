@@ -1,0 +1,33 @@
+// A stored rollout as a card: the run page's list, its "Writing now" panel once an answer is stored, and the live
+// rollout page once its answer is stored all draw it here. Labels come with each page (trainer's lists, through
+// json_script), never a copy in JavaScript. Model output is untrusted: text nodes only.
+import { el } from "./_dom.js";
+
+export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
+  const verdictText = r.format_error || verdictLabels[r.verdict] || r.verdict || "—";
+  const reward = r.reward === null || r.reward === undefined ? "censored" : String(r.reward);
+  const name = r.problem_name || r.problem_id;
+  const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
+  const head = el("div", { class: "rollout-head" }, title,
+    `${r.is_evaluation ? ` · evaluation of step ${r.step} · ` : ` · step ${r.step} · `}${turnLabels[r.turn] || r.turn} · `,
+    el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
+  if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
+  const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");
+  const card = el("li", { class: `rollout verdict-${verdictClass} fresh`, tabindex: "0", "data-rollout-key": r.rollout_key,
+    "data-attempt-id": r.attempt_id || null });
+  card.append(head);
+  if (r.reasoning) card.append(el("details", {}, el("summary", { text: "Reasoning" }), el("pre", { class: "reasoning", text: r.reasoning })));
+  card.append(el("pre", { class: "lean-code", text: r.lean_code || "(no Lean code block)" }));
+  if (r.lean_messages?.length) {
+    const list = el("ul", { class: "lean-messages" });
+    for (const m of r.lean_messages) {
+      const where = m.line ? ` at ${m.line}:${m.column}` : "";
+      list.append(el("li", { class: `sev-${String(m.severity).replace(/[^a-z]/g, "")}`, text: `${m.severity}${where}: ${m.text}` }));
+    }
+    card.append(list);
+  }
+  if (r.is_censored) card.append(el("p", { class: "zero-reason", text: `Censored: ${(r.reasons || []).join("; ") || "the verifier could not decide"} — not counted as wrong.` }));
+  else if (!r.reward && r.format_error) card.append(el("p", { class: "zero-reason", text: `Format: ${r.format_error}` }));
+  else if (!r.reward && r.reasons?.length) card.append(el("p", { class: "zero-reason", text: r.reasons.join("; ") }));
+  return card;
+}

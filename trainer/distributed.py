@@ -63,7 +63,8 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.driver import Rollout, RunStatus, TrainingRun, rewards_matrix
+from trainer.driver import RunStatus, TrainingRun
+from trainer.rollouts import Rollout, rewards_matrix
 from trainer.lifecycle import RunCancelled
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.learner import with_token_rates

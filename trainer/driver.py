@@ -24,11 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from trainer.checkpoint import best_evaluated_step, record_evaluation
+from trainer.checkpoint import best_evaluated_step
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
 from trainer.lifecycle import RunLifecycle
+from trainer.rollouts import PromptSlot, Rollout, rewards_matrix, rollout_key
+from trainer.run_evaluation import RunEvaluation
 
 
 class VerifierUnreachable(RuntimeError):
@@ -43,39 +45,11 @@ class Scorer(Protocol):
     async def lean_validity(self, problem, response: str, scored, *, key: str) -> float | None: ...
 
 
-@dataclass
-class PromptSlot:
-    """One prompt of a step's batch, sampled ``samples_per_prompt`` times: a GRPO group."""
-
-    problem: Any  # trainer.problems.Problem
-    messages: list[dict]
-    prompt_text: str
-    prompt_ids: list[int]
-    turn: str = "first"  # or "retry"
-    parent_rollout_key: str | None = None
-
-
 class _Position(NamedTuple):
     """Which answer of a generate call, before it exists (what ``scores_here`` reads of a generation)."""
 
     prompt_index: int
     sample_index: int
-
-
-@dataclass
-class Rollout:
-    """One generation and its score."""
-
-    rollout_key: str
-    slot_index: int
-    slot: PromptSlot
-    generation: Any  # trainer.rollout.base.Generation
-    scored: Any  # trainer.reward.ScoredResponse
-    verification_seconds: float
-
-    @property
-    def reward(self) -> float | None:
-        return None if self.scored.is_censored else self.scored.reward
 
 
 @dataclass
@@ -103,34 +77,7 @@ class BackgroundEventLoop:
         self._thread.join(timeout=timeout)
 
 
-def rollout_key(step: int, slot_index: int, sample_index: int, turn: str, attempt: int = 1) -> str:
-    """``a2-s3-p1-r0``: attempt 2's step 3, prompt slot 1, sample 0. The attempt keeps a resumed
-    run's replayed steps apart from what the attempt it replaces published for the same step."""
-    kind = "retry-p" if turn == "retry" else "p"
-    return f"a{attempt}-s{step}-{kind}{slot_index}-r{sample_index}"
-
-
-def evaluation_key_prefix(step: int, turn: str = "first", attempt: int = 1, share: str | None = None) -> str:
-    """``a2-eval5``: attempt 2's evaluation of step 5 (``a2-eval5-retry`` its retries); a sample's key adds
-    ``-p<slot>-r<sample>``. Never a training rollout's key (rollout_key), and per attempt as those are: a
-    resumed run that evaluates a step again keeps both evaluations' samples apart. ``share`` names the part
-    of the problems one engine of a data-parallel run evaluates (``a1-eval5-e1``): its slots count from 0 too."""
-    return f"a{attempt}-eval{step}" + (f"-{share}" if share else "") + ("-retry" if turn == "retry" else "")
-
-
-def rewards_matrix(rollouts: Sequence[Rollout], num_slots: int, samples_per_prompt: int):
-    """(G, N) rewards, NaN where censored or missing; G prompt slots, N samples each."""
-    import torch
-
-    rewards = torch.full((num_slots, samples_per_prompt), float("nan"))
-    for rollout in rollouts:
-        reward = rollout.reward
-        if reward is not None:
-            rewards[rollout.slot_index, rollout.generation.sample_index] = reward
-    return rewards
-
-
-class TrainingRun(RunLifecycle):
+class TrainingRun(RunEvaluation, RunLifecycle):
     """An RL run from start (or its latest checkpoint) to RUN_FINISHED (trainer/lifecycle.py)."""
 
     def __init__(
@@ -178,11 +125,6 @@ class TrainingRun(RunLifecycle):
     @property
     def attempt(self) -> int:
         return getattr(self.publisher, "attempt", 1)
-
-    @property
-    def evaluation_share(self) -> str | None:
-        """Which part of the evaluation problems this process evaluates, in its samples' keys; None: all of them."""
-        return None
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -657,162 +599,7 @@ class TrainingRun(RunLifecycle):
             metrics["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]  # other runs' verdicts
         return metrics
 
-    # --- evaluation and checkpoints ---------------------------------------------------------------
-
-    def evaluate(self, step: int, seed: int | None = None, show_progress: bool = False) -> dict:
-        """pass@k, best@k and mean@n on the evaluation problems, for our gated reward and the release's
-        acc, then the same after one retry per failed attempt (``trainer.evaluation``).
-
-        ``seed`` defaults to ``schedule.seed + step``, so each evaluation of a run samples afresh.
-        ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;
-        a training run shows its evaluations through its events instead).
-        """
-        started = time.perf_counter()
-        first_outcomes, retry_outcomes, standin_verdicts = self.evaluation_outcomes(step, seed, show_progress)
-        return self.publish_evaluation(step, first_outcomes, retry_outcomes, standin_verdicts, started)
-
-    def evaluation_outcomes(self, step: int, seed: int | None = None,
-                            show_progress: bool = False) -> tuple[dict, dict, dict]:
-        """Per evaluation problem id: the outcomes of its first attempts, of their retries (``evaluation_rewards``),
-        and how many of its verdicts the stand-in gave. A data-parallel run gathers them from its ranks
-        (trainer/distributed.py)."""
-        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
-        return first_outcomes, retry_outcomes, self.standin_verdicts_by_problem()
-
-    def standin_verdicts_by_problem(self) -> dict[str, int]:
-        """Per problem id, the last evaluation's samples (first attempts and retries) the stand-in decided."""
-        counts: dict[str, int] = {}
-        for record in self.evaluation_samples:
-            counts[record["problem_id"]] = counts.get(record["problem_id"], 0) + bool(record["is_standin_verdict"])
-        return counts
-
-    def publish_evaluation(self, step: int, first_outcomes: dict, retry_outcomes: dict | None,
-                           standin_verdicts: dict[str, int], started: float) -> dict:
-        """The evaluation's report from its outcomes, published as one EVALUATION event."""
-        from trainer.evaluation import evaluation_curves, evaluation_report
-
-        if not self.config.schedule.eval_error_correction:
-            retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
-        values = evaluation_report(first_outcomes, retry_outcomes)
-        values.update(evaluation_curves(first_outcomes, retry_outcomes))
-        # Which Lean decided: a benchmark never ranks the stand-in's verdicts beside real Lean's.
-        values["standin_verdicts"] = float(sum(standin_verdicts.values()))
-        if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
-            stats = self.verifier.stats()
-            values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
-            values["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]
-        values["seconds"] = time.perf_counter() - started
-        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
-        return values
-
-    def record_evaluation(self, step: int, values: dict) -> None:
-        """A training run's evaluations, kept beside its checkpoints for the retention's "best" (rank 0)."""
-        from trainer.checkpoint import is_checkpoint_writer
-
-        if is_checkpoint_writer():
-            record_evaluation(self.output_dir, step, values)
-
-    def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None,
-                           show_progress: bool = False) -> tuple[dict, dict]:
-        """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
-
-        Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
-        for ``trainer eval --output``.
-        """
-        from trainer.evaluation import Outcome
-        from trainer.prompts import first_attempt_messages, prompt_token_count
-        from trainer.retry import RetryPrompt, make_retry
-        from trainer.rollout.base import SamplingSettings
-
-        seed = self.config.schedule.seed + step if seed is None else seed
-        max_tokens = self.config.rollout.max_response_tokens
-        slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
-        slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
-        sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
-        first_prefix = evaluation_key_prefix(step, "first", self.attempt, self.evaluation_share)
-        first = self._score_all(slots, sampling, first_prefix, "eval: first attempts" if show_progress else None,
-                                step=step)
-        first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
-        self.evaluation_samples = []
-        retry_slots, retry_owner = [], []
-        for (slot_index, sample_index), (generation, scored, outcome) in sorted(first.items()):
-            slot = slots[slot_index]
-            first_outcomes[slot.problem.problem_id][sample_index] = outcome
-            self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
-            if scored.verification is None or not self.config.schedule.eval_error_correction:
-                continue
-            retry = make_retry(
-                slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
-                scored.checked_code, f"{first_prefix}-p{slot_index}-r{sample_index}", step, self.config.retry,
-                lambda messages: prompt_token_count(self.tokenizer, messages),
-            )
-            if isinstance(retry, RetryPrompt):
-                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
-                retry_owner.append((slot.problem.problem_id, sample_index))
-        retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
-        if retry_slots:
-            retry_sampling = SamplingSettings(
-                n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
-                max_tokens=max_tokens, seed=sampling.seed,
-            )
-            retried = self._score_all(retry_slots, retry_sampling,
-                                      evaluation_key_prefix(step, "retry", self.attempt, self.evaluation_share),
-                                      "eval: retries" if show_progress else None, step=step)
-            for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
-                problem_id, sample_index = retry_owner[slot_index]
-                retry_outcomes[problem_id][sample_index] = outcome
-                record = _evaluation_record(step, seed, retry_slots[slot_index], generation, scored, outcome)
-                self.evaluation_samples.append({**record, "sample_index": sample_index})
-        return first_outcomes, retry_outcomes
-
-    def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *, step: int = 0) -> dict:
-        """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots`` this process scores;
-        with a ``progress_description``, a bar on standard error counts the samples as they are scored.
-
-        Each sample is published as it is scored (ROLLOUT_FINISHED with ``is_evaluation``, at ``step``), so the
-        platform keeps an evaluation's samples, a training run's periodic ones as an evaluation run's: the
-        benchmark's solved matrix and the proof viewer read them. Sizes: eval_samples events per problem and a
-        retry per failed one; on h100x8 (8 samples) miniF2F-test's 244 problems make at most 3,904, under two
-        training steps' 2,048 rollouts each, through the same bounded buffer (``events.buffer_mb``)."""
-        from trainer.progress import progress_bar
-
-        bar = progress_bar(total=len(slots) * sampling.n, desc=progress_description, unit="sample",
-                           disable=progress_description is None)
-        sampling_payload = asdict(sampling)
-
-        async def score_publish_and_count(slot_index: int, generation, key: str):
-            started = time.perf_counter()
-            scored, outcome = await self._score_for_evaluation(slots[slot_index].problem, generation,
-                                                               sampling.max_tokens, key)
-            rollout = Rollout(key, slot_index, slots[slot_index], generation, scored, time.perf_counter() - started)
-            self.publisher.publish(EventType.ROLLOUT_FINISHED,
-                                   self.rollout_event(step, rollout, sampling_payload, is_evaluation=True))
-            bar.update(1)  # on the scoring loop's thread, before the caller's result() can return
-            return scored, outcome
-
-        futures = {}
-        try:
-            def describe(prompt_index: int, sample_index: int):
-                slot = slots[prompt_index]
-                return f"{key_prefix}-p{prompt_index}-r{sample_index}", step, slot.problem.problem_id, slot.turn
-
-            for generation in self.generate_live([s.prompt_ids for s in slots], sampling, describe):
-                if not self.scores_here(generation, sampling.n):
-                    continue  # another rank of this engine scores (and publishes) it
-                key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
-                futures[(generation.prompt_index, generation.sample_index)] = (generation, self.events_loop.submit(
-                    score_publish_and_count(generation.prompt_index, generation, key)
-                ))
-            return {where: (generation, *future.result()) for where, (generation, future) in futures.items()}
-        finally:
-            bar.close()
-
-    async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
-        from trainer.evaluation import Outcome
-
-        scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key)
-        lean_valid = await self.scorer.lean_validity(problem, generation.text, scored, key=key + "-acc")
-        return scored, Outcome(None if scored.is_censored else scored.reward, lean_valid)
+    # --- checkpoints ---------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path:
         from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
@@ -860,20 +647,6 @@ class TrainingRun(RunLifecycle):
 
     def _next_event_seq(self) -> int:
         return self._seq_recorder.last_seq + 1
-
-
-def _evaluation_record(step: int, seed: int, slot: PromptSlot, generation, scored, outcome) -> dict:
-    """One evaluation sample as ``trainer eval --output`` writes it (a JSON line)."""
-    verification = scored.verification
-    return {
-        "step": step, "seed": seed, "problem_id": slot.problem.problem_id, "turn": slot.turn,
-        "sample_index": generation.sample_index, "reward": outcome.reward, "lean_valid": outcome.lean_valid,
-        "is_censored": scored.is_censored, "verdict": verification.verdict.value if verification else None,
-        "format_error": scored.format_check.error.value if scored.format_check.error is not None else None,
-        "reasons": list(scored.reasons), "is_standin_verdict": scored.is_standin_verdict,
-        "num_tokens": generation.num_tokens, "is_truncated": generation.is_truncated,
-        "response": generation.text, "checked_code": scored.checked_code,
-    }
 
 
 def release_cached_accelerator_memory() -> None:

@@ -12,7 +12,8 @@ import torch
 
 from tests.learner.conftest import FirstTokenRewardScorer
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
-from trainer.driver import BackgroundEventLoop, PromptSlot, TrainingRun
+from trainer.driver import BackgroundEventLoop, TrainingRun
+from trainer.rollouts import PromptSlot
 from trainer.events import EventPublisher, ListSink
 from trainer.batching import TrainingSequence
 from trainer.problems import Problem

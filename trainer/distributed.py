@@ -48,6 +48,10 @@ tensor-parallel engine's forward pass) reaches rank 0 as a broken collective or 
 SIGTERM; rank 0 then reports the first recorded failure instead of that echo. Should rank 0
 hang in a collective that will never complete (NCCL waits for a missing rank), a watch thread
 publishes the recorded failure and ends the process after a grace period.
+
+Why one piece: the rank group, the engine groups and ``DataParallelRun`` are one protocol (which
+rank rolls out, scores and publishes what, and how a failure on one rank ends every rank); its steps
+read in order here.
 """
 
 from __future__ import annotations

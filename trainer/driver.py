@@ -9,6 +9,10 @@ typed events (``trainer.events``).
 
 How a run starts and ends (RUN_FINISHED, whatever happens; cancelled on SIGTERM or SIGINT) is
 trainer/lifecycle.py's, the same for SFT and evaluation runs.
+
+Why one piece: one training step, from the prompts to the published metrics, reads top to bottom
+here; what other run kinds share lives apart (trainer/lifecycle.py, trainer/run_evaluation.py,
+trainer/rollouts.py).
 """
 
 from __future__ import annotations

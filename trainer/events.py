@@ -3,6 +3,9 @@
 The platform's ingester reads them from one Redis Stream per run, stores each once
 (``event_id`` is the idempotency key) and forwards it to the browsers watching the run.
 The trainer only ever needs Redis, never the database.
+
+Why one piece: the event types, their payload models, the stream key and the publisher are one
+contract the platform reads; split, a change to one side could miss the other.
 """
 
 from __future__ import annotations

@@ -46,6 +46,9 @@ statement).
 What Lean then checks is ours, not the model's copy: header + canonical statement + the proof
 body after the statement's copy in the lean4 code (``find_statement_end``; whitespace and
 comments normalised, whole tokens).
+
+Why one piece: it mirrors the release's checker check for check, in the release's order; split, that
+order (which decides the category) would no longer read top to bottom against the original.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Shared by the upload form, the API and the management commands, so every door applies the
 same rules. Pure Python (no Django): ``check_rows`` streams, and keeps in memory only the
 rejected rows and one fingerprint per accepted row (for duplicate detection).
+
+Why one piece: every check a row meets between the file and the database, in the order it meets
+them, so the doors (form, API, commands) cannot drift apart.
 """
 
 from __future__ import annotations

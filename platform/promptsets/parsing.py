@@ -6,6 +6,10 @@ A problem confined to one row (a line that is not JSON, bytes that are not UTF-8
 the size limit) becomes that row's ``read_error``; a problem that makes the rest of the file
 unreadable (a truncated Parquet footer, a JSON array cut in the middle) raises
 ``FileFormatError``. Pure Python and pyarrow: no Django.
+
+Why one piece: the four readers share one row contract (``RawRow``, ``read_error``,
+``FileFormatError``) and its size bound; each is short, and together they are the one place that
+knows file formats.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ three, otherwise the verdict is ``rejected``.
 Verdicts are cached by (environment, checked code): an identical proof is verified once
 across rollouts (and concurrent duplicates wait for the first). Censored verdicts are not
 cached, so an outage does not stick.
+
+Why one piece: batching, the in-flight bound, retries, the verdict cache and the mapping of the
+server's answers to verdicts act on the same requests; a verdict's path from request to score reads
+in one file.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ wrong proof.
 
 Positions follow the REPL: lines count from the first line after the import header (which
 the server strips), columns are 0-based code points.
+
+Why one piece: the stand-in's parser, evaluator and tactic rules decide one fragment together; what
+it refuses is decided by how they meet, and reads best in one file.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ import torch.distributed as dist
 
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.driver import RunStatus, TrainingRun
-from trainer.rollouts import Rollout, rewards_matrix
+from trainer.rollouts import Rollout
 from trainer.lifecycle import RunCancelled
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.learner import with_token_rates
@@ -413,31 +413,23 @@ class DataParallelRun(TrainingRun):
 
     # --- one training step -------------------------------------------------------------------------
 
-    def train_step(self, step: int) -> dict:
+    def publish_step_started(self, step: int) -> None:
         self._align_event_numbers()  # this step's rollouts, from any rank, come after its STEP_STARTED
-        self.publisher.publish(EventType.STEP_STARTED, {"step": step})
-        slots = self.sample_prompts(step)  # the same slots on every rank: same rng, same replay buffer
-        mine = owned_slot_indices(len(slots), self.engine_index, self.engine_groups.count)
+        super().publish_step_started(step)
 
+    def roll_out_batch(self, slots, step: int):
+        # Every rank drew the same slots (the same seeded rng, the same replay buffer); each engine rolls out its own.
+        mine = owned_slot_indices(len(slots), self.engine_index, self.engine_groups.count)
         shares: list[RolloutShare] = self.group.exchange(lambda: self._roll_out_share(slots, mine, step), f"step {step}")
+        # The whole batch on every rank, in one order: the same advantages, learner batches and retry buffers.
         rollouts = sorted((r for share in shares for r in share.rollouts),
                           key=lambda r: (r.slot_index, r.generation.sample_index))
         self.publisher.align(max(share.next_event_number for share in shares))
-        timings = {  # the step waits for the slowest rank
-            "generation_s": max(share.generation_s for share in shares),
-            "verification_tail_s": max(share.verification_tail_s for share in shares),
-        }
         self._verifier_cache_counts = (sum(s.verifier_cache_hits for s in shares),
                                        sum(s.verifier_cache_misses for s in shares))
-        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
-        sequences = self.training_sequences(slots, rollouts, rewards)  # the whole batch, on every rank
-
-        learner_metrics = self.update_policy(sequences, timings)  # the driver's hand-over order
-
-        retry_counts = self.add_retries(rollouts, step)  # same rollouts in the same order: same buffers
-        metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
-        self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
-        return metrics
+        # The step waits for the slowest rank.
+        return (rollouts, max(share.generation_s for share in shares),
+                max(share.verification_tail_s for share in shares))
 
     def learner_step(self, sequences) -> dict:
         return combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))

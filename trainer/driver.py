@@ -292,13 +292,12 @@ class TrainingRun(RunEvaluation, RunLifecycle):
     # --- one training step ----------------------------------------------------------------------
 
     def train_step(self, step: int) -> dict:
-        self.publisher.publish(EventType.STEP_STARTED, {"step": step})
+        self.publish_step_started(step)
         timings = {}
         slots = self.sample_prompts(step)
 
-        rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_and_verify(slots, step)
+        rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_batch(slots, step)
 
-        self.check_verifier_still_reachable(rollouts)
         rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
         sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
 
@@ -308,6 +307,16 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def publish_step_started(self, step: int) -> None:
+        self.publisher.publish(EventType.STEP_STARTED, {"step": step})
+
+    def roll_out_batch(self, slots: list[PromptSlot], step: int) -> tuple[list[Rollout], float, float]:
+        """Every slot's rollouts, scored, and the seconds spent generating, then waiting for Lean's last verdict.
+        A data-parallel run gathers them from its engines (trainer/distributed.py)."""
+        rollouts, generation_s, verification_tail_s = self.roll_out_and_verify(slots, step)
+        self.check_verifier_still_reachable(rollouts)
+        return rollouts, generation_s, verification_tail_s
 
     def update_policy(self, sequences, timings: dict) -> dict:
         """The learner step and the hand-over to the rollout engine, in the order one GPU can hold.

@@ -36,6 +36,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from trainer import memory_plan
+from trainer.config import RunConfig
+from trainer.driver import release_cached_accelerator_memory
+from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of
+from trainer.rollout.base import SamplingSettings
+from trainer.rollout.engines import build_engine
+
 if __package__ in (None, ""):  # run as a file: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -128,8 +135,6 @@ def _deadline(started: float, after: str) -> None:
 
 def _one_gpu_config(args: argparse.Namespace, gpu_memory_gib: float):
     """h100x8's recipe on one GPU: its lengths, its token budget (one whole sequence per forward pass)."""
-    from trainer.config import RunConfig
-
     return RunConfig.from_preset("h100x8", {
         "model": {"source": "huggingface", "name_or_path": MODEL},
         "rollout": {"engine": "transformers", "max_prompt_tokens": args.prompt_tokens,
@@ -145,8 +150,6 @@ def _tokenizer_of_the_vocabulary():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from trainer.memory_plan import KNOWN_ARCHITECTURES
-
     vocabulary_size = KNOWN_ARCHITECTURES[MODEL][1]["vocab_size"]
     special = ["<|endoftext|>", "<|im_end|>", "<unk>"]
     vocabulary = {token: index for index, token in enumerate(special)}
@@ -158,8 +161,6 @@ def _tokenizer_of_the_vocabulary():
 
 
 def _plan(config) -> dict:
-    from trainer import memory_plan
-
     print(f"\n[1] memory plan of one learner micro-step on this GPU ({config.rollout.max_prompt_tokens:,} prompt + "
           f"{config.rollout.max_response_tokens:,} response tokens), on fake tensors")
     started = time.perf_counter()
@@ -176,7 +177,6 @@ def _learner(config, tokenizer, figures: dict):
     from transformers import AutoModelForCausalLM
 
     from trainer.learner import Learner
-    from trainer.memory_plan import architecture_of
 
     print(f"\n[2] {MODEL}'s architecture at random weights, float32 master weights on the GPU")
     started = time.perf_counter()
@@ -239,8 +239,6 @@ def _learner_step(learner, config, plan: dict) -> dict:
 def _transformers_generation(config, learner, tokenizer, args) -> dict:
     import torch
 
-    from trainer.rollout.engines import build_engine
-
     print(f"\n[4] the transformers engine generates {args.samples} samples × {args.prompts} prompts, "
           f"{args.generate_tokens} tokens each")
     torch.cuda.empty_cache()
@@ -259,8 +257,6 @@ def _check_prompt(tokenizer) -> list[int]:
 
 def _timed_generation(engine, prompt_ids: list[int], args) -> tuple[int, int, float]:
     """``args.samples`` samples of each of ``args.prompts`` copies of the prompt: (samples, tokens, seconds)."""
-    from trainer.rollout.base import SamplingSettings
-
     sampling = SamplingSettings(n=args.samples, temperature=1.0, top_p=1.0, top_k=-1,
                                 max_tokens=args.generate_tokens, seed=0)
     started = time.perf_counter()
@@ -278,7 +274,6 @@ def _vllm_checks(config, learner, tokenizer, args) -> dict:
     import torch
     import vllm
 
-    from trainer.config import RunConfig
     from trainer.rollout.vllm_engine import VllmEngine
 
     print(f"\n[5] vLLM {vllm.__version__}: sampling, the hand-over and the weight push")
@@ -300,8 +295,6 @@ def _vllm_checks(config, learner, tokenizer, args) -> dict:
             engine.sleep()
             learner.optimizer.param_groups[0]["lr"] = 1e-3  # for this check only: one step must visibly move the model
             learner.step(_sequences(config, 64, 64))
-            from trainer.driver import release_cached_accelerator_memory
-
             release_cached_accelerator_memory()
             started = time.perf_counter()
             engine.push_weights(learner.model)

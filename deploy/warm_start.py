@@ -24,6 +24,13 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.checkpoint import export_hf, latest_checkpoint
+from trainer.compute_dtype import compute_dtype_of
+from trainer.config import RunConfig
+from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
+from trainer.events import EventPublisher, StdoutSink
+from trainer.progress import ProgressSink
+from trainer.sft import SupervisedFineTuning
 from trainer.warm_start_status import STATUS_FILE, read_warm_start_status
 from trainer.warm_start_status import is_built as is_model_built
 
@@ -40,8 +47,6 @@ DEMONSTRATIONS_VERSION = 3  # 2: wrong-tactic flaws (omega over ℚ) join the fl
 
 def warm_start_config():
     """The cpu-demo preset as the SFT run uses it (its ``sft`` section holds the step sizes)."""
-    from trainer.config import RunConfig
-
     return RunConfig.from_preset("cpu-demo")
 
 
@@ -49,8 +54,6 @@ def recipe_fingerprint() -> str:
     """A short hash of the model source, the SFT settings, the demonstrations' parameters and the
     precision this machine computes in: ``model.dtype`` is ``auto``, resolved here (trainer/compute_dtype.py),
     so a float32 build and a bfloat16 build are different folders."""
-    from trainer.compute_dtype import compute_dtype_of
-
     config = warm_start_config()
     recipe = {
         "model": {**config.model.model_dump(mode="json"), "dtype": compute_dtype_of(config).dtype},
@@ -96,12 +99,6 @@ def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
     """Build the warm-started model unless it exists; returns its folder. Safe to call from two
     processes at once (the second waits for the first) and to restart after a kill (it resumes
     from the last SFT checkpoint)."""
-    from trainer.checkpoint import export_hf, latest_checkpoint
-    from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
-    from trainer.events import EventPublisher, StdoutSink
-    from trainer.progress import ProgressSink
-    from trainer.sft import SupervisedFineTuning
-
     target = warm_start_checkpoint_path(data_dir)
     build_dir = warm_start_build_dir(data_dir)
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from trainer.commands import EXIT_CANCELLED, CommandError
+
 COMMANDS = {
     "run": "Train: a run from a preset and a promptset file; events to stdout or Redis.",
     "eval": "Evaluate a model on a promptset: best@k and pass@k, before and after one retry.",
@@ -36,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
             module = importlib.import_module(f"trainer.commands.{name.replace('-', '_')}")
             module.add_arguments(subparser)
     args = parser.parse_args(argv)
-    from trainer.commands import EXIT_CANCELLED, CommandError
 
     try:
         return module.main(args) or 0

@@ -68,15 +68,20 @@ import torch.distributed as dist
 
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.driver import RunStatus, TrainingRun
-from trainer.rollouts import Rollout
-from trainer.lifecycle import RunCancelled
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.learner import with_token_rates
+from trainer.lifecycle import RunCancelled
 from trainer.ranks import (
-    EngineGroups, RankPosition, check_world_fits_config, owned_slot_indices, rollout_tensor_parallel_size,
+    EngineGroups,
+    RankPosition,
+    check_world_fits_config,
+    owned_slot_indices,
+    rollout_tensor_parallel_size,
 )
 from trainer.rollout.base import rollout_dtype
+from trainer.rollout.engines import build_engine
 from trainer.rollout.replica import ReplicaRolloutEngine
+from trainer.rollouts import Rollout
 
 EXIT_FAILED = 1
 # The step's exchange waits for the slowest rank's generation and Lean checks: minutes at the
@@ -313,8 +318,6 @@ class PeerFailureWatch:
 def build_rank_engine(config: RunConfig, model, tokenizer):
     """This rank's rollout engine for a sharded ``model``."""
     if config.rollout.engine is RolloutEngineKind.VLLM:
-        from trainer.rollout.engines import build_engine
-
         # vLLM keeps its own copy of the weights; with several ranks it joins them through its
         # external launcher, each engine spanning vllm_tensor_parallel_size consecutive ranks
         # (vllm_engine.from_config).

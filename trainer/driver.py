@@ -28,13 +28,36 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from trainer.checkpoint import best_evaluated_step
+from trainer.checkpoint import (
+    TrainerState,
+    best_evaluated_step,
+    capture_global_rng_states,
+    checkpoint_steps,
+    checkpoints_to_remove,
+    is_checkpoint_writer,
+    latest_checkpoint,
+    load_checkpoint,
+    remove_checkpoint,
+    restore_global_rng_states,
+    save_checkpoint,
+)
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
 from trainer.lifecycle import RunLifecycle
+from trainer.live import LiveRollouts
+from trainer.models import load_policy
+from trainer.prompts import first_attempt_messages, prompt_token_count, render_prompt
+from trainer.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
+from trainer.reward import RewardScorer
+from trainer.rollout.base import SamplingSettings
+from trainer.rollout.engines import build_engine
+from trainer.rollout.vllm_platform import vllm_platform_problem
 from trainer.rollouts import PromptSlot, Rollout, rewards_matrix, rollout_key
 from trainer.run_evaluation import RunEvaluation
+from trainer.verification.client import LeanVerifier
+from trainer.verification.line_numbering import ProbeFailed
+from trainer.verification.shared_cache import SharedVerdictCache
 
 
 class VerifierUnreachable(RuntimeError):
@@ -177,13 +200,9 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         return every > 0 and self.step % every == 0
 
     def set_up(self) -> None:
-        from trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_global_rng_states
         from trainer.learner import Learner
-        from trainer.models import load_policy
-        from trainer.retry import ReplayBuffer
 
         _quiet_transformers()
-        from trainer.rollout.vllm_platform import vllm_platform_problem
 
         # Before the model loads: a vLLM run on a machine that cannot run vLLM fails now, with the fix.
         problem = vllm_platform_problem(self.config)
@@ -223,16 +242,12 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def prepare_for_evaluation(self) -> None:
         """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
-        from trainer.models import load_policy
-
         if self.model is None:
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.model.eval()
         self._start_rollouts_and_scoring()
 
     def _start_rollouts_and_scoring(self) -> None:
-        from trainer.rollout.engines import build_engine
-
         if self.engine is None:
             self.engine = build_engine(self.config, self.model, self.tokenizer)
         self.events_loop = BackgroundEventLoop()
@@ -240,10 +255,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             self.scorer = self._lean_scorer()
 
     def _lean_scorer(self):
-        from trainer.reward import RewardScorer
-        from trainer.verification.client import LeanVerifier
-        from trainer.verification.shared_cache import SharedVerdictCache
-
         # The server's URL names its Lean environment in the verdict cache.
         self.verifier = LeanVerifier(
             self.config.verifier, environment=self.config.verifier.url,
@@ -263,7 +274,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 f"the Lean server at {url} does not answer its /health check ({type(error).__name__}: {error}); "
                 f"start it (kimina-lean-server, or `python -m trainer lean-standin` without Lean) or fix verifier.url"
             ) from error
-        from trainer.verification.line_numbering import ProbeFailed
 
         # Which lines its messages count (kimina-lean-server builds differ); asked again after a reconnect.
         try:
@@ -343,8 +353,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def sample_prompts(self, step: int) -> list[PromptSlot]:
         """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""
-        from trainer.prompts import first_attempt_messages
-
         count = self.config.rollout.prompts_per_step
         schedule = self.config.schedule
         if schedule.total_epochs is not None:
@@ -396,15 +404,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         return problem
 
     def _slot(self, problem, messages, turn, parent_rollout_key) -> PromptSlot:
-        from trainer.prompts import render_prompt
-
         text = render_prompt(self.tokenizer, messages)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return PromptSlot(problem, list(messages), text, list(ids), turn, parent_rollout_key)
 
     def sampling_settings(self, step: int):
-        from trainer.rollout.base import SamplingSettings
-
         # A seed per step: a resumed run samples what the uninterrupted run would have.
         return SamplingSettings.from_config(self.config.rollout, seed=self.config.schedule.seed * 1_000_003 + step)
 
@@ -447,7 +451,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if getattr(self.publisher, "live", None) is None or events.progress_rollouts == 0:
             yield from self.engine.generate(prompt_ids, sampling)
             return
-        from trainer.live import LiveRollouts
 
         def describe_if_published(prompt_index: int, sample_index: int):
             if not self.scores_here(_Position(prompt_index, sample_index), sampling.n):
@@ -512,8 +515,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def training_sequences(self, slots: list[PromptSlot], rollouts: list[Rollout], rewards):
         """Scored rollouts with their Dr.GRPO advantages; censored ones are left out entirely."""
-        from trainer.learner import group_advantages
         from trainer.batching import TrainingSequence
+        from trainer.learner import group_advantages
 
         advantages = group_advantages(rewards)  # (G, N)
         sequences = []
@@ -534,9 +537,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def add_retries(self, rollouts: list[Rollout], step: int) -> dict:
         """Failed first attempts become retry prompts in the replay buffer; returns counts by outcome."""
-        from trainer.prompts import prompt_token_count
-        from trainer.retry import RetryDropReason, RetryPrompt, make_retry
-
         counts: Counter[str] = Counter()
         for rollout in rollouts:
             if rollout.slot.turn != "first":
@@ -615,8 +615,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
     # --- checkpoints ---------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path:
-        from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
-
         state = TrainerState(
             step=self.step,
             # The CHECKPOINT_SAVED event below takes the next number; a resumed run continues after it.
@@ -639,13 +637,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def prune_checkpoints(self) -> None:
         """Keep the latest ``schedule.keep_last_checkpoints`` and the best by evaluation; delete the rest."""
-        from trainer.checkpoint import (
-            checkpoint_steps,
-            checkpoints_to_remove,
-            is_checkpoint_writer,
-            remove_checkpoint,
-        )
-
         schedule = self.config.schedule
         if schedule.keep_last_checkpoints is None or not is_checkpoint_writer():
             return

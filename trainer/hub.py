@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.checkpoint import export_hf, read_run_config_json, step_of
+from trainer.checkpoint import EVALUATIONS_FILE, export_hf, read_run_config_json, step_of
 
 MODEL_CARD = """---
 base_model: {base_model}
@@ -128,8 +128,6 @@ def push_folder(folder: str | Path, repo_id: str, *, repo_type: str = "model", p
 
 def evaluation_at(output_dir: Path, step: int) -> dict | None:
     """The evaluation the run recorded at ``step`` (trainer/driver.py writes them beside the checkpoints)."""
-    from trainer.checkpoint import EVALUATIONS_FILE
-
     path = output_dir / EVALUATIONS_FILE
     if not path.is_file():
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainer.config import RunConfig
 from trainer.memory_plan import (
     CUDA_CONTEXT_GIB,
     GIB,
@@ -25,7 +26,6 @@ from trainer.memory_plan import (
     model_label,
     plan,
 )
-
 from trainer.ranks import rank_rule_problems
 
 if TYPE_CHECKING:
@@ -88,8 +88,6 @@ class Sizing:
 
 
 def _with(config: RunConfig, **sections: dict) -> RunConfig:
-    from trainer.config import RunConfig
-
     data = config.model_dump(mode="python")
     for section, values in sections.items():
         data[section] = {**data[section], **values}

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.config import RunConfig
 from trainer.memory_plan import (
     MIB,
     LearnerMemory,
@@ -53,8 +54,6 @@ def validation_config(config: RunConfig) -> RunConfig:
     The run's dtype and optimizer settings stay; activation checkpointing is on, as the plan's
     recipe runs it; the micro-batch is one of ``VALIDATION_MICRO_BATCH_TOKENS`` packed tokens.
     """
-    from trainer.config import RunConfig
-
     data = config.model_dump(mode="python")
     data["cluster"] = {**data["cluster"], "num_gpus": VALIDATION_RANKS}
     data["model"] = {**data["model"], "gradient_checkpointing": True}
@@ -261,8 +260,6 @@ def _reset_resident_high_water_mark() -> None:
 def _measure_main() -> int:
     """``python -m trainer.memory_measurement measure`` < config JSON: the validation's real run, in its own process."""
     import sys
-
-    from trainer.config import RunConfig
 
     config = RunConfig.model_validate(json.loads(sys.stdin.read()))
     print(json.dumps({"rank": int(os.environ.get("RANK", "0")), "peak_bytes": measure_real_step(config)}))

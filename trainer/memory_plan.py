@@ -45,6 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from trainer.compute_dtype import resolve_compute_dtype
+from trainer.config import ModelSource, RunConfig
+from trainer.models import TINY_RANDOM_SHAPE
+from trainer.ranks import check_world_fits_config
+
 if TYPE_CHECKING:
     from trainer.config import RunConfig
 
@@ -210,8 +215,6 @@ class MemoryPlan:
 
 
 def model_label(config: RunConfig) -> str:
-    from trainer.config import ModelSource
-
     if config.model.init_checkpoint:
         return config.model.init_checkpoint
     if config.model.source is ModelSource.HUGGINGFACE:
@@ -222,9 +225,6 @@ def model_label(config: RunConfig) -> str:
 def architecture_of(config: RunConfig):
     """The model's transformers config (shapes only): a local config.json, or a known model's numbers."""
     from transformers import AutoConfig, LlamaConfig
-
-    from trainer.config import ModelSource
-    from trainer.models import TINY_RANDOM_SHAPE
 
     folder = config.model.init_checkpoint or (
         config.model.name_or_path if config.model.source is ModelSource.HUGGINGFACE else None)
@@ -414,8 +414,6 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.compute_dtype import resolve_compute_dtype
-
     architecture = architecture if architecture is not None else architecture_of(config)
     dtype = resolve_compute_dtype(config.model.dtype, "cuda").torch_dtype()  # planned for GPUs, here or not
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
@@ -445,7 +443,6 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
     for the learner's plan when the caller made it already."""
     if config.cluster.num_gpus == 0:
         raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
-    from trainer.ranks import check_world_fits_config
 
     check_world_fits_config(config, config.cluster.num_gpus)  # a run the trainer would refuse is not planned
     architecture = architecture_of(config)
@@ -481,8 +478,6 @@ def learner_plan_key(config: RunConfig) -> str:
 
 @functools.lru_cache(maxsize=32)
 def _cached_learner_plan(key: str, config_json: str) -> LearnerMemory:
-    from trainer.config import RunConfig
-
     return plan_learner(RunConfig.model_validate_json(config_json))
 
 

@@ -16,8 +16,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from trainer.checkpoint import record_evaluation
+from trainer.checkpoint import is_checkpoint_writer, record_evaluation
+from trainer.evaluation import Outcome, evaluation_curves, evaluation_report
 from trainer.events import EventType
+from trainer.progress import progress_bar
+from trainer.prompts import first_attempt_messages, prompt_token_count
+from trainer.retry import RetryPrompt, make_retry
+from trainer.rollout.base import SamplingSettings
 from trainer.rollouts import PromptSlot, Rollout, evaluation_key_prefix
 
 
@@ -61,8 +66,6 @@ class RunEvaluation:
     def publish_evaluation(self, step: int, first_outcomes: dict, retry_outcomes: dict | None,
                            standin_verdicts: dict[str, int], started: float) -> dict:
         """The evaluation's report from its outcomes, published as one EVALUATION event."""
-        from trainer.evaluation import evaluation_curves, evaluation_report
-
         if not self.config.schedule.eval_error_correction:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
@@ -79,8 +82,6 @@ class RunEvaluation:
 
     def record_evaluation(self, step: int, values: dict) -> None:
         """A training run's evaluations, kept beside its checkpoints for the retention's "best" (rank 0)."""
-        from trainer.checkpoint import is_checkpoint_writer
-
         if is_checkpoint_writer():
             record_evaluation(self.output_dir, step, values)
 
@@ -91,11 +92,6 @@ class RunEvaluation:
         Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
         for ``trainer eval --output``.
         """
-        from trainer.evaluation import Outcome
-        from trainer.prompts import first_attempt_messages, prompt_token_count
-        from trainer.retry import RetryPrompt, make_retry
-        from trainer.rollout.base import SamplingSettings
-
         seed = self.config.schedule.seed + step if seed is None else seed
         max_tokens = self.config.rollout.max_response_tokens
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
@@ -146,8 +142,6 @@ class RunEvaluation:
         benchmark's solved matrix and the proof viewer read them. Sizes: eval_samples events per problem and a
         retry per failed one; on h100x8 (8 samples) miniF2F-test's 244 problems make at most 3,904, under two
         training steps' 2,048 rollouts each, through the same bounded buffer (``events.buffer_mb``)."""
-        from trainer.progress import progress_bar
-
         bar = progress_bar(total=len(slots) * sampling.n, desc=progress_description, unit="sample",
                            disable=progress_description is None)
         sampling_payload = asdict(sampling)
@@ -180,8 +174,6 @@ class RunEvaluation:
             bar.close()
 
     async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
-        from trainer.evaluation import Outcome
-
         scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key)
         lean_valid = await self.scorer.lean_validity(problem, generation.text, scored, key=key + "-acc")
         return scored, Outcome(None if scored.is_censored else scored.reward, lean_valid)

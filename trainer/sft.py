@@ -27,10 +27,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.checkpoint import (
+    MODEL_FOLDER,
+    TrainerState,
+    capture_global_rng_states,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, RunStatus
 from trainer.lifecycle import RunLifecycle
+from trainer.models import load_policy
 from trainer.problems import Problem, json_lines
 from trainer.prompts import check_messages, first_attempt_messages, render_prompt
 
@@ -145,8 +154,6 @@ def epoch_batches(examples: Sequence[SftExample], batch_size: int, epoch: int, s
 
 def sft_model_folder(output_dir: str | Path) -> Path | None:
     """The Hugging Face model folder of an SFT run's latest checkpoint: what ``model.init_checkpoint`` takes."""
-    from trainer.checkpoint import MODEL_FOLDER, latest_checkpoint
-
     checkpoint = latest_checkpoint(output_dir)
     return None if checkpoint is None else checkpoint / MODEL_FOLDER
 
@@ -206,9 +213,6 @@ class SupervisedFineTuning(RunLifecycle):
 
     def set_up(self) -> None:
         import torch
-
-        from trainer.checkpoint import latest_checkpoint, load_checkpoint
-        from trainer.models import load_policy
 
         sft = self.config.sft
         if self.model is None:
@@ -280,8 +284,8 @@ class SupervisedFineTuning(RunLifecycle):
         """One optimizer step on ``batch``, gradients accumulated over micro-batches."""
         import torch
 
-        from trainer.learner import learning_rate_at
         from trainer.batching import TrainingSequence, chunks, supports_packing, token_batch
+        from trainer.learner import learning_rate_at
         from trainer.token_logprobs import response_logprobs
 
         started = time.perf_counter()
@@ -319,8 +323,6 @@ class SupervisedFineTuning(RunLifecycle):
         }
 
     def save_checkpoint(self) -> Path:
-        from trainer.checkpoint import TrainerState, capture_global_rng_states, save_checkpoint
-
         state = TrainerState(
             step=self.step,
             next_event_seq=self._seq_recorder.last_seq + 2,  # the CHECKPOINT_SAVED event takes the next one

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainer.config import RunConfig
+
 EXIT_FAILED = 1
 EXIT_BAD_ARGUMENTS = 2
 EXIT_MISSING_FILE = 3
@@ -56,8 +58,6 @@ def existing_file(path: str, option: str) -> Path:
 def config_error(error: Exception) -> CommandError:
     """A configuration mistake in one line per field, naming the valid fields of an unknown one's section."""
     from pydantic import ValidationError
-
-    from trainer.config import RunConfig
 
     if not isinstance(error, ValidationError):
         return CommandError(f"configuration: {error}", EXIT_BAD_ARGUMENTS)

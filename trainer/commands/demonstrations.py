@@ -11,6 +11,10 @@ import argparse
 import sys
 from collections import Counter
 
+from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
+from trainer.problems import load_problems_jsonl
+from trainer.progress import progress_bar
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
@@ -25,10 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
-    from trainer.problems import load_problems_jsonl
-    from trainer.progress import progress_bar
-
     try:
         if args.promptset:
             problems = load_problems_jsonl(args.promptset)

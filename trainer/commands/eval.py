@@ -14,7 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+from trainer.checkpoint import MODEL_FOLDER, latest_checkpoint
 from trainer.commands.run import add_config_arguments, resolve_config
+from trainer.config import RunConfig
+from trainer.driver import TrainingRun
+from trainer.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
+from trainer.events import DiscardSink, EventPublisher
+from trainer.problems import load_problems_jsonl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def model_folder(checkpoint: Path) -> Path:
-    from trainer.checkpoint import MODEL_FOLDER, latest_checkpoint
-
     if (checkpoint / "config.json").is_file():
         return checkpoint
     if (checkpoint / MODEL_FOLDER / "config.json").is_file():
@@ -61,11 +65,6 @@ def run_config_path(folder: Path) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.config import RunConfig
-    from trainer.events import DiscardSink, EventPublisher
-    from trainer.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
-    from trainer.problems import load_problems_jsonl
-
     try:
         checkpoint = Path(args.checkpoint)
         folder = model_folder(checkpoint)
@@ -82,8 +81,6 @@ def main(args: argparse.Namespace) -> int:
     except Exception as error:  # noqa: BLE001 - any mistake in the inputs: one line and exit code 2, no traceback
         print(f"eval: {error}", file=sys.stderr)
         return 2
-
-    from trainer.driver import TrainingRun
 
     seed = config.schedule.seed if args.seed is None else args.seed
     evaluation = TrainingRun(config, problems, Path("."), EventPublisher("eval", DiscardSink()), install_signal_handlers=False)

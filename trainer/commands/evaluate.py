@@ -22,6 +22,9 @@ from trainer.commands.run import (
     start_reporting,
     with_delivery,
 )
+from trainer.driver import RunStatus
+from trainer.evaluation_run import evaluate_to_events
+from trainer.events import configure_sink
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +39,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, sink) -> int:
-    from trainer.events import configure_sink
-
     publisher = start_publisher(args, sink)
     start_live(args, publisher, sink)
     try:
@@ -48,8 +49,6 @@ def _evaluate(args: argparse.Namespace, sink) -> int:
         raise publish_cannot_start(publisher, error) from None
     output = Path(args.output)
     start_reporting(config, output, publisher, f"evaluation {args.run_id}")
-    from trainer.driver import RunStatus
-    from trainer.evaluation_run import evaluate_to_events
 
     status = evaluate_to_events(config, problems, output, publisher)
     return {RunStatus.SUCCEEDED: 0, RunStatus.CANCELLED: EXIT_CANCELLED}.get(status, EXIT_FAILED)

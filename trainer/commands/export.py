@@ -11,7 +11,9 @@ import argparse
 import os
 from pathlib import Path
 
+from trainer.checkpoint import export_hf, latest_checkpoint, step_of
 from trainer.commands import EXIT_MISSING_FILE, EXIT_UNREACHABLE, CommandError
+from trainer.hub import evaluation_at, prepare_model_repo, push_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +30,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.checkpoint import export_hf, latest_checkpoint, step_of
-
     checkpoint = Path(args.checkpoint)
     output_dir = checkpoint
     if not (checkpoint / "trainer_state.pt").is_file():
@@ -38,8 +38,6 @@ def main(args: argparse.Namespace) -> int:
         output_dir = checkpoint.parent.parent
     try:
         if args.model_repo or args.push_to_hub:
-            from trainer.hub import evaluation_at, prepare_model_repo
-
             step = step_of(checkpoint)
             folder = prepare_model_repo(checkpoint, args.out, run_name=args.run_name or output_dir.name,
                                         promptset=args.promptset or "a promptset of the Lean RL platform",
@@ -50,8 +48,6 @@ def main(args: argparse.Namespace) -> int:
         raise CommandError(f"--checkpoint/--out: {error}", EXIT_MISSING_FILE) from None
     print(folder)
     if args.push_to_hub:
-        from trainer.hub import push_folder
-
         if not os.environ.get("HF_TOKEN"):
             raise CommandError("--push-to-hub needs a Hub token with write access in HF_TOKEN")
         try:

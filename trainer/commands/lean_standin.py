@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trainer.verification.line_numbering import LineNumbering
+from trainer.verification.standin_server import StandinSettings, serve
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="Interface to listen on (default: loopback only).")
@@ -31,9 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.verification.line_numbering import LineNumbering
-    from trainer.verification.standin_server import StandinSettings, serve
-
     if args.max_concurrency < 1:
         print(f"--max-concurrency must be at least 1, got {args.max_concurrency}", file=sys.stderr)
         return 2

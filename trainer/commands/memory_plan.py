@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 
+from trainer import memory_fit, memory_measurement, memory_plan
 from trainer.commands.run import add_config_arguments, resolve_config
+from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_DOES_NOT_FIT = 1
@@ -27,8 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer import memory_fit, memory_measurement, memory_plan
-
     try:
         config = resolve_config(args)
         if args.smallest_fit:
@@ -53,8 +53,6 @@ def main(args: argparse.Namespace) -> int:
 
 def format_table(result) -> str:
     """The plan as a table for people (``--json`` prints the contract instead)."""
-    from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
-
     vllm = result.vllm
     learner = result.learner
     lines = [

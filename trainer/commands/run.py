@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from trainer.checkpoint import first_event_seq_for_resume
 from trainer.commands import (
     EXIT_BAD_ARGUMENTS,
     EXIT_CANCELLED,
@@ -15,10 +16,20 @@ from trainer.commands import (
     EXIT_UNREACHABLE,
     CommandError,
     config_error,
+    event_target,
     existing_file,
     warn_if_events_destination_is_down,
 )
+from trainer.config import RunConfig, _deep_merge
+from trainer.driver import RunStatus, TrainingRun
+from trainer.events import EventPublisher, EventsUnavailable, EventType, configure_sink, finish_delivery, sink_from_url
 from trainer.fields import parse_config_assignments
+from trainer.live import live_sink_for
+from trainer.problems import load_problems_jsonl
+from trainer.progress import show_progress
+from trainer.ranks import check_launch_fits_config, torchrun_position
+from trainer.ray_metrics import export_to_ray
+from trainer.tracking import attach_trackers
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,8 +85,6 @@ def resolve_config(args: argparse.Namespace):
 
 
 def _resolve_config(args: argparse.Namespace):
-    from trainer.config import RunConfig, _deep_merge
-
     overrides = parse_overrides(args.overrides)
     if args.lean_url:
         overrides = _deep_merge(overrides, {"verifier": {"url": args.lean_url}})
@@ -97,8 +106,6 @@ def _resolve_config(args: argparse.Namespace):
 
 def read_problems(path: str, option: str):
     """The problems of a JSON Lines file given to ``option``; a missing file or a bad line is a CommandError."""
-    from trainer.problems import load_problems_jsonl
-
     existing_file(path, option)
     try:
         return load_problems_jsonl(path)
@@ -107,9 +114,6 @@ def read_problems(path: str, option: str):
 
 
 def events_sink(args: argparse.Namespace):
-    from trainer.commands import event_target
-    from trainer.events import sink_from_url
-
     try:
         url = event_target.resolve(args.events)  # env:NAME keeps a Redis password off the command line
         sink = sink_from_url(url, args.run_id)
@@ -121,8 +125,6 @@ def events_sink(args: argparse.Namespace):
 
 def publish_cannot_start(publisher, error: Exception, **finished) -> CommandError:
     """Tell the platform why the run never started (its events are its only voice), as a CommandError."""
-    from trainer.events import EventType
-
     failure = error if isinstance(error, CommandError) else CommandError(str(error), EXIT_BAD_ARGUMENTS)
     reason = f"cannot start: {failure}"
     publisher.publish(EventType.ERROR, {"step": 0, "message": reason})
@@ -133,8 +135,6 @@ def publish_cannot_start(publisher, error: Exception, **finished) -> CommandErro
 def with_delivery(sink, body) -> int:
     """``body()``'s exit code, once whatever the sink still buffers (the run's last events, or why it
     could not start) has gone out; a run whose events cannot be delivered has failed."""
-    from trainer.events import EventsUnavailable, finish_delivery
-
     problem = None
     try:
         code = body()
@@ -148,8 +148,6 @@ def with_delivery(sink, body) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from trainer.ranks import torchrun_position
-
     sink = events_sink(args)
     try:
         position = torchrun_position()  # None unless torchrun started this process as one of several ranks
@@ -161,14 +159,10 @@ def main(args: argparse.Namespace) -> int:
 def start_publisher(args: argparse.Namespace, sink, position=None):
     """The training command's publisher: on --resume its events number on from the checkpoint's, every one
     carries --attempt, and under torchrun each rank publishes as itself."""
-    from trainer.events import EventPublisher
-
     if args.attempt < 1:  # here, not in argparse: every mistake is one `trainer COMMAND:` line
         raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
     first_seq = 0
     if args.resume:
-        from trainer.checkpoint import first_event_seq_for_resume
-
         first_seq = first_event_seq_for_resume(Path(args.output))
     if position is None:
         return EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
@@ -181,9 +175,6 @@ def start_publisher(args: argparse.Namespace, sink, position=None):
 def start_live(args: argparse.Namespace, publisher, sink) -> None:
     """Answers stream while they are written (trainer/live.py): on stdout among the other events, or on the
     run's Redis live channel, never its durable stream."""
-    from trainer.commands import event_target
-    from trainer.live import live_sink_for
-
     publisher.live = live_sink_for(event_target.resolve(args.events), args.run_id, sink)
 
 
@@ -192,9 +183,6 @@ def start_reporting(config, output: Path, publisher, title: str) -> None:
     the checkpoints, then the trackers, the progress bar and Ray's metrics listening to its events."""
     output.mkdir(parents=True, exist_ok=True)
     (output / "run_config.json").write_text(json.dumps(config.to_json_dict(), indent=2))
-    from trainer.progress import show_progress
-    from trainer.ray_metrics import export_to_ray
-    from trainer.tracking import attach_trackers
 
     attach_trackers(publisher, config, output)
     show_progress(publisher, title)
@@ -202,9 +190,6 @@ def start_reporting(config, output: Path, publisher, title: str) -> None:
 
 
 def _run(args: argparse.Namespace, sink, position) -> int:
-    from trainer.ranks import check_launch_fits_config
-    from trainer.events import configure_sink
-
     output = Path(args.output)
     publisher = start_publisher(args, sink, position)
     start_live(args, publisher, sink)
@@ -220,7 +205,6 @@ def _run(args: argparse.Namespace, sink, position) -> int:
     output.mkdir(parents=True, exist_ok=True)
     if position is None or position.rank == 0:
         start_reporting(config, output, publisher, f"run {args.run_id}")
-    from trainer.driver import RunStatus, TrainingRun
 
     if position is None:
         status = TrainingRun(

@@ -13,6 +13,14 @@ import asyncio
 import json
 import sys
 
+from trainer.commands import EXIT_MALFORMED_INPUT, EXIT_NOTHING_DECIDED, CommandError, config_error, existing_file
+from trainer.commands.run import read_problems
+from trainer.config import PRESETS, RunConfig
+from trainer.problems import Problem
+from trainer.progress import progress_bar
+from trainer.reward import RewardScorer
+from trainer.verification.client import LeanVerifier
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--problems", help="Promptset export (JSON lines with problem_id, formal_statement, …).")
@@ -30,11 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
-
-    from trainer.commands import EXIT_MALFORMED_INPUT, CommandError, config_error, existing_file
-    from trainer.commands.run import read_problems
-    from trainer.config import PRESETS, RunConfig
-    from trainer.problems import Problem
 
     if args.preset not in PRESETS:
         raise CommandError(f"--preset {args.preset}: no such preset; choose one of {', '.join(sorted(PRESETS))}")
@@ -78,12 +81,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _score_all(config, rows, environment: str) -> int:
-    from trainer.reward import RewardScorer
-    from trainer.verification.client import LeanVerifier
-
     verifier = LeanVerifier(config.verifier, environment=environment, allow_native_decide=config.reward.allow_native_decide)
     scorer = RewardScorer(config, verifier)
-    from trainer.progress import progress_bar
 
     bar = progress_bar(total=len(rows), desc="score", unit="answer")
 
@@ -117,8 +116,6 @@ async def _score_all(config, rows, environment: str) -> int:
         )
     print(json.dumps({"verifier": verifier.stats()}), file=sys.stderr)
     if rows and all(result.is_censored for result in scored):
-        from trainer.commands import EXIT_NOTHING_DECIDED, CommandError
-
         # Every answer censored is an outage, not a verdict: scripts must not read the nulls as scores.
         raise CommandError(f"no answer was decided: all {len(rows)} were censored (the Lean server at "
                            f"{config.verifier.url} failed or could not decide); check it and score again",

@@ -24,6 +24,10 @@ from trainer.commands.run import (
     start_reporting,
     with_delivery,
 )
+from trainer.demonstrations import demonstrations_for, write_demonstrations
+from trainer.driver import RunStatus
+from trainer.events import configure_sink
+from trainer.sft import SupervisedFineTuning, load_demonstrations
 
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
@@ -43,15 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_conversations(args: argparse.Namespace, config, output: Path) -> list[list[dict]]:
-    from trainer.sft import load_demonstrations
-
     if args.demonstrations:
         existing_file(args.demonstrations, "--demonstrations")
         try:
             return load_demonstrations(args.demonstrations)
         except ValueError as error:
             raise CommandError(f"--demonstrations {error}", EXIT_MALFORMED_INPUT) from None
-    from trainer.demonstrations import demonstrations_for, write_demonstrations
 
     problems = read_problems(args.promptset, "--promptset")
     demonstrations = demonstrations_for(
@@ -73,8 +74,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, sink) -> int:
-    from trainer.events import configure_sink
-
     output = Path(args.output)
     publisher = start_publisher(args, sink)
     try:
@@ -85,8 +84,6 @@ def _run(args: argparse.Namespace, sink) -> int:
         raise publish_cannot_start(publisher, error, kind="sft") from None
 
     start_reporting(config, output, publisher, f"sft {args.run_id}")
-    from trainer.driver import RunStatus
-    from trainer.sft import SupervisedFineTuning
 
     status = SupervisedFineTuning(config, conversations, output, publisher, resume=args.resume).run()
     return {RunStatus.SUCCEEDED: 0, RunStatus.CANCELLED: EXIT_CANCELLED}.get(status, EXIT_FAILED)

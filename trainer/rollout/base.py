@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from trainer.compute_dtype import compute_dtype_of
+
 if TYPE_CHECKING:
     from trainer.config import RolloutConfig, RunConfig, ScheduleConfig
 
@@ -140,6 +142,4 @@ class RolloutEngine(Protocol):
 def rollout_dtype(config: RunConfig):
     """The precision rollouts compute in: ``model.dtype`` resolved for this machine (trainer/compute_dtype.py;
     the learner's master weights stay float32)."""
-    from trainer.compute_dtype import compute_dtype_of
-
     return compute_dtype_of(config).torch_dtype()

@@ -71,6 +71,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainer.compute_dtype import compute_dtype_of
+from trainer.config import ModelSource
+from trainer.ranks import tensor_parallel_problem
 from trainer.rollout.base import Generation, SamplingSettings
 from trainer.rollout.vllm_worker import EXTENSION_CLASS
 from trainer.rollout.weights import iter_full_weights
@@ -180,8 +182,6 @@ class VllmEngine:
         tensor_parallel = rollout.vllm_tensor_parallel_size
         # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
         if world_size > 1:
-            from trainer.ranks import tensor_parallel_problem
-
             problem = tensor_parallel_problem(tensor_parallel, world_size)
             if problem:
                 raise ValueError(problem)
@@ -474,8 +474,6 @@ def _distributed_rank_and_size() -> tuple[int, int]:
 
 def _model_folder(config: RunConfig, model: Any, tokenizer: Any) -> tuple[str, str | None]:
     """Where vLLM reads the architecture, tokenizer and first weights; a staging folder if none exists."""
-    from trainer.config import ModelSource
-
     if config.model.init_checkpoint:
         return config.model.init_checkpoint, None
     if config.model.source is ModelSource.HUGGINGFACE:

@@ -18,6 +18,8 @@ import importlib.util
 import platform
 from typing import TYPE_CHECKING
 
+from trainer.config import RolloutEngineKind
+
 if TYPE_CHECKING:
     from trainer.config import RunConfig
 
@@ -29,8 +31,6 @@ _X86_INSTRUCTION_SETS = ("avx2", "avx512f")
 
 def vllm_platform_problem(config: RunConfig) -> str | None:
     """Why ``config``'s vLLM engine cannot start here, in words with the fix; None when it can (or the engine is not vLLM)."""
-    from trainer.config import RolloutEngineKind
-
     if config.rollout.engine is not RolloutEngineKind.VLLM:
         return None
     if config.cluster.num_gpus > 0:

@@ -59,6 +59,7 @@ from trainer.verification.checked_code import CheckedCode
 from trainer.verification.integrity import disallowed_axioms, parse_axioms_report
 from trainer.verification.kimina_compat import CheckRequest, CheckResponse, ReplResponse, Snippet
 from trainer.verification.line_numbering import PROBE_CODE, LineNumbering, ProbeFailed, numbering_from_probe
+from trainer.verification.shared_cache import server_version
 from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
@@ -402,8 +403,6 @@ class LeanVerifier:
         The numbering is this verifier's own probe where it made one, else the one another verifier
         probed on the same server and version (so a run served wholly from the cache sends Lean nothing),
         else probed now."""
-        from trainer.verification.shared_cache import server_version
-
         if self._server_identity is not None and (self._numbering is None
                                                   or self._server_identity.endswith("\x00" + self._numbering.value)):
             return self._server_identity  # until a probe of this verifier finds another numbering
@@ -425,8 +424,6 @@ class LeanVerifier:
             return self._server_identity
 
     async def _numbering_known_to_the_shared_cache(self) -> LineNumbering | None:
-        from trainer.verification.shared_cache import server_version
-
         if self.shared_cache is None:
             return None
         try:

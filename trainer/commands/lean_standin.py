@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from trainer.verification.line_numbering import LineNumbering
-from trainer.verification.standin_server import StandinSettings, serve
+from trainer.verification.standin_server import LatencyDistribution, StandinSettings, serve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,8 +14,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=12332, help="TCP port (default: 12332, verifier.url's default).")
     parser.add_argument(
         "--latency-ms", type=float, default=0.0,
-        help="Fixed time each proof holds a slot, to emulate Lean's checking time in benchmarks (default: 0).",
+        help="Time each proof holds a slot, to emulate Lean's checking time in benchmarks: every proof's with "
+             "--latency-sigma 0, else the mean of a log-normal (default: 0).",
     )
+    parser.add_argument(
+        "--latency-sigma", type=float, default=0.0,
+        help="Spread of the log-normal latency (the sigma of its logarithm; Lean's times are long-tailed, 1.0 is a "
+             "heavy tail); 0 keeps every proof at --latency-ms (default: 0).",
+    )
+    parser.add_argument(
+        "--timeout-share", type=float, default=0.0,
+        help="Share of proofs, between 0 and 1, that run to the request's timeout and answer Lean's timeout error, as "
+             "proofs Lean gives up on (default: 0).",
+    )
+    parser.add_argument("--latency-seed", type=int, default=0,
+                        help="Seed of the latency draws, so a benchmark's latencies repeat (default: 0).")
     parser.add_argument(
         "--max-concurrency", type=int, default=64,
         help="Proofs checked at once, like a pool of this many Lean REPLs; the rest queue (default: 64).",
@@ -40,16 +53,25 @@ def main(args: argparse.Namespace) -> int:
     if args.latency_ms < 0:
         print(f"--latency-ms must be 0 or more, got {args.latency_ms}", file=sys.stderr)
         return 2
+    try:
+        latency = (LatencyDistribution(args.latency_ms / 1000.0, args.latency_sigma, args.timeout_share, args.latency_seed)
+                   if args.latency_sigma or args.timeout_share else None)
+    except ValueError as error:
+        print(f"--latency-sigma/--timeout-share: {error}", file=sys.stderr)
+        return 2
     settings = StandinSettings(
         latency_s=args.latency_ms / 1000.0,
+        latency=latency,
         max_concurrency=args.max_concurrency,
         max_wait_s=args.max_wait_s,
         api_key=args.api_key or None,
         line_numbering=LineNumbering(args.line_numbering),
     )
+    latency_words = (f"log-normal latency, mean {args.latency_ms:g} ms, sigma {args.latency_sigma:g}, "
+                     f"{args.timeout_share:.0%} running to the timeout" if latency else f"latency {args.latency_ms:g} ms")
     print(
         f"stand-in Lean server (not Lean: decides a small arithmetic fragment) on http://{args.host}:{args.port}, "
-        f"numbering message lines {args.line_numbering}",
+        f"numbering message lines {args.line_numbering}, {latency_words}",
         file=sys.stderr,
         flush=True,
     )

@@ -9,9 +9,11 @@ decided snippet starts with an info message saying the stand-in decided it. A sn
 outside the fragment gets the per-snippet error ``lean-standin cannot decide: …``.
 
 ``latency_s`` and ``max_concurrency`` emulate a pool of Lean REPLs for benchmarks: each
-snippet holds one of ``max_concurrency`` slots for ``latency_s`` seconds; a snippet whose
-latency exceeds the request's timeout answers the real server's timeout error, and one that
-waits ``max_wait_s`` for a slot fails its whole request with 429, as the real server does.
+snippet holds one of ``max_concurrency`` slots for its latency; a snippet whose latency exceeds
+the request's timeout answers the real server's timeout error, and one that waits ``max_wait_s``
+for a slot fails its whole request with 429, as the real server does. The latency is
+``latency_s`` every time, or, like Lean's, long-tailed (``LatencyDistribution``): log-normal
+around that mean, and a share of the snippets running to the request's timeout.
 
 ``line_numbering`` picks which kimina-lean-server build it imitates: ``after-header`` numbers
 lines after the import header, as the 2.0.0 image ``deploy/`` pins does; ``as-sent`` numbers
@@ -26,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
+import random
 import socket
 import threading
 import time
@@ -40,8 +44,38 @@ CANNOT_DECIDE_PREFIX = "lean-standin cannot decide: "
 
 
 @dataclass
+class LatencyDistribution:
+    """How long each snippet takes: log-normal with mean ``mean_s`` (``sigma`` 0: always ``mean_s``), and a
+    share ``timeout_share`` of the snippets that runs to the request's timeout, as a proof Lean gives up on.
+    Drawn from its own seeded stream, so a benchmark's latencies repeat run after run."""
+
+    mean_s: float = 0.0
+    sigma: float = 0.0
+    timeout_share: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.mean_s < 0 or self.sigma < 0:
+            raise ValueError(f"a latency's mean and sigma are 0 or more, got mean {self.mean_s} s, sigma {self.sigma}")
+        if not 0 <= self.timeout_share <= 1:
+            raise ValueError(f"the share of snippets that run to the timeout is between 0 and 1, got {self.timeout_share}")
+        self._random = random.Random(self.seed)
+
+    def draw(self) -> float:
+        """Seconds for the next snippet; ``math.inf`` for one that runs to its request's timeout."""
+        if self.timeout_share and self._random.random() < self.timeout_share:
+            return math.inf
+        if not self.sigma or not self.mean_s:
+            return self.mean_s
+        # The log-normal whose mean is mean_s: exp(mu + sigma^2 / 2) = mean_s.
+        return self._random.lognormvariate(math.log(self.mean_s) - self.sigma ** 2 / 2, self.sigma)
+
+
+@dataclass
 class StandinSettings:
     latency_s: float = 0.0
+    # Long-tailed latencies instead of latency_s (see LatencyDistribution); None: latency_s every time.
+    latency: LatencyDistribution | None = None
     max_concurrency: int = 64
     api_key: str | None = None
     # Like the real server's MAX_WAIT: a snippet that waits this long for a free slot fails its
@@ -149,11 +183,12 @@ class StandinLeanServer:
 
     async def _decide(self, snippet_id: str, code: str, timeout_s: float) -> dict:
         started = time.perf_counter()
-        if self.settings.latency_s > timeout_s:
+        latency_s = self.settings.latency.draw() if self.settings.latency is not None else self.settings.latency_s
+        if latency_s > timeout_s:
             await asyncio.sleep(timeout_s)
             return {"id": snippet_id, "time": timeout_s, "error": f"Lean REPL command timed out in {timeout_s} seconds"}
-        if self.settings.latency_s:
-            await asyncio.sleep(self.settings.latency_s)
+        if latency_s:
+            await asyncio.sleep(latency_s)
         self.snippets_checked += 1
         try:
             response = decide_snippet(code)  # positions counted after the import header, as the REPL sees the body

@@ -4,6 +4,12 @@ import pytest
 
 
 @pytest.fixture
+def running_run(make_run):
+    """A run whose trainer is starting: the ingester takes its events."""
+    return make_run(state="starting")
+
+
+@pytest.fixture
 def redis_client():
     """The session's Redis; each test's run streams are removed afterwards (run ids restart per test)."""
     import redis

@@ -12,11 +12,6 @@ from trainer.events import EventType
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def running_run(make_run):
-    return make_run(state="starting")
-
-
 def test_an_evaluation_sample_is_stored_as_one_beside_the_training_rollouts_of_its_step(running_run, redis_client):
     publisher = publisher_for(running_run)
     publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=2, key="a1-s2-p0-r0"))

@@ -14,11 +14,6 @@ from trainer.events import EventType, stream_key
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def running_run(make_run):
-    return make_run(state="starting")
-
-
 def test_it_stores_each_rollout_as_a_proof_attempt_linked_to_its_problem(running_run, redis_client):
     publisher = publisher_for(running_run)
     publisher.publish(EventType.RUN_STARTED, {"preset": "cpu-demo"})

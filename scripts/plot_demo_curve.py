@@ -111,6 +111,14 @@ def step_figures(events_path: Path) -> list[dict]:
     return figures
 
 
+def compute_dtype_chosen(events_path: Path) -> str | None:
+    """The precision the run computed in, as its run_started event says (model.dtype auto is resolved per CPU)."""
+    for line in events_path.read_text().splitlines():
+        if line.startswith("{") and (event := json.loads(line))["type"] == "run_started":
+            return (event["payload"].get("compute_dtype") or {}).get("dtype")
+    return None
+
+
 def censored_share(figures: list[dict]) -> tuple[int, int]:
     """(censored answers, all answers) over the run: what the training accuracy leaves out."""
     return sum(figure["censored"] for figure in figures), sum(figure["answers"] for figure in figures)
@@ -192,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{show(figure['first_accuracy']):>8}   {show(figure['all_well_formed']):>16}  "
               f"{show(figure['all_accuracy']):>8}  {figure['censored']:8d}  {figure['seconds']:7.0f}  {figure['minutes']:7.1f}")
     print(f"training accuracy counts scored answers only; {censored_words(figures)}")
-    plot(figures, options.out, "cpu-demo preset: SmolLM2-135M warm-started by SFT, Dr.GRPO on the demo promptset")
+    precision = compute_dtype_chosen(events_path)
+    plot(figures, options.out, "cpu-demo preset: SmolLM2-135M warm-started by SFT, Dr.GRPO on the demo promptset"
+         + (f", computing in {precision}" if precision else ""))
     print(f"wrote {options.out}")
     return 0
 

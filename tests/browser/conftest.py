@@ -1,5 +1,6 @@
 """Headless Chromium (Debian's, driven by Playwright) against the platform's real ASGI server."""
 
+import re
 import time
 from http import HTTPStatus
 from pathlib import Path
@@ -52,6 +53,15 @@ def log_in(page, username, password):
     page.fill("#id_password", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/login/" not in url)
+
+
+def upload_promptset(page, name: str, file_path, timeout_ms: int = 30_000) -> None:
+    """Upload a promptset file through the upload form, as a person does, and wait for its page."""
+    page.goto("/promptsets/upload/")
+    page.fill("#id_name", name)
+    page.set_input_files("#id_file", str(file_path))
+    page.click("#promptset-upload-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/promptsets/\d+/$"), timeout=timeout_ms)
 
 
 def screenshot(page, name):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from promptsets.models import Promptset
-from tests.browser.conftest import forget_refused_load, log_in, screenshot
+from tests.browser.conftest import forget_refused_load, log_in, screenshot, upload_promptset
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -58,11 +58,7 @@ def test_a_parquet_file_named_jsonl_is_read_as_parquet(page, alice, tmp_path):
     misnamed = tmp_path / "kimina.jsonl"
     misnamed.write_bytes(encode(kimina_rows(4), "parquet"))
     log_in(page, "alice", "alice-password")
-    page.goto("/promptsets/upload/")
-    page.fill("#id_name", "misnamed")
-    page.set_input_files("#id_file", str(misnamed))
-    page.click("#promptset-upload-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/promptsets/\d+/$"), timeout=30_000)
+    upload_promptset(page, "misnamed", misnamed)
     version = Promptset.objects.get(name="misnamed").versions.get()
     assert version.problem_count == 4 and version.rule["file_format"] == "parquet"
 

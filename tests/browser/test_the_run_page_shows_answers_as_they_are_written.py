@@ -14,7 +14,7 @@ import re
 import pytest
 
 from runs.models import Run
-from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
+from tests.browser.conftest import SCREENSHOTS, log_in, screenshot, upload_promptset
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -73,11 +73,7 @@ def test_during_a_cpu_demo_run_an_answer_grows_in_its_card_before_it_is_stored_t
     promptset_file = tmp_path / "arith.jsonl"
     promptset_file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in PROBLEMS))
     log_in(page, "alice", "alice-password")
-    page.goto("/promptsets/upload/")
-    page.fill("#id_name", "arith")
-    page.set_input_files("#id_file", str(promptset_file))
-    page.click("#promptset-upload-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/promptsets/\d+/$"))
+    upload_promptset(page, "arith", promptset_file)
 
     page.goto("/runs/new/")
     page.fill("#id_name", "watch it think")

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from runs.models import Run
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import log_in, screenshot, upload_promptset
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,11 +23,7 @@ def test_upload_launch_and_watch_a_rollout_arrive_without_reloading(page, alice,
     promptset_file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in PROBLEMS))
 
     log_in(page, "alice", "alice-password")
-    page.goto("/promptsets/upload/")
-    page.fill("#id_name", "arith")
-    page.set_input_files("#id_file", str(promptset_file))
-    page.click("#promptset-upload-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/promptsets/\d+/$"))
+    upload_promptset(page, "arith", promptset_file)
     assert "2 problems" in page.content() or "two_plus_three" in page.content()
 
     page.goto("/runs/new/")

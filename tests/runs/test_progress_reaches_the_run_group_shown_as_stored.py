@@ -2,6 +2,7 @@
 shown as the stored rollout shows it, with its Lean block's tokens once the fence closes; the writing API
 gives a page that opens mid-answer the latest text of each answer not yet stored."""
 
+import contextlib
 import threading
 
 import pytest
@@ -17,16 +18,26 @@ from trainer.live import LiveRollouts, RedisLiveSink
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_pieces_reach_the_runs_group_in_one_message_with_nul_shown_as_stored_and_lean_tokens(make_run, redis_client):
-    run = make_run(state="running")
+@contextlib.contextmanager
+def forwarder_watched_by_the_runs_group(run, flush_every_s: float):
+    """A forwarder running in a thread, and a channel in the run's group that hears what it forwards."""
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(f"run-{run.pk}", channel)
-    forwarder = ProgressForwarder(flush_every_s=0.2)
+    forwarder = ProgressForwarder(flush_every_s=flush_every_s)
     stopping = threading.Event()
     thread = threading.Thread(target=forwarder.run_forever, kwargs={"should_stop": stopping.is_set}, daemon=True)
     thread.start()
     try:
+        yield layer, channel, forwarder
+    finally:
+        stopping.set()
+        thread.join(5)
+
+
+def test_pieces_reach_the_runs_group_in_one_message_with_nul_shown_as_stored_and_lean_tokens(make_run, redis_client):
+    run = make_run(state="running")
+    with forwarder_watched_by_the_runs_group(run, flush_every_s=0.2) as (layer, channel, forwarder):
         wait_for(lambda: redis_client.pubsub_numpat() >= 1, 10, "the forwarder to subscribe")
         publisher = publisher_for(run)
         publisher.live = RedisLiveSink(settings.REDIS_URL, str(run.pk))
@@ -37,9 +48,6 @@ def test_pieces_reach_the_runs_group_in_one_message_with_nul_shown_as_stored_and
         messages = [async_to_sync(layer.receive)(channel)]
         while sum(len(m["pieces"]) for m in messages) < 2:  # a flush may fall between the two
             messages.append(async_to_sync(layer.receive)(channel))
-    finally:
-        stopping.set()
-        thread.join(5)
     assert {m["type"] for m in messages} == {"run.progress"}
     pieces = [piece for m in messages for piece in m["pieces"]]
     assert [(p["offset"], p["text"]) for p in pieces] == [
@@ -73,14 +81,7 @@ def test_a_stranger_cannot_read_what_a_run_is_writing(client, charlie, make_run)
 
 def test_after_a_dropped_redis_connection_the_forwarder_subscribes_again_and_forwards(make_run, redis_client):
     run = make_run(state="running")
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(f"run-{run.pk}", channel)
-    forwarder = ProgressForwarder(flush_every_s=0.1)
-    stopping = threading.Event()
-    thread = threading.Thread(target=forwarder.run_forever, kwargs={"should_stop": stopping.is_set}, daemon=True)
-    thread.start()
-    try:
+    with forwarder_watched_by_the_runs_group(run, flush_every_s=0.1) as (layer, channel, forwarder):
         wait_for(lambda: forwarder.subscriptions == 1 and redis_client.pubsub_numpat() >= 1, 10, "a subscription")
         redis_client.client_kill_filter(_type="pubsub")  # a Redis hiccup, as the forwarder sees it
         wait_for(lambda: forwarder.subscriptions == 2, 15, "the forwarder to subscribe again")
@@ -89,9 +90,6 @@ def test_after_a_dropped_redis_connection_the_forwarder_subscribes_again_and_for
         LiveRollouts(publisher.publish_live, lambda p, s: ("a1-s1-p0-r0", 1, "add", "first"), interval_s=0.0,
                      max_rollouts=8).update(0, 0, 2, lambda: "<think>after the hiccup")
         message = async_to_sync(receive_within)(layer, channel, 10)
-    finally:
-        stopping.set()
-        thread.join(5)
     assert [piece["text"] for piece in message["pieces"]] == ["<think>after the hiccup"]
 
 

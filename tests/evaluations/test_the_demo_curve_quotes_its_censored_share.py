@@ -48,3 +48,9 @@ def test_the_readme_calls_the_curve_training_accuracy_and_says_what_it_leaves_ou
     readme = (REPO / "README.md").read_text()
     assert "first-attempt training accuracy" in readme
     assert "leaves\ncensored answers out" in readme or "leaves censored answers out" in readme.replace("\n", " ")
+
+
+def test_the_readme_quotes_the_censored_share_of_the_run_its_picture_was_drawn_from():
+    script = load_script()
+    censored, answers = script.censored_share(script.step_figures(REPO / "docs" / "demo-curve-events.jsonl"))
+    assert f"{censored} of the {answers} answers ({censored / answers:.1%})" in (REPO / "README.md").read_text()

@@ -70,7 +70,8 @@ class RayMetricsSink:
         import socket
         import sys
 
-        if "ray" not in sys.modules:
+        loaded = sys.modules.get("ray")
+        if loaded is None or not loaded.is_initialized():
             # ray.init waits minutes for a head that does not answer; a step must never wait on metrics. Asked
             # before Ray is imported: a process that loaded Ray's core for nothing may abort as it exits.
             host, _, port = self.address.removeprefix("ray://").rpartition(":")

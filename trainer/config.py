@@ -71,6 +71,13 @@ class RolloutConfig(Section):
         "cache (vLLM's kv_cache_memory_bytes; its VLLM_CPU_KVCACHE_SPACE variable, if set, overrides it). It must "
         "hold at least one longest sequence; raise it for more sequences decoded at once, lower it on a crowded "
         "machine. GPUs size the cache by vllm_gpu_memory_utilization instead.")
+    max_staleness: int = Field(
+        0, ge=0, le=8,
+        description="η, the most policy updates a trained batch may lag the learner (asynchronous RL with bounded "
+        "staleness, as verl's one-step-off-policy and AReaL): 0 is the release's synchronous loop; with η ≥ 1 the "
+        "next batches are generated and checked by Lean while the learner updates, each rollout records the policy "
+        "version that wrote it, and one more than η updates old is dropped, counted, and never trained on. "
+        "Each preset bounds it, and a layout that cannot run asynchronously is refused at launch (trainer/staleness.py).")
     vllm_enforce_eager: bool = Field(
         False, description="Run vLLM's model eagerly: no torch.compile (on CPU, about 20 s less at start-up) and no "
                            "CUDA graphs, at some decoding speed. For short runs and tests.")
@@ -168,6 +175,12 @@ class LossConfig(Section):
     token_loss_divisor: int | None = Field(
         None, ge=1, description="Constant divisor of summed token losses; None means rollout.max_response_tokens."
     )
+    behaviour_is_cap: float = Field(
+        2.0, ge=1.0,
+        description="C in the truncated importance weight min(π_prox / π_behaviour, C) on every token of an "
+        "asynchronous run (rollout.max_staleness ≥ 1), as AReaL's decoupled PPO and verl's rollout correction: "
+        "π_behaviour is the rollout engine's log-probability of the sampled token, π_prox the learner's recomputed "
+        "π_old. Unused when max_staleness is 0, where the loss is the release's.")
     release_micro_batch_sequences: int = Field(
         2, ge=1,
         description="The micro-batch (sequences per GPU) whose gradient scale every run reproduces. verl scales each "
@@ -256,6 +269,12 @@ class ClusterConfig(Section):
         description="GPUs for the learner and rollouts, one data-parallel rank each (launched with torchrun); "
                     "0 runs on CPU in one process.",
     )
+    rollout_gpus: int = Field(
+        0, ge=0,
+        description="GPUs set apart as the rollout pool of an asynchronous run (rollout.max_staleness ≥ 1): vLLM "
+        "generates there while the learner trains on the other cluster.num_gpus − rollout_gpus, and the weights "
+        "are broadcast to the pool after each update. 0 shares every GPU between the two, as the synchronous "
+        "loop does; a GPU run with max_staleness ≥ 1 needs at least one rollout GPU and one learner GPU.")
     cpus_per_worker: int = Field(8, ge=1)
     gpu_memory_gib: float = Field(
         80.0, gt=0,

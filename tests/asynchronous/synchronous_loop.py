@@ -1,0 +1,62 @@
+"""The synchronous loop's exact numbers, recorded before asynchronous RL existed (tests/asynchronous/data).
+
+``python -m tests.asynchronous.synchronous_loop`` writes them again: do that only for a change meant to
+alter the synchronous loop's numbers, and say why in its commit.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
+from trainer.problems import Problem
+
+RECORD = Path(__file__).parent / "data" / "synchronous_loop.json"
+PROBLEMS = [Problem(f"p{i}", f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by") for i in range(4)]
+
+
+def synchronous_config(**rollout):
+    return tiny_run_config(
+        rollout={"prompts_per_step": 2, "samples_per_prompt": 4, "max_response_tokens": 6, "top_k": 2, **rollout},
+        optimizer={"learning_rate": 1e-3, "mini_batch_prompts": 1, "micro_batch_sequences": 2},
+        schedule={"total_steps": 3, "eval_every": 0, "checkpoint_every": 0},
+    )
+
+
+def run_synchronous_loop(tokenizer, config=None) -> dict:
+    """Three steps of the tiny model, from seed 0; every float as ``float.hex``, the weights as a hash."""
+    from trainer.driver import RunStatus, TrainingRun
+    from trainer.events import EventPublisher, EventType, ListSink
+    from trainer.models import tiny_random_policy
+
+    model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
+    sink = ListSink()
+    with tempfile.TemporaryDirectory() as output:
+        status = TrainingRun(config or synchronous_config(), PROBLEMS, output, EventPublisher("golden", sink),
+                             scorer=FirstTokenRewardScorer(tokenizer.decode([198])), model=model,
+                             tokenizer=tokenizer).run()
+    assert status is RunStatus.SUCCEEDED, sink.of_type(EventType.ERROR)
+    steps = []
+    for event in sink.of_type(EventType.METRICS):
+        values = event.payload["values"]
+        steps.append({name: float(values[name]).hex() for name in
+                      ("learner/loss", "learner/grad_norm", "reward/mean", "learner/trained_sequences")})
+    weights = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        weights.update(name.encode())
+        weights.update(tensor.detach().contiguous().numpy().tobytes())
+    responses = sorted((e.payload["rollout_key"], e.payload["response"]) for e in sink.of_type(EventType.ROLLOUT_FINISHED))
+    return {"steps": steps, "weights_sha256": weights.hexdigest(),
+            "responses_sha256": hashlib.sha256(json.dumps(responses).encode()).hexdigest()}
+
+
+if __name__ == "__main__":
+    from trainer.models import smollm2_tokenizer
+
+    RECORD.parent.mkdir(exist_ok=True)
+    RECORD.write_text(json.dumps(run_synchronous_loop(smollm2_tokenizer()), indent=2) + "\n")
+    print(f"wrote {RECORD}")

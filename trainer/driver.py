@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from trainer.asynchronous import split_by_staleness, staleness_of
 from trainer.checkpoint import (
     TrainerState,
     best_evaluated_step,
@@ -148,6 +149,14 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self._verifier_state = None  # the verdict cache and its counters, from the checkpoint resumed
         self._startup_notes: list[tuple[str, str]] = []  # (message, level), published after RUN_STARTED
         self.evaluation_samples: list[dict] = []  # the last evaluation's every sample (evaluate() fills it)
+        self.pipeline = None  # the rollouts in flight of an asynchronous run (trainer/asynchronous.py)
+        self._in_flight_slots: list = []  # from the checkpoint resumed: batches sampled but never trained
+        self.clock_origin = time.time()  # the phases of every step are timed from here (RUN_STARTED)
+        self._last_step_ended_at = self.clock_origin
+
+    @property
+    def is_asynchronous(self) -> bool:
+        return self.config.rollout.max_staleness > 0
 
     @property
     def attempt(self) -> int:
@@ -165,6 +174,12 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
         })
         self._publish_startup_notes()
+        self.clock_origin = self._last_step_ended_at = time.time()
+        if self.is_asynchronous:
+            from trainer.asynchronous import RolloutPipeline
+
+            self.pipeline = RolloutPipeline(self, total_steps, self._in_flight_slots)
+            self.pipeline.fill()
         while self.step < total_steps:
             self.step += 1
             self.train_step(self.step)
@@ -231,14 +246,38 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                     self.rng.setstate(driver["rng_state"])
                 self.driver_state.problem_order = list(driver.get("problem_order", []))
                 self.driver_state.cursor = int(driver.get("cursor", 0))
+                self._in_flight_slots = list(driver.get("in_flight", []))
                 restore_global_rng_states(state.global_rng_states)
                 self._verifier_state = state.verifier_state
                 self._startup_notes.append((f"resumed from {checkpoint} at step {self.step}", "info"))
+                if self._in_flight_slots:
+                    steps = [step for step, _ in self._in_flight_slots]
+                    self._startup_notes.append((
+                        f"{len(steps)} batch(es) were in flight at the checkpoint (steps {min(steps)}–{max(steps)}), "
+                        f"sampled but never trained: their prompts are generated again from step {self.step}'s weights",
+                        "info"))
         self._startup_notes.append((self.learner.attention_note, "info"))  # after where it resumed: that comes first
+        if self.is_asynchronous:
+            self._start_generator_process()
         self._start_rollouts_and_scoring()
         if self._verifier_state is not None and self.verifier is not None:
             # The verdict cache and its counters, so verifier/cache_hit_rate reads as if never interrupted.
             self.verifier.load_state_dict(self._verifier_state)
+
+    def _start_generator_process(self) -> None:
+        """An asynchronous run generates in a process of its own, from the weights it is sent (version = step)."""
+        from trainer.generator_process import GeneratorProcess
+
+        if self.engine is not None:
+            raise ValueError("an asynchronous run (rollout.max_staleness ≥ 1) generates in a process of its own; "
+                             "pass no engine, or set rollout.max_staleness=0")
+        self.engine = GeneratorProcess(self.config, self.tokenizer, seed=self.config.schedule.seed)
+        self.engine.push_weights(self.model, version=self.step)
+        self._startup_notes.append((
+            f"asynchronous RL: a generator process writes the next batches while the learner updates; a batch is "
+            f"trained at most {self.config.rollout.max_staleness} update(s) after the weights that wrote it "
+            f"(rollout.max_staleness), its loss weighted by min(π_prox/π_behaviour, {self.config.loss.behaviour_is_cap:g})",
+            "info"))
 
     def prepare_for_evaluation(self) -> None:
         """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
@@ -304,19 +343,57 @@ class TrainingRun(RunEvaluation, RunLifecycle):
     def train_step(self, step: int) -> dict:
         self.publish_step_started(step)
         timings = {}
-        slots = self.sample_prompts(step)
+        learner_version = step - 1  # the updates applied before this step's
+        if self.pipeline is not None:
+            taken = self.pipeline.take(step)
+            slots, rollouts, phases = taken.slots, taken.rollouts, dict(taken.phases)
+            timings["generation_s"], timings["verification_tail_s"] = taken.generation_s, taken.verification_tail_s
+            timings["learner_idle_s"] = taken.waited_s
+        else:
+            slots = self.sample_prompts(step)
+            started = time.time()
+            rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_batch(slots, step)
+            generated = started + timings["generation_s"]
+            phases = {"generation": (started, generated)}
+            if rollouts:
+                first_answer = min(rollout.generation.seconds for rollout in rollouts)
+                phases["lean"] = (started + min(first_answer, timings["generation_s"]),
+                                  generated + timings["verification_tail_s"])
+            timings["learner_idle_s"] = timings["generation_s"] + timings["verification_tail_s"]
 
-        rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_batch(slots, step)
+        trained, dropped = split_by_staleness(rollouts, learner_version, self.config.rollout.max_staleness)
+        rewards = rewards_matrix(trained, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
+        sequences = self.training_sequences(slots, trained, rewards)  # advantages inside
 
-        rewards = rewards_matrix(rollouts, len(slots), self.config.rollout.samples_per_prompt)  # (G, N), NaN = censored
-        sequences = self.training_sequences(slots, rollouts, rewards)  # advantages inside
-
-        learner_metrics = self.update_policy(sequences, timings)
+        learner_metrics = self.update_policy(sequences, timings, phases)
 
         retry_counts = self.add_retries(rollouts, step)
+        if self.pipeline is not None:
+            self.pipeline.fill()
+        ended = time.time()
+        timings["generation_idle_s"] = self._generation_idle_s(ended, timings)
+        self._last_step_ended_at = ended
         metrics = self.step_metrics(rollouts, learner_metrics, retry_counts, timings)
+        staleness = [staleness_of(rollout, learner_version) for rollout in trained]
+        metrics.update({
+            "rollout/policy_version": learner_version,
+            "rollout/staleness_mean": _mean(staleness),
+            "rollout/staleness_max": max(staleness, default=0),
+            "rollout/dropped_stale": len(dropped),
+            "time/generation_idle_s": timings["generation_idle_s"],
+            "time/learner_idle_s": timings["learner_idle_s"],
+            "time/phases": {name: [round(start - self.clock_origin, 3), round(end - self.clock_origin, 3)]
+                            for name, (start, end) in phases.items() if start is not None and end is not None},
+        })
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def _generation_idle_s(self, ended: float, timings: dict) -> float:
+        """Seconds of this step (since the last one ended) during which nothing was being generated."""
+        step_seconds = ended - self._last_step_ended_at
+        if self.pipeline is not None:
+            return max(0.0, step_seconds - self.engine.busy_seconds(self._last_step_ended_at, ended))
+        return max(0.0, step_seconds - timings["generation_s"])
 
     def publish_step_started(self, step: int) -> None:
         self.publisher.publish(EventType.STEP_STARTED, {"step": step})
@@ -328,24 +405,28 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.check_verifier_still_reachable(rollouts)
         return rollouts, generation_s, verification_tail_s
 
-    def update_policy(self, sequences, timings: dict) -> dict:
+    def update_policy(self, sequences, timings: dict, phases: dict | None = None) -> dict:
         """The learner step and the hand-over to the rollout engine, in the order one GPU can hold.
 
         generate (done) → engine.sleep() → learner step → the learner's cached blocks back to the
         device → push_weights (wakes vLLM's weights alone and writes into them) → the next
         generate wakes the key/value cache. So vLLM never wakes into memory PyTorch still holds,
         and its cache never shares the GPU with the learner's step or the weight transfer.
-        Records ``learning_s`` and ``weight_sync_s`` in ``timings``; returns the learner's metrics.
+        Records ``learning_s`` and ``weight_sync_s`` in ``timings`` (and their intervals in ``phases``);
+        returns the learner's metrics.
         """
-        started = time.perf_counter()
+        phases = {} if phases is None else phases
+        started, learning_from = time.perf_counter(), time.time()
         self.engine.sleep()
         learner_metrics = self.learner_step(sequences)
         timings["learning_s"] = time.perf_counter() - started
+        phases["learning"] = (learning_from, learning_from + timings["learning_s"])
 
-        started = time.perf_counter()
+        started, sync_from = time.perf_counter(), time.time()
         release_cached_accelerator_memory()
         self.engine.push_weights(self.model)
         timings["weight_sync_s"] = time.perf_counter() - started
+        phases["sync"] = (sync_from, sync_from + timings["weight_sync_s"])
         return learner_metrics
 
     def learner_step(self, sequences) -> dict:
@@ -438,7 +519,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             slot = slots[slot_index]
             key = rollout_key(step, slot_index, generation.sample_index, slot.turn, self.attempt)
             pending.append(self.events_loop.submit(
-                self._score_and_publish(step, key, slot_index, slot, generation, sampling_payload)
+                self._score_and_publish(step, key, slot_index, slot, generation, sampling_payload, step - 1)
             ))
         generation_seconds = time.perf_counter() - started
         rollouts = [future.result() for future in pending]
@@ -468,12 +549,13 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         several ranks that share its answers (trainer/distributed.py)."""
         return True
 
-    async def _score_and_publish(self, step, key, slot_index: int, slot: PromptSlot, generation, sampling_payload) -> Rollout:
+    async def _score_and_publish(self, step, key, slot_index: int, slot: PromptSlot, generation, sampling_payload,
+                                 policy_version: int) -> Rollout:
         started = time.perf_counter()
         scored = await self.scorer.score(
             slot.problem, generation.text, generation.num_tokens, self.config.rollout.max_response_tokens, key=key
         )
-        rollout = Rollout(key, slot_index, slot, generation, scored, time.perf_counter() - started)
+        rollout = Rollout(key, slot_index, slot, generation, scored, time.perf_counter() - started, policy_version)
         self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(step, rollout, sampling_payload))
         return rollout
 
@@ -511,6 +593,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             generation_seconds=generation.seconds,
             verification_seconds=rollout.verification_seconds,
             sampling=sampling_payload,
+            policy_version=None if is_evaluation else rollout.policy_version,
         )
 
     def training_sequences(self, slots: list[PromptSlot], rollouts: list[Rollout], rewards):
@@ -624,6 +707,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 "rng_state": self.rng.getstate(),
                 "problem_order": list(self.driver_state.problem_order),
                 "cursor": self.driver_state.cursor,
+                # An asynchronous run's sampled, untrained batches: a resumed run generates them again.
+                "in_flight": self.pipeline.in_flight_slots() if self.pipeline is not None else [],
             },
             global_rng_states=capture_global_rng_states(),
             verifier_state=self.verifier.state_dict() if self.verifier is not None else None,

@@ -87,6 +87,9 @@ class RolloutFinished(BaseModel):
     generation_seconds: float = 0.0
     verification_seconds: float = 0.0
     sampling: dict[str, Any] = {}
+    policy_version: int | None = Field(
+        None, description="The policy version (learner updates applied) whose weights wrote it; an asynchronous run "
+                          "(rollout.max_staleness ≥ 1) trains it at most η versions later. None in older runs.")
 
 
 class RolloutProgress(BaseModel):

@@ -99,6 +99,19 @@ def clipped_token_loss(
     return torch.where(advantages < 0, dual_clipped, ppo_loss)
 
 
+def behaviour_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
+                                 cap: float) -> torch.Tensor:
+    """min(π_prox / π_behaviour, C) per token, (B, T): the truncated importance weight of an asynchronous run.
+
+    The rollout engine sampled each token from an older policy (π_behaviour, its own log-probability
+    of the token); the learner's π_old pass at the start of the step is the proximal policy the PPO
+    ratio is taken against. Weighting each token's loss by their ratio corrects for the staleness,
+    and the cap C keeps a token the old policy rarely chose from dominating: AReaL's decoupled PPO
+    (Fu et al. 2025, eq. 5) and verl's rollout correction (truncated IS). No gradient flows through it.
+    """
+    return importance_ratio(proximal_logprobs, behaviour_logprobs).clamp(max=cap).detach()
+
+
 def clipping_masks(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -200,6 +213,8 @@ class Learner:
         )
         self.token_loss_divisor = config.token_loss_divisor
         self.optimizer_steps = 0
+        # Asynchronous RL samples from an older policy; the synchronous loop's loss stays the release's, untouched.
+        self.corrects_for_the_behaviour_policy = config.rollout.max_staleness > 0
 
     @property
     def attention_note(self) -> str:
@@ -321,6 +336,9 @@ class Learner:
                 logprobs, old, batch.advantages,
                 loss_config.clip_ratio_low, loss_config.clip_ratio_high, loss_config.dual_clip,
             )  # (B, K)
+            if self.corrects_for_the_behaviour_policy and not is_placeholder:
+                behaviour = batch.scatter([torch.tensor(sequence.sampled_logprobs, dtype=old.dtype) for sequence in micro])
+                token_loss = token_loss * behaviour_importance_weights(old, behaviour, loss_config.behaviour_is_cap)
             micro_loss = constant_divisor_loss(token_loss, batch.response_mask, self.token_loss_divisor)
             scaled = micro_loss * (0.0 if is_placeholder else scale)
             scaled.backward()

@@ -30,6 +30,7 @@ class Rollout:
     generation: Any  # trainer.rollout.base.Generation
     scored: Any  # trainer.reward.ScoredResponse
     verification_seconds: float
+    policy_version: int = 0  # the learner updates applied to the weights that generated it
 
     @property
     def reward(self) -> float | None:

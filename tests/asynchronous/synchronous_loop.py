@@ -19,11 +19,11 @@ RECORD = Path(__file__).parent / "data" / "synchronous_loop.json"
 PROBLEMS = [Problem(f"p{i}", f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by") for i in range(4)]
 
 
-def synchronous_config(**rollout):
+def synchronous_config(schedule: dict | None = None, **rollout):
     return tiny_run_config(
         rollout={"prompts_per_step": 2, "samples_per_prompt": 4, "max_response_tokens": 6, "top_k": 2, **rollout},
         optimizer={"learning_rate": 1e-3, "mini_batch_prompts": 1, "micro_batch_sequences": 2},
-        schedule={"total_steps": 3, "eval_every": 0, "checkpoint_every": 0},
+        schedule={"total_steps": 3, "eval_every": 0, "checkpoint_every": 0, **(schedule or {})},
     )
 
 

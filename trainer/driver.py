@@ -748,8 +748,8 @@ def release_cached_accelerator_memory() -> None:
 
     import torch
 
-    gc.collect()  # the step's activations may sit in reference cycles (autograd graphs, exceptions)
     if torch.cuda.is_available():
+        gc.collect()  # the step's activations may sit in reference cycles (autograd graphs, exceptions)
         torch.cuda.empty_cache()
 
 

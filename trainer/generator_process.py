@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -265,6 +266,8 @@ def _end_when_orphaned(parent_pid: int) -> None:
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int) -> None:
     """The generator process's body (see the module's docstring)."""
+    # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/lifecycle.py).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         from trainer.models import load_policy

@@ -43,8 +43,9 @@ def write_demo_promptset(path: Path) -> None:
             }, ensure_ascii=False) + "\n")
 
 
-def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str]) -> None:
-    """Warm start (cached), the stand-in on a free port, then ``python -m trainer run`` with the cpu-demo preset."""
+def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str], standin_settings=None) -> None:
+    """Warm start (cached), the stand-in on a free port (``standin_settings``: its latency), then
+    ``python -m trainer run`` with the cpu-demo preset."""
     from deploy.warm_start import build_warm_start
     from trainer.verification.standin_server import StandinServerThread, StandinSettings
 
@@ -52,7 +53,7 @@ def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str]
     work = events_path.parent
     promptset = work / "demo.jsonl"
     write_demo_promptset(promptset)
-    with StandinServerThread(StandinSettings()) as standin, events_path.open("w") as events:
+    with StandinServerThread(standin_settings or StandinSettings()) as standin, events_path.open("w") as events:
         command = [
             sys.executable, "-m", "trainer", "run", "--preset", "cpu-demo",
             "--set", f"model.init_checkpoint={model}", "--set", f"schedule.total_steps={steps}",

@@ -405,6 +405,15 @@ class DataParallelRun(TrainingRun):
             return RunStatus.FAILED, f"rank {rank} {reason}"
         return super().outcome_of(error)
 
+    def _start_generator_process(self) -> None:
+        # One generator process beside one learner is what trainer/asynchronous.py runs today; a data-parallel
+        # learner fed by a rollout pool is not built yet, so such a run stops here instead of starting one
+        # generator per rank.
+        raise ValueError(
+            f"asynchronous RL (rollout.max_staleness={self.config.rollout.max_staleness}) runs with one learner "
+            f"process today (cluster.num_gpus 0, or one GPU); this run has {self.group.world_size} data-parallel "
+            "ranks; set rollout.max_staleness=0 for a data-parallel run")
+
     def _start_rollouts_and_scoring(self) -> None:
         if self.engine_groups.tensor_parallel_size > 1 and self.engine_peers is None:
             self.engine_peers = self.group.join_engine_peers(self.engine_groups)  # a collective: all ranks, in order

@@ -411,7 +411,7 @@ class DataParallelRun(TrainingRun):
         # generator per rank.
         raise ValueError(
             f"asynchronous RL (rollout.max_staleness={self.config.rollout.max_staleness}) runs with one learner "
-            f"process today (cluster.num_gpus 0, or one GPU); this run has {self.group.world_size} data-parallel "
+            f"process on CPU today (cluster.num_gpus 0); this run has {self.group.world_size} data-parallel "
             "ranks; set rollout.max_staleness=0 for a data-parallel run")
 
     def _start_rollouts_and_scoring(self) -> None:

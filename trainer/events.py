@@ -87,6 +87,10 @@ class RolloutFinished(BaseModel):
     generation_seconds: float = 0.0
     verification_seconds: float = 0.0
     sampling: dict[str, Any] = {}
+    policy_version: int | None = Field(
+        None, ge=0, description="The version of the policy that wrote it: the number of learner updates in the weights "
+                                "that generated it (0: the starting weights). None in events from before asynchronous "
+                                "RL (issue 25), which did not record it.")
 
 
 class RolloutProgress(BaseModel):

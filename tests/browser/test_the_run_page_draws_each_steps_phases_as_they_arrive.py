@@ -11,7 +11,7 @@ from runs.models import RunState
 from tests.browser.conftest import log_in, screenshot
 from tests.browser.trainer_events import publish, wait_for_state
 from trainer.config import RunConfig
-from trainer.events import EventType
+from trainer.events import EventType, RolloutFinished
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -86,6 +86,14 @@ def test_bars_appear_for_each_phase_as_metrics_arrive_and_a_step_without_times_s
     page.locator("details.latest-metrics summary").click()
     table = page.locator("#latest-metrics").inner_text()
     assert "staleness, max (updates behind)" in table and "learner waiting for its batch (s)" in table
+
+    # A rollout arriving live says which policy wrote it, beside its step.
+    publish(run, EventType.ROLLOUT_FINISHED, RolloutFinished(
+        rollout_key="a1-s4-p0-r0", step=4, problem_id="p0", response="<think>x</think>", verdict="lean_error", reward=0.0,
+        policy_version=2).model_dump(mode="json"))
+    card = page.locator('#rollouts li[data-rollout-key="a1-s4-p0-r0"] .rollout-head')
+    card.wait_for(timeout=30_000)
+    assert "step 4 (written by policy v2)" in card.inner_text()
 
     shot = screenshot(page, "run-page-step-phases")
     page.locator("section.step-phases").screenshot(path=str(shot.with_name("run-page-step-phases-section.png")))

@@ -50,3 +50,15 @@ def test_the_proof_viewer_says_nothing_of_a_policy_it_was_not_told(client, alice
     client.force_login(alice)
     page = client.get(ProofAttempt.objects.get(run=running_run).get_absolute_url()).content.decode()
     assert 'id="policy-version"' not in page and "policy v" not in page
+
+
+def test_the_run_pages_cards_and_the_api_say_the_policy_where_it_is_known(client, alice, running_run, redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=5, key="s5-p0-r0", policy_version=3))
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(step=5, key="s5-p0-r1"))
+    EventIngester().poll_once()
+    client.force_login(alice)
+    page = client.get(running_run.get_absolute_url()).content.decode()
+    assert page.count("(written by policy v") == 1 and "(written by policy v3)" in page
+    cards = client.get(f"/api/proofs/runs/{running_run.pk}/rollouts").json()["rollouts"]
+    assert {card["rollout_key"]: card["policy_version"] for card in cards} == {"s5-p0-r0": 3, "s5-p0-r1": None}

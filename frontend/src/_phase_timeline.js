@@ -60,8 +60,10 @@ export class PhaseTimeline {
     }));
     const recorded = shown.flatMap((row) => row.intervals.map((i) => i.interval).filter(Boolean));
     const notes = [];
-    if (steps.length > ofAttempt.length) {
-      notes.push(`${steps.length - ofAttempt.length} step(s) of earlier attempts are not drawn: their times count from another attempt's start.`);
+    const earlier = steps.length - ofAttempt.length;
+    if (earlier) {
+      notes.push(`${earlier} step${earlier === 1 ? " of an earlier attempt is" : "s of earlier attempts are"} not drawn: ` +
+        "their times count from another attempt's start.");
     }
     if (ofAttempt.length > shown.length) notes.push(`The latest ${shown.length} of this attempt's ${ofAttempt.length} steps are drawn.`);
     const noteNodes = notes.map((text) => el("p", { class: "hint phase-note", text }));

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from runs.models import RunState
+from runs.models import Run, RunState
 from tests.browser.conftest import log_in, screenshot
-from tests.browser.trainer_events import publish, wait_for_state
+from tests.browser.trainer_events import publish, wait_for_state, wait_until
 from trainer.config import RunConfig
 from trainer.events import EventType, RolloutFinished
 
@@ -97,3 +97,25 @@ def test_bars_appear_for_each_phase_as_metrics_arrive_and_a_step_without_times_s
 
     shot = screenshot(page, "run-page-step-phases")
     page.locator("section.step-phases").screenshot(path=str(shot.with_name("run-page-step-phases-section.png")))
+
+
+def test_a_resumed_run_draws_only_its_latest_attempts_steps_on_that_attempts_clock(page, alice, make_run):
+    run = make_run(state=RunState.STARTING, name="resumed run")
+    started = time.time() - 120
+    publish(run, EventType.RUN_STARTED, {"step": 0, "total_steps": 3}, at=started)
+    for step in (1, 2):
+        publish(run, EventType.METRICS, {"step": step, "values": {"time/phases": PHASES[step + 1]}}, at=started + step)
+    wait_until(lambda: run.step_metrics.count() == 2, what="attempt 1's two steps to be stored")
+    # Resumed after step 2: attempt 2's clock starts again at 0, so its step 3 cannot share attempt 1's axis.
+    Run.objects.filter(pk=run.pk).update(attempt=2, state=RunState.STARTING)
+    publish(run, EventType.RUN_STARTED, {"step": 2, "total_steps": 3, "resumed_from_step": 2}, at=started + 60)
+    publish(run, EventType.METRICS, {"step": 3, "values": {"time/phases": {"generation": [0.5, 4.0]}}}, at=started + 65)
+    wait_until(lambda: run.step_metrics.count() == 3, what="attempt 2's step to be stored")
+
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.pk}/")
+    page.wait_for_selector('#phase-timeline .phase-row[data-step="3"]')
+    assert page.locator("#phase-timeline .phase-row").count() == 1
+    timeline = page.locator("#phase-timeline").inner_text()
+    assert "2 steps of earlier attempts are not drawn" in timeline
+    assert page.locator("#phase-timeline .phase-axis-label").inner_text() == "seconds since attempt 2 of the run started"

@@ -88,8 +88,9 @@ class RolloutFinished(BaseModel):
     verification_seconds: float = 0.0
     sampling: dict[str, Any] = {}
     policy_version: int | None = Field(
-        None, description="The policy version (learner updates applied) whose weights wrote it; an asynchronous run "
-                          "(rollout.max_staleness ≥ 1) trains it at most η versions later. None in older runs.")
+        None, ge=0, description="The version of the policy that wrote it: the number of learner updates in the weights "
+                                "that generated it (0: the starting weights); an asynchronous run (rollout.max_staleness "
+                                "≥ 1) trains it at most η versions later. None for evaluation samples and in older runs.")
 
 
 class RolloutProgress(BaseModel):

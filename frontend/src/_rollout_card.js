@@ -8,8 +8,11 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
   const reward = r.reward === null || r.reward === undefined ? "censored" : String(r.reward);
   const name = r.problem_name || r.problem_id;
   const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
+  // The policy that wrote it (issue 25), only where the trainer said: older events have none.
+  const policy = Number.isInteger(r.policy_version) ? el("span", { class: "policy-version", text: ` (written by policy v${r.policy_version})`,
+    title: `The policy that wrote this answer: its weights had ${r.policy_version} learner update${r.policy_version === 1 ? "" : "s"}.` }) : null;
   const head = el("div", { class: "rollout-head" }, title,
-    `${r.is_evaluation ? ` · evaluation of step ${r.step} · ` : ` · step ${r.step} · `}${turnLabels[r.turn] || r.turn} · `,
+    r.is_evaluation ? ` · evaluation of step ${r.step}` : ` · step ${r.step}`, policy, ` · ${turnLabels[r.turn] || r.turn} · `,
     el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
   const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");

@@ -9,6 +9,7 @@ import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, read
 import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
 import { rolloutCard as storedRolloutCard } from "./_rollout_card.js";
 import { WritingPanel } from "./_writing.js";
+import { PhaseTimeline } from "./_phase_timeline.js";
 
 const MAX_ROLLOUT_NODES = 300; // a long run must not grow the page without bound
 const MAX_LOG_NODES = 500;
@@ -28,6 +29,9 @@ const MAX_EARLY_EVENTS = 2000;
 // --- charts ------------------------------------------------------------------------------
 
 const figure = (name) => document.querySelector(`[data-chart="${name}"]`);
+// Words for the trainer's metric names come with the page (runs/step_phases.py): one list, no copy here.
+const METRIC_LABELS = context.metricLabels || {};
+const labelled = (key) => ({ label: METRIC_LABELS[key] || key, pick: value(key) });
 const stepCharts = {
   reward: new StepChart(figure("reward"), { series: [
     { label: "mean", pick: value("reward/mean") },
@@ -49,6 +53,11 @@ const stepCharts = {
   logprob_gap: new StepChart(figure("logprob_gap"), { series: [
     { label: "mean", pick: value("rollout/logprob_abs_diff_mean") },
     { label: "max", pick: value("rollout/logprob_abs_diff_max") }], yLabel: "|Δ log p| (nats)" }),
+  // Asynchronous RL (issue 25): how stale the trained rollouts were, what was dropped for it, who waited.
+  staleness: new StepChart(figure("staleness"), { series: [labelled("rollout/staleness_mean"), labelled("rollout/staleness_max")],
+    yLabel: "updates behind", yAtLeast: [0, 1] }),
+  dropped_stale: new StepChart(figure("dropped_stale"), { series: [labelled("rollout/dropped_stale")], yLabel: "rollouts", yAtLeast: [0, 1] }),
+  idle: new StepChart(figure("idle"), { series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
   ratio_outside: new StepChart(figure("ratio_outside"), { series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
   // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
@@ -58,6 +67,7 @@ const stepCharts = {
   sft_tokens_per_second: new StepChart(figure("sft_tokens_per_second"), { series: [{ label: "tokens/s", pick: value("tokens_per_second") }] }),
 };
 const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries, yAtLeast: [0, 1] });
+const phaseTimeline = new PhaseTimeline(document.getElementById("phase-timeline"), { phases: context.phases || [] });
 
 function showLatestMetrics(row) {
   const body = document.querySelector("#latest-metrics tbody");
@@ -65,12 +75,15 @@ function showLatestMetrics(row) {
   body.replaceChildren(el("tr", {}, el("th", { text: "step" }), el("td", { text: String(row.step) })));
   for (const [name, v] of Object.entries(row.values || {}).sort(([a], [b]) => a.localeCompare(b))) {
     const shown = typeof v === "number" ? formatNumber(v, 4) : JSON.stringify(v);
-    body.append(el("tr", {}, el("th", { text: name }), el("td", { text: shown })));
+    const label = METRIC_LABELS[name];
+    const heading = label ? el("th", {}, `${label} `, el("code", { class: "metric-name", text: name })) : el("th", { text: name });
+    body.append(el("tr", {}, heading, el("td", { text: shown })));
   }
 }
 
 function addMetrics(rows) {
   for (const chart of Object.values(stepCharts)) chart.set(rows);
+  phaseTimeline.set(rows);
   if (rows.length) showLatestMetrics(rows[rows.length - 1]);
   for (const row of rows) showStep(row.step); // an SFT run has no step_started: its metrics say how far it is
 }
@@ -312,7 +325,7 @@ function handle(event) {
       addLog(event);
       break;
     case "step_started": showStep(p.step); break;
-    case "metrics": addMetrics([{ step: p.step, values: p.values || {} }]); break;
+    case "metrics": addMetrics([{ step: p.step, attempt: event.attempt ?? null, values: p.values || {} }]); break;
     case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); addLog(event); break;
     case "checkpoint_saved": addCheckpoint(p); addLog(event); break;
     case "log": case "error": addLog(event); break;

@@ -35,6 +35,7 @@ class ProofAttemptOut(Schema):
     is_censored: bool
     is_standin_verdict: bool
     num_tokens: int
+    policy_version: int | None
 
 
 class RolloutCardOut(Schema):
@@ -56,6 +57,7 @@ class RolloutCardOut(Schema):
     reasoning: str
     lean_code: str
     lean_messages: list
+    policy_version: int | None
 
 
 class RolloutPageOut(Schema):
@@ -83,6 +85,7 @@ def card(attempt: ProofAttempt) -> dict:
         "verdict": attempt.verdict or None, "format_error": attempt.format_error or None, "reward": attempt.reward,
         "reasons": attempt.reasons, "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
         "reasoning": attempt.reasoning, "lean_code": attempt.lean_code, "lean_messages": attempt.lean_messages,
+        "policy_version": attempt.policy_version,
     }
 
 

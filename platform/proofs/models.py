@@ -59,6 +59,10 @@ class ProofAttempt(models.Model):
     generation_seconds = models.FloatField(default=0)
     verification_seconds = models.FloatField(default=0)
     sampling = models.JSONField(default=dict)
+    policy_version = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The policy that wrote it: learner updates in the weights that generated it (0: the starting "
+                  "weights). Empty where the trainer did not say (runs from before asynchronous RL).")
     event = models.ForeignKey("runs.RunEvent", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -100,6 +104,13 @@ class ProofAttempt(models.Model):
             {"number": number, "text": text, "is_marked": number in marked}
             for number, text in enumerate(self.response.split("\n"), 1)
         ]
+
+    def updates_behind(self, trained_by_version: int | None) -> int | None:
+        """How many learner updates stale this rollout was when it trained, given the policy version that trained
+        it (the step's ``rollout/policy_version``); None when either side was not recorded."""
+        if self.policy_version is None or not isinstance(trained_by_version, int) or isinstance(trained_by_version, bool):
+            return None
+        return trained_by_version - self.policy_version
 
     @property
     def zero_reason(self) -> str:

@@ -74,7 +74,8 @@ def _store_attempts(events: list[RunEvent]) -> None:
             reasons=rollout.reasons, is_censored=rollout.is_censored,
             is_standin_verdict=rollout.is_standin_verdict, num_tokens=rollout.num_tokens,
             is_truncated=rollout.is_truncated, generation_seconds=rollout.generation_seconds,
-            verification_seconds=rollout.verification_seconds, sampling=rollout.sampling, event_id=event.pk,
+            verification_seconds=rollout.verification_seconds, sampling=rollout.sampling,
+            policy_version=rollout.policy_version, event_id=event.pk,
         ))
     ProofAttempt.objects.bulk_create(rows, ignore_conflicts=True)
     unlinked = [row for row in rows if row.parent_rollout_key and row.parent_id is None]

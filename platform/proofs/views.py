@@ -9,6 +9,7 @@ from promptsets import benchmarks
 from promptsets.lean_view import code_view
 from proofs import leaderboard
 from proofs.models import ProofAttempt, RetryFeedback
+from runs.models import StepMetrics
 
 
 def code_diff(first: str, retry: str) -> list[tuple[str, str]]:
@@ -49,7 +50,23 @@ def detail(request, pk):
         "code_is_unchanged": bool(first_attempt) and first_attempt.lean_code == attempt.lean_code,
         "code_views": views,
         "sampling": sorted(attempt.sampling.items()),
+        "policy": _policy_facts(attempt),
     })
+
+
+def _policy_facts(attempt: ProofAttempt) -> dict | None:
+    """Which policy wrote the rollout and, for a training rollout, which one trained on it (the step's
+    ``rollout/policy_version`` metric): None when the trainer did not record the writer (older runs)."""
+    if attempt.policy_version is None:
+        return None
+    trained_by = None
+    if not attempt.is_evaluation:
+        metrics = StepMetrics.objects.filter(run_id=attempt.run_id, step=attempt.step).values_list("values", flat=True).first()
+        trained_by = (metrics or {}).get("rollout/policy_version")
+        if not isinstance(trained_by, int) or isinstance(trained_by, bool):
+            trained_by = None
+    return {"written_by": attempt.policy_version, "trained_by": trained_by,
+            "updates_behind": attempt.updates_behind(trained_by)}
 
 
 @login_required

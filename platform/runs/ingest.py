@@ -69,7 +69,8 @@ INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)
 
 
 def browser_message(stored: RunEvent) -> dict:
-    """What a watching browser receives: the stored event with its run-local number (for gaps)."""
+    """What a watching browser receives: the stored event with its run-local number (for gaps) and the attempt
+    that published it (each attempt's times are on its own clock)."""
     payload = dict(stored.payload)
     if stored.type == EventType.ROLLOUT_FINISHED:
         payload.pop("prompt", None)  # can be 8k tokens; the rollout page shows it
@@ -77,7 +78,7 @@ def browser_message(stored: RunEvent) -> dict:
         attempt_id = getattr(stored, "attempt_id", None)
         if attempt_id:
             payload["attempt_id"] = attempt_id
-    return {"id": stored.pk, "number": stored.run_seq, "type": stored.type, "seq": stored.seq,
+    return {"id": stored.pk, "number": stored.run_seq, "type": stored.type, "seq": stored.seq, "attempt": stored.attempt,
             "time": stored.published_at.timestamp(), "payload": payload}
 
 

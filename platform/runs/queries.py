@@ -149,11 +149,21 @@ def run_summaries(runs: list[Run]) -> list[dict]:
 
 
 def metric_series(run: Run) -> dict:
-    """Every step's metrics and every evaluation, for the run page's charts."""
+    """Every step's metrics and every evaluation, for the run page's charts. Each step's metrics say the attempt
+    that published them (None where its event is gone): a step's ``time/phases`` are on its attempt's clock."""
+    attempts = step_attempts(run)
     return {
-        "metrics": [{"step": m.step, "values": m.values} for m in run.step_metrics.all()],
+        "metrics": [{"step": m.step, "attempt": attempts.get(m.step), "values": m.values} for m in run.step_metrics.all()],
         "evaluations": [{"step": e.step, "values": e.values} for e in run.evaluations.all()],
     }
+
+
+def step_attempts(run: Run) -> dict[int, int]:
+    """Step → the attempt whose ``metrics`` event the step's stored metrics are: the latest stored (a resumed
+    attempt that trains a step again replaces the earlier attempt's metrics, as the ingester does)."""
+    rows = (RunEvent.objects.filter(run=run, type=EventType.METRICS).order_by("run_seq")
+            .values_list("payload__step", "attempt"))
+    return {step: attempt for step, attempt in rows if isinstance(step, int)}
 
 
 # What the trainer log shows: its log lines and errors, and the milestones of the run (run.js words them).

@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs import actions, evaluation_results, live, queries, rollouts, scheduling, warm_start
+from runs import actions, evaluation_results, live, queries, rollouts, scheduling, step_phases, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -89,6 +89,7 @@ def detail(request, pk):
         "pass_at_k_chart": evaluation_results.curve_chart(pass_at_k),
         "run_context": {"runId": run.pk, "kind": run.kind, "lastEventNumber": last_event_number, "state": run.state,
                         **_card_labels(),
+                        **step_phases.page_labels(),
                         "answerMarks": live.ANSWER_MARKS,
                         "filtersAreActive": bool(has_rollouts and filters.is_valid() and filters.active_filters()),
                         "clock": {"trainedS": clock.trained_s, "serverNow": now.timestamp(),
@@ -106,6 +107,8 @@ def detail(request, pk):
         "tracking_links": queries.tracking_links(run),
         "disk_used_bytes": folder_size(run.artifacts_dir),
         "ray_dashboard_url": queries.ray_dashboard_url(run),
+        "staleness_bound": step_phases.staleness_bound(run.public_config),
+        "step_phases": step_phases.STEP_PHASES,
         "config_rows": sorted(queries.flatten(run.public_config).items()),
         "compute_precision": queries.compute_precision(run),
         "requested_dtype": (run.public_config.get("model") or {}).get("dtype", ""),

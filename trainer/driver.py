@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from trainer.asynchronous import split_by_staleness, staleness_of
+from trainer.asynchronous import RolloutPipeline, split_by_staleness, staleness_of
 from trainer.checkpoint import (
     TrainerState,
     best_evaluated_step,
@@ -45,6 +45,7 @@ from trainer.checkpoint import (
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
+from trainer.generator_process import GeneratorProcess
 from trainer.lifecycle import RunLifecycle
 from trainer.live import LiveRollouts
 from trainer.models import load_policy
@@ -176,8 +177,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self._publish_startup_notes()
         self.clock_origin = self._last_step_ended_at = time.time()
         if self.is_asynchronous:
-            from trainer.asynchronous import RolloutPipeline
-
             self.pipeline = RolloutPipeline(self, total_steps, self._in_flight_slots)
             self.pipeline.fill()
         while self.step < total_steps:
@@ -266,8 +265,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def _start_generator_process(self) -> None:
         """An asynchronous run generates in a process of its own, from the weights it is sent (version = step)."""
-        from trainer.generator_process import GeneratorProcess
-
         if self.engine is not None:
             raise ValueError("an asynchronous run (rollout.max_staleness ≥ 1) generates in a process of its own; "
                              "pass no engine, or set rollout.max_staleness=0")

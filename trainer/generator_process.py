@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from trainer.config import RunConfig
+from trainer.models import load_policy
+from trainer.rollout.engines import build_engine
 from trainer.rollout.base import Generation, SamplingSettings
 
 # How long the run waits for the child to build its model and engine before it calls the start failed.
@@ -270,9 +272,6 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
-        from trainer.models import load_policy
-        from trainer.rollout.engines import build_engine
-
         model, _ = load_policy(config.model, seed=seed)
         model.eval()
         engine = build_engine(config, model, tokenizer)

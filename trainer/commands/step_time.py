@@ -71,7 +71,10 @@ def predict(config, inputs, eta: int, steps: int) -> dict:
     def fastest(layouts):
         return min(layouts, key=lambda layout: simulate(inputs, eta, layout, steps=steps, seed=0).step_time_s)
 
-    layout, reason = layout_for(config, eta, best_split=fastest)
+    try:
+        layout, reason = layout_for(config, eta, best_split=fastest)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     if layout is None:
         return {"max_staleness": eta, "runs": False, "reason": reason}
     try:

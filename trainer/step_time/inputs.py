@@ -160,7 +160,8 @@ SHARED_CPU_NOTE = ("CPU: one machine's cores do both; with η ≥ 1 generation r
 
 
 def layout_for(config, eta: int, best_split=None) -> tuple[Layout | None, str]:
-    """The devices that generate and learn at staleness ``eta``, or None with the reason it cannot run.
+    """The devices that generate and learn at staleness ``eta``, or None with the reason it cannot run;
+    ValueError for a cluster no run can have.
 
     ``best_split(layouts)`` picks among candidate split layouts when the config leaves the choice open
     (a GPU run with η ≥ 1 and cluster.rollout_gpus 0, which the launch would refuse)."""
@@ -169,8 +170,8 @@ def layout_for(config, eta: int, best_split=None) -> tuple[Layout | None, str]:
     if gpus == 0:
         return Layout(True, 1, 1, SHARED_CPU_NOTE), ""
     if rollout_gpus >= gpus:
-        return None, (f"cluster.rollout_gpus ({rollout_gpus}) leaves no learner GPU of cluster.num_gpus ({gpus}); "
-                      "set it below num_gpus")
+        raise ValueError(f"cluster.rollout_gpus ({rollout_gpus}) leaves no learner GPU of cluster.num_gpus ({gpus}); "
+                         "set it below num_gpus")
     if rollout_gpus > 0:
         return Layout(False, rollout_gpus, gpus - rollout_gpus,
                       f"{rollout_gpus} rollout GPU(s) generate while {gpus - rollout_gpus} learn (cluster.rollout_gpus)"), ""

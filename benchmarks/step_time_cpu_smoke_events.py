@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainer.__main__ import main as trainer_main  # noqa: E402
-from trainer.verification.standin_server import StandinServerThread, StandinSettings  # noqa: E402
+from trainer.__main__ import main as trainer_main
+from trainer.verification.standin_server import StandinServerThread, StandinSettings
 
 PROBLEMS = [(2, 3), (4, 5), (7, 1), (6, 6)]
 

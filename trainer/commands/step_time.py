@@ -9,6 +9,9 @@ from dataclasses import replace
 
 from trainer.commands import CommandError, existing_file
 from trainer.commands.run import add_config_arguments, resolve_config
+from trainer.step_time.calibration import calibrate
+from trainer.step_time.inputs import RECIPE_STEP_MINUTES, RECIPE_STEP_SOURCE, layout_for, preset_inputs
+from trainer.step_time.simulation import LeanLatency, simulate
 
 DEFAULT_ETAS = (0, 1, 2)
 SEEDS = 5  # simulations averaged per prediction (answer lengths and latencies are drawn)
@@ -42,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.calibrate:
         return _calibrate(args)
-    from trainer.step_time.inputs import preset_inputs
 
     config = resolve_config(args)
     etas = _etas(args.eta, config.rollout.max_staleness)
@@ -65,9 +67,6 @@ def main(args: argparse.Namespace) -> int:
 
 def predict(config, inputs, eta: int, steps: int) -> dict:
     """η's predicted step time and idle shares (the mean of SEEDS simulations), or why it cannot run."""
-    from trainer.step_time.inputs import layout_for
-    from trainer.step_time.simulation import simulate
-
     def fastest(layouts):
         return min(layouts, key=lambda layout: simulate(inputs, eta, layout, steps=steps, seed=0).step_time_s)
 
@@ -81,7 +80,9 @@ def predict(config, inputs, eta: int, steps: int) -> dict:
         results = [simulate(inputs, eta, layout, steps=steps, seed=seed) for seed in range(SEEDS)]
     except ValueError as error:
         raise CommandError(f"step-time: {error}") from None
-    mean = lambda name: statistics.fmean(getattr(result, name) for result in results)  # noqa: E731
+    def mean(name: str) -> float:
+        return statistics.fmean(getattr(result, name) for result in results)
+
     staleness = [batch.staleness for result in results for batch in result.batches]
     return {
         "max_staleness": eta,
@@ -109,7 +110,6 @@ def _etas(text: str | None, configured: int) -> list[int]:
 
 
 def _with_lean_latency(inputs, args):
-    from trainer.step_time.simulation import LeanLatency
 
     given = {"mean_s": args.lean_mean_s, "sigma": args.lean_sigma, "timeout_share": args.lean_timeout_share}
     if args.lean_reach_share is not None:
@@ -141,7 +141,6 @@ def _rerun(args, config) -> str:
 
 
 def _recipe(config) -> dict | None:
-    from trainer.step_time.inputs import RECIPE_STEP_MINUTES, RECIPE_STEP_SOURCE
 
     if config.preset != "h100x8":
         return None
@@ -185,7 +184,6 @@ def _duration(seconds: float) -> str:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from trainer.step_time.calibration import calibrate
 
     path = existing_file(args.calibrate, "--calibrate")
     result = calibrate(path)

@@ -27,15 +27,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.step_time.simulation import AnswerLengths, LeanLatency, Layout, StepTimeInputs, simulate
+from trainer.commands import EXIT_MALFORMED_INPUT, CommandError
+from trainer.step_time.simulation import SHARED_CPU_NOTE, AnswerLengths, LeanLatency, Layout, StepTimeInputs, simulate
 
 SEEDS = 20  # simulations averaged per prediction: answer lengths and latencies are drawn
 
 
 def read_events(path: str | Path) -> list[dict]:
     """A run's events, one JSON object a line (``python -m trainer run`` writes them to stdout)."""
-    from trainer.commands import EXIT_MALFORMED_INPUT, CommandError
-
     events = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
@@ -59,8 +58,6 @@ class MeasuredRun:
 
 
 def measured_run(events: list[dict]) -> MeasuredRun:
-    from trainer.commands import EXIT_MALFORMED_INPUT, CommandError
-
     started = [event for event in events if event.get("type") == "run_started"]
     if not started:
         raise CommandError("no run_started event: give the events of a training run", EXIT_MALFORMED_INPUT)
@@ -98,7 +95,6 @@ def fit_inputs(events_or_run, *, steps: set[int] | None = None, source: str = "t
     timeout_s = float(verifier_config.get("timeout_s") or 60.0)
     rollouts_per_step = int(rollout_config.get("prompts_per_step", 1)) * int(rollout_config.get("samples_per_prompt", 1))
     if not rollouts or not phases:
-        from trainer.commands import EXIT_MALFORMED_INPUT, CommandError
         raise CommandError(f"{source}: no training rollouts with num_tokens in steps {sorted(chosen)}",
                            EXIT_MALFORMED_INPUT)
 
@@ -214,8 +210,6 @@ class Calibration:
 
 def calibrate(path: str | Path, layout: Layout | None = None) -> Calibration:
     """The model's step time for the run in ``path`` (its own η, inputs fitted from it) against the measured one."""
-    from trainer.step_time.inputs import SHARED_CPU_NOTE
-
     source = str(path)
     run = measured_run(read_events(path))
     cluster = run.config.get("cluster") or {}

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from trainer.step_time.simulation import AnswerLengths, LeanLatency, Layout, StepTimeInputs
+from trainer.commands import EXIT_MISSING_FILE, CommandError
+from trainer.step_time.calibration import fit_inputs, read_events
+from trainer.step_time.simulation import SHARED_CPU_NOTE, AnswerLengths, LeanLatency, Layout, StepTimeInputs
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -111,9 +113,6 @@ def h100x8_inputs(config) -> StepTimeInputs:
 
 def measured_inputs(config) -> StepTimeInputs:
     """A CPU preset's inputs: fitted from its measured run, with this config's batch and Lean settings."""
-    from trainer.commands import EXIT_MISSING_FILE, CommandError
-    from trainer.step_time.calibration import fit_inputs, read_events
-
     relative = MEASURED_RUNS[config.preset]
     path = REPOSITORY / relative
     if not path.is_file():
@@ -145,18 +144,12 @@ def with_config(inputs: StepTimeInputs, config) -> StepTimeInputs:
 
 def preset_inputs(config) -> StepTimeInputs:
     """The inputs for ``config``'s preset: measured for the CPU presets, published and assumed for h100x8."""
-    from trainer.commands import CommandError
-
     if config.preset in MEASURED_RUNS:
         return measured_inputs(config)
     if config.preset == "h100x8":
         return h100x8_inputs(config)
     raise CommandError(f"the step-time model has no inputs for preset {config.preset!r}; it has them for "
                        f"{', '.join(sorted([*MEASURED_RUNS, 'h100x8']))}")
-
-
-SHARED_CPU_NOTE = ("CPU: one machine's cores do both; with η ≥ 1 generation runs in its own process, and the two are "
-                   "taken to take turns (assumed: two processes on the same cores each run at about half speed)")
 
 
 def layout_for(config, eta: int, best_split=None) -> tuple[Layout | None, str]:

@@ -129,6 +129,10 @@ class Layout:
     note: str = ""
 
 
+SHARED_CPU_NOTE = ("CPU: one machine's cores do both; with η ≥ 1 generation runs in its own process, and the two are "
+                   "taken to take turns (assumed: two processes on the same cores each run at about half speed)")
+
+
 @dataclass
 class BatchTimeline:
     """One batch's phases, in seconds from the start of the simulation."""

@@ -72,3 +72,17 @@ def test_an_asynchronous_runs_eta_and_layout_are_read_from_its_events(tmp_path):
     assert result.eta == 1
     assert "step_overhead_s" in result.inputs.sources
     assert "not separable in an asynchronous run" in result.inputs.sources["step_overhead_s"]
+
+
+@pytest.mark.parametrize("run", [DEMO, SMOKE])
+def test_deploy_readme_quotes_the_calibration_as_measured_here(run):
+    result = calibrate(run)
+    row = next(line for line in (REPO / "deploy" / "README.md").read_text().splitlines()
+               if line.startswith("| cpu-") and f"`{run.relative_to(REPO)}`" in line)
+    error = f"{result.error:+.1%}".replace("-", "−")
+    for seconds in (result.measured_step_s, result.predicted_step_s):
+        shown = f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
+        assert f"| {shown} |" in row, (row, shown)
+    assert f"| {error} |" in row, (row, error)
+    held_out = ", ".join(f"{item['error']:+.1%}".replace("-", "−") for item in result.held_out)
+    assert row.rstrip(" |").endswith(held_out), (row, held_out)

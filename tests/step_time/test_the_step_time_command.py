@@ -110,6 +110,13 @@ def test_calibrating_against_a_missing_or_malformed_events_file_says_which(capsy
     no_run.write_text(json.dumps({"type": "metrics", "payload": {"step": 1, "values": {}}}) + "\n")
     code, _, err = step_time(capsys, "--calibrate", str(no_run))
     assert code == EXIT_MALFORMED_INPUT and "no run_started event" in err
+    no_time_splits = tmp_path / "no-time-splits.jsonl"
+    no_time_splits.write_text("".join(json.dumps(event) + "\n" for event in [
+        {"type": "run_started", "attempt": 1, "time": 0.0, "payload": {"config": {}}},
+        *({"type": "metrics", "attempt": 1, "time": float(step), "payload": {"step": step, "values": {}}} for step in (1, 2, 3)),
+    ]))
+    code, _, err = step_time(capsys, "--calibrate", str(no_time_splits))
+    assert code == EXIT_MALFORMED_INPUT and "lack time/generation_s" in err
 
 
 def test_the_model_imports_neither_torch_nor_django():

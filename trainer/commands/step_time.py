@@ -152,10 +152,12 @@ def _input_names(inputs) -> list[str]:
 
 
 def _value(value):
+    """An input as JSON: a distribution's settings (measured lengths as their count), a number rounded."""
     if hasattr(value, "__dataclass_fields__"):
-        return {name: getattr(value, name) for name in value.__dataclass_fields__
-                if name != "observed" or not getattr(value, name)} | (
-            {"observed_count": len(value.observed)} if getattr(value, "observed", None) else {})
+        shown = {name: getattr(value, name) for name in value.__dataclass_fields__ if name != "observed"}
+        if getattr(value, "observed", None):
+            shown["observed_count"] = len(value.observed)
+        return shown
     return round(value, 4) if isinstance(value, float) else value
 
 

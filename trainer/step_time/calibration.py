@@ -94,6 +94,11 @@ def fit_inputs(events_or_run, *, steps: set[int] | None = None, source: str = "t
     verifier_config = run.config.get("verifier") or {}
     timeout_s = float(verifier_config.get("timeout_s") or 60.0)
     rollouts_per_step = int(rollout_config.get("prompts_per_step", 1)) * int(rollout_config.get("samples_per_prompt", 1))
+    needed = ("time/generation_s", "time/verification_tail_s", "time/learning_s", "time/weight_sync_s")
+    missing = sorted({name for values in phases for name in needed if not isinstance(values.get(name), (int, float))})
+    if missing:
+        raise CommandError(f"{source}: its metrics events lack {', '.join(missing)}; the model needs a run that reports "
+                           "each step's time splits", EXIT_MALFORMED_INPUT)
     if not rollouts or not phases:
         raise CommandError(f"{source}: no training rollouts with num_tokens in steps {sorted(chosen)}",
                            EXIT_MALFORMED_INPUT)

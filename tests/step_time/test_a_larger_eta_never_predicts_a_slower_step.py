@@ -2,10 +2,10 @@
 work start earlier. (Across layouts it can: on h100x8, η ≥ 1 must take GPUs from generation for a learner
 pool; see deploy/README.md.)
 
-On split pools this holds exactly. On shared devices the two phases take turns and a started phase runs to
-its end, so a generation that starts earlier can hold the device just when the learner's batch becomes
-ready: a larger η can then be a hair slower (Graham's scheduling anomaly; the worst found in these random
-cases is 0.007%). The loop itself schedules greedily, so the model keeps that, and the test bounds it.
+On split pools this holds exactly. On shared devices the two phases share them at half speed each while
+both run, so a generation that starts earlier slows the learner step it overlaps: a larger η can then be a
+hair slower (a scheduling anomaly: the worst of 900 random comparisons on shared devices while this was
+built was 0.3%; nearly all are exactly monotone); the test bounds it at 1%.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_on_shared_devices_a_larger_eta_is_never_slower_beyond_a_scheduling_anom
         for layout in (Layout(True, 1, 1), Layout(True, 4, 4)):
             times = [simulate(inputs, eta, layout, steps=12, seed=case).step_time_s for eta in range(4)]
             assert times[1] <= times[0] * (1 + 1e-12), (case, layout, times)  # any overlap beats none
-            assert all(later <= earlier * 1.001 for earlier, later in zip(times, times[1:])), (case, layout, times)
+            assert all(later <= earlier * 1.01 for earlier, later in zip(times, times[1:])), (case, layout, times)
 
 
 def test_every_step_ends_no_later_with_a_larger_eta_on_split_pools():

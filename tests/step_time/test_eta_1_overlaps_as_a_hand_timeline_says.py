@@ -36,16 +36,18 @@ def test_on_split_pools_eta_2_runs_at_the_pace_of_the_slower_pool():
     assert result.mean_interval_after(2) == pytest.approx(10)
 
 
-def test_on_shared_devices_generation_and_learning_take_turns_while_lean_checks():
-    # batch 2 is generated 10–20 while Lean checks batch 1; the learner then takes the device 20–30;
-    # batch 3 needs version 1 (30): the device takes turns, and Lean's 5 s are hidden every other step.
+def test_on_shared_devices_generation_and_learning_share_them_at_half_speed_each():
+    # batch 2 is generated from 10 s, alone until batch 1 is checked (15 s), then beside the learner at half
+    # speed: its last 5 s of work take 10, so it ends at 25; the learner's 8 s + 2 s do 5 s of work by 25 and
+    # the rest alone: 30. Batch 3 needs version 1 (30 s): it and step 2 share the devices 30–50; and so on,
+    # 20 s a step (the devices' whole work), the last step alone.
     result = simulate(hand_inputs(), 1, SHARED, steps=6)
-    assert [batch.step_end_s for batch in result.batches] == pytest.approx([30, 40, 70, 80, 110, 120])
-    for batch, following in zip(result.batches, result.batches[1:]):
-        assert following.generation[0] >= batch.generation[1]
-    generations = [batch.generation for batch in result.batches]
-    learnings = [(batch.learning[0], batch.step_end_s) for batch in result.batches]
-    assert not any(g[0] < l[1] and l[0] < g[1] for g in generations for l in learnings)  # never both at once
+    assert [batch.step_end_s for batch in result.batches] == pytest.approx([30, 50, 70, 90, 110, 120])
+    assert [batch.generation for batch in result.batches] == [
+        pytest.approx(interval) for interval in ((0, 10), (10, 25), (30, 50), (50, 65), (70, 90), (90, 105))]
+    assert result.batches[0].learning == pytest.approx((15, 28))
+    assert result.batches[0].sync == pytest.approx((28, 30))
+    assert [batch.staleness for batch in result.batches] == [0, 1, 1, 1, 1, 1]
 
 
 def test_no_batch_is_ever_generated_by_weights_older_than_eta_allows():

@@ -25,12 +25,11 @@ What it simulates, batch by batch (batch k is the one the learner trains at step
   learn, sync, generate again. With η ≥ 1 the generator starts the next batches (and Lean checks them)
   while the learner updates, up to η batches ahead. The generator takes the newest weights at the start
   of each batch and generates its batches one after another.
-- **Where**: on ``Layout.shared`` devices (one GPU pool for both, or the CPU) generation and learning take
-  turns: a phase that has started runs to its end, and the one whose inputs were ready first goes next.
-  Two processes sharing the same cores or GPUs at once each run at about half speed, so taking turns
-  finishes the same work at about the same time. On split pools (``cluster.rollout_gpus`` > 0) the
-  generation pool and the learner pool run at once, each at its own devices' throughput (throughputs
-  scale linearly with a pool's GPUs); the weight broadcast is taken not to slow the generator.
+- **Where**: on ``Layout.shared`` devices (one GPU pool for both, or the CPU) a generation and a learner step
+  that run at the same time share them, each at half speed (two processes on the same cores or GPUs);
+  alone, each runs at full speed. On split pools (``cluster.rollout_gpus`` > 0) the generation pool and the
+  learner pool run at once, each at its own devices' throughput (throughputs scale linearly with a pool's
+  GPUs); the weight broadcast is taken not to slow the generator.
 
 Each draw (answer lengths, which answers reach Lean, latencies) comes from a stream seeded by the batch's
 index, so every η sees the same batches: the comparison between η values is of the schedules alone.
@@ -121,7 +120,7 @@ class StepTimeInputs:
 
 @dataclass(frozen=True)
 class Layout:
-    """Which devices generate and which learn. ``shared``: the same devices do both, taking turns."""
+    """Which devices generate and which learn. ``shared``: the same devices do both, sharing them when both run."""
 
     shared: bool
     generation_devices: int
@@ -129,8 +128,8 @@ class Layout:
     note: str = ""
 
 
-SHARED_CPU_NOTE = ("CPU: one machine's cores do both; with η ≥ 1 generation runs in its own process, and the two are "
-                   "taken to take turns (assumed: two processes on the same cores each run at about half speed)")
+SHARED_CPU_NOTE = ("CPU: one machine's cores do both; with η ≥ 1 generation runs in its own process, and while both "
+                   "run each is taken to run at half speed (assumed)")
 
 
 @dataclass
@@ -181,48 +180,67 @@ def simulate(inputs: StepTimeInputs, eta: int, layout: Layout, *, steps: int = 2
     slots = inputs.concurrent_sequences_per_device * layout.generation_devices
     learner_rate = inputs.learner_tokens_per_s_per_device * layout.learner_devices
     lean_free = [0.0] * inputs.lean_max_in_flight  # when each of Lean's slots is next free (a heap)
-
     generation_end = {0: 0.0}
     step_end = {0: 0.0}
-    generated: dict[int, tuple] = {}
+    generated: dict[int, tuple] = {}  # step → (version, generation interval, Lean interval, ready time, tokens)
     batches: list[BatchTimeline] = []
-    generation_pool_free = learner_pool_free = 0.0
+    now = 0.0
+    generating: _Phase | None = None
+    learning: _Phase | None = None
     next_generation, next_learning = 1, 1
 
     while next_learning <= steps:
-        # Each candidate's start: when its inputs are ready and its devices free. The earlier goes first
-        # (the learner on a tie), so no phase not yet simulated can end before the one chosen starts.
-        generation_start = learning_start = None
-        needed_version = next_generation - 1 - eta  # the oldest weights batch next_generation may use
-        if next_generation <= steps and needed_version < next_learning:  # that version's step has been simulated
-            generation_start = max(generation_end[next_generation - 1], step_end[max(needed_version, 0)],
-                                   generation_pool_free)
-        if next_learning < next_generation:
-            learning_start = max(generated[next_learning][3], step_end[next_learning - 1], learner_pool_free)
+        generation_from = learning_from = None  # when the next phase of each may start, once that is known
+        if generating is None and next_generation <= steps and next_generation - 1 - eta < next_learning:
+            # Batch k may use weights of version k − 1 − η or newer: that step has ended.
+            generation_from = max(generation_end[next_generation - 1], step_end[max(next_generation - 1 - eta, 0)])
+            if generation_from <= now:
+                draws = _batch_draws(inputs, next_generation, seed)
+                generating = _Phase(next_generation, now, _decoding_work(inputs, draws[0], slots), draws)
+                generating.version = next_learning - 1  # the newest weights synced by now
+                generation_from = None
+        if learning is None and next_learning in generated:
+            learning_from = max(generated[next_learning][3], step_end[next_learning - 1])
+            if learning_from <= now:
+                tokens = generated[next_learning][4]
+                learning_s = inputs.learner_fixed_s + tokens / learner_rate
+                learning = _Phase(next_learning, now, [learning_s, learning_s + inputs.weight_sync_s,
+                                                       learning_s + inputs.weight_sync_s + inputs.step_overhead_s])
+                learning_from = None
 
-        if learning_start is not None and (generation_start is None or learning_start <= generation_start):
-            k = next_learning
-            version, generation, lean, ready, tokens = generated.pop(k)
-            learning = (learning_start, learning_start + inputs.learner_fixed_s + tokens / learner_rate)
-            sync = (learning[1], learning[1] + inputs.weight_sync_s)
-            step_end[k] = sync[1] + inputs.step_overhead_s
-            batches.append(BatchTimeline(k, version, generation, lean, ready, learning, sync, step_end[k]))
-            learner_pool_free = step_end[k]
-            if layout.shared:
-                generation_pool_free = step_end[k]
-            next_learning += 1
-        else:
-            k = next_generation
-            version = max(j for j in step_end if step_end[j] <= generation_start)  # the newest weights synced
-            generation, lean, ready, tokens = _generate_and_check(inputs, k, generation_start, slots, lean_free, seed)
-            generation_end[k] = generation[1]
-            generated[k] = (version, generation, lean, ready, tokens)
-            generation_pool_free = generation[1]
-            if layout.shared:
-                learner_pool_free = generation[1]
+        running = [phase for phase in (generating, learning) if phase is not None]
+        # Shared devices run both phases at once at half speed each (two processes on the same cores or
+        # GPUs); split pools each run at full speed.
+        speed = 0.5 if layout.shared and len(running) == 2 else 1.0
+        upcoming = [phase.finishes_at(now, speed) for phase in running]
+        upcoming += [moment for moment in (generation_from, learning_from) if moment is not None and moment > now]
+        if not upcoming:
+            raise RuntimeError(f"the simulation stalled at {now} s (step {next_learning}, batch {next_generation})")
+        later = min(upcoming)
+        for phase in running:
+            phase.advance(now, later, speed)
+        now = later
+
+        if generating is not None and generating.is_done():
+            k = generating.step
+            lengths, reaches_lean, latencies = generating.draws
+            written = [generating.wall_time_at(work) for work in generating.marks]
+            lean, ready = _lean_checks(written, reaches_lean, latencies, lean_free)
+            tokens = sum(lengths) + inputs.prompt_tokens_mean * len(lengths)
+            generated[k] = (generating.version, (generating.start, now), lean, ready, tokens)
+            generation_end[k] = now
+            generating = None
             next_generation += 1
+        if learning is not None and learning.is_done():
+            k = learning.step
+            version, generation, lean, ready, _ = generated.pop(k)
+            learned_at, synced_at, _ = (learning.wall_time_at(work) for work in learning.marks)
+            step_end[k] = now
+            batches.append(BatchTimeline(k, version, generation, lean, ready, (learning.start, learned_at),
+                                         (learned_at, synced_at), now))
+            learning = None
+            next_learning += 1
 
-    batches.sort(key=lambda batch: batch.step)
     # The whole run, the pipeline's filling included: the time to train `steps` steps, divided by them. (A
     # window after the filling would be steadier, but its mean can rise when the early steps speed up more.)
     window = (0.0, step_end[steps])
@@ -244,39 +262,75 @@ def simulate(inputs: StepTimeInputs, eta: int, layout: Layout, *, steps: int = 2
     )
 
 
-def _generate_and_check(inputs: StepTimeInputs, step: int, start: float, slots: int, lean_free: list[float], seed: int):
-    """Batch ``step``'s generation from ``start`` and its Lean checks; returns (generation interval, Lean
-    interval or None, ready time, tokens the learner reads)."""
-    draws = random.Random(f"{seed}/batch/{step}")  # the same batch whatever η: draws depend on the batch only
+class _Phase:
+    """A generation or a learner step in progress: its work in seconds at full speed, done as time passes at the
+    speed the devices give it; ``marks`` are points of its work (an answer written, the learning done) whose
+    wall-clock times are read back once it is over."""
+
+    def __init__(self, step: int, start: float, marks: list[float], draws=None):
+        self.step, self.start, self.marks, self.draws = step, start, marks, draws
+        self.work = max(marks) if marks else 0.0
+        self.done = 0.0
+        self.progress = [(start, 0.0)]  # (wall-clock time, work done): a line between each pair
+        self.version = 0
+
+    def finishes_at(self, now: float, speed: float) -> float:
+        return now + (self.work - self.done) / speed
+
+    def advance(self, now: float, later: float, speed: float) -> None:
+        self.done = min(self.work, self.done + (later - now) * speed)
+        if later - now >= 0 and self.work - self.done <= 1e-9 * max(1.0, self.work):
+            self.done = self.work
+        self.progress.append((later, self.done))
+
+    def is_done(self) -> bool:
+        return self.done >= self.work
+
+    def wall_time_at(self, work: float) -> float:
+        for (t0, w0), (t1, w1) in zip(self.progress, self.progress[1:]):
+            if w1 >= work:
+                return t0 if w1 == w0 else t0 + (t1 - t0) * (work - w0) / (w1 - w0)
+        return self.progress[-1][0]
+
+
+def _batch_draws(inputs: StepTimeInputs, step: int, seed: int):
+    """Batch ``step``'s answers: lengths, whether each reaches Lean, each check's latency. Drawn from a stream of
+    the batch's own, so every η sees the same batches."""
+    draws = random.Random(f"{seed}/batch/{step}")
     latencies = inputs.lean_latency.distribution(draws.randrange(1 << 30))
     lengths = [inputs.answer_tokens.draw(draws) for _ in range(inputs.rollouts_per_step)]
     reaches_lean = [draws.random() < inputs.lean_reach_share for _ in lengths]
     latency_of = [min(latencies.draw(), inputs.lean_timeout_s) for _ in lengths]
+    return lengths, reaches_lean, latency_of
 
-    decoding_from = start + inputs.prefill_s
-    slot_free = [decoding_from] * min(slots, len(lengths))
+
+def _decoding_work(inputs: StepTimeInputs, lengths: list[int], slots: int) -> list[float]:
+    """When each answer is written, in seconds of decoding at full speed from the batch's start (continuous
+    batching: each answer takes the first slot that frees, in the order answers were submitted)."""
+    slot_free = [inputs.prefill_s] * min(slots, len(lengths))
     written = []
-    for tokens in lengths:  # answers take slots in the order they were submitted
+    for tokens in lengths:
         free = heapq.heappop(slot_free)
         done = free + tokens / inputs.decode_tokens_per_s_per_sequence
         written.append(done)
         heapq.heappush(slot_free, done)
-    generation = (start, max(written))
+    return written
 
-    verdicts = []
-    lean_starts = []
-    for index in sorted(range(len(lengths)), key=lambda i: written[i]):  # sent to Lean as each is written
+
+def _lean_checks(written: list[float], reaches_lean: list[bool], latencies: list[float], lean_free: list[float]):
+    """Each answer to Lean as it is written, in turn for one of Lean's slots; returns (Lean's interval or None,
+    the time of the batch's last verdict)."""
+    verdicts, sent = [], []
+    for index in sorted(range(len(written)), key=lambda i: written[i]):
         if not reaches_lean[index]:
             verdicts.append(written[index])  # failed the format check: decided without Lean
             continue
         check_start = max(written[index], heapq.heappop(lean_free))
-        verdict = check_start + latency_of[index]
+        verdict = check_start + latencies[index]
         heapq.heappush(lean_free, verdict)
-        lean_starts.append(written[index])
+        sent.append(written[index])
         verdicts.append(verdict)
-    lean = (min(lean_starts), max(verdicts)) if lean_starts else None
-    tokens = sum(lengths) + inputs.prompt_tokens_mean * len(lengths)
-    return generation, lean, max(verdicts), tokens
+    return ((min(sent), max(verdicts)) if sent else None), max(verdicts)
 
 
 def _busy_within(intervals: list[tuple[float, float]], window: tuple[float, float]) -> float:

@@ -1,6 +1,7 @@
 """The event-by-event simulation of training steps, synchronous (η = 0) or with bounded staleness (η ≥ 1).
 
-Pure Python, no torch: ``python -m trainer step-time`` runs it on any machine in well under a second.
+Pure Python, no torch: one simulation of the recipe's 2,048-answer batches, 40 steps, takes a second or two on
+any machine.
 
 What it simulates, batch by batch (batch k is the one the learner trains at step k):
 
@@ -279,7 +280,7 @@ class _Phase:
 
     def advance(self, now: float, later: float, speed: float) -> None:
         self.done = min(self.work, self.done + (later - now) * speed)
-        if later - now >= 0 and self.work - self.done <= 1e-9 * max(1.0, self.work):
+        if self.work - self.done <= 1e-9 * max(1.0, self.work):  # finished, up to floating-point rounding
             self.done = self.work
         self.progress.append((later, self.done))
 

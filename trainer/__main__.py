@@ -21,6 +21,7 @@ COMMANDS = {
     "demonstrations": "Write cold-start demonstrations (answers in the recipe's format) for the stand-in's fragment.",
     "export": "Write a checkpoint as a Hugging Face model folder.",
     "memory-plan": "Plan one rank's peak GPU memory (learner step and rollout) from the model's architecture.",
+    "step-time": "Predict step time and GPU idle shares for η = 0, 1, 2 (asynchronous RL): an event-by-event simulation.",
     "lean-standin": "Serve the stand-in Lean server (the kimina-lean-server API, a small fragment decided).",
 }
 

@@ -111,7 +111,8 @@ class WeightBroadcaster:
     """One end of the broadcast: learner ranks ``send``, rollout ranks ``receive_into``.
 
     ``group`` is ``new_broadcast_group``'s answer (``NON_GROUP_MEMBER`` on learner ranks other
-    than the source, which still call ``send``: FSDP's gather needs them). ``source_rank`` is
+    than the source, which still call ``send``: FSDP's gather needs them), or None when the world
+    is exactly learner rank 0 and the rollout ranks. ``source_rank`` is
     learner rank 0's rank in the world. ``dtype`` is the rollout engine's (the learner keeps float32
     master weights and sends half the bytes to a bfloat16 engine); ``device`` holds the bucket
     (the GPU under NCCL, the CPU under gloo).
@@ -126,7 +127,7 @@ class WeightBroadcaster:
         self.bucket_bytes = bucket_bytes
         self.dtype = dtype
         self.device = torch.device(device) if device is not None else _default_device()
-        self.is_member = group is not None and group != dist.GroupMember.NON_GROUP_MEMBER
+        self.is_member = group != dist.GroupMember.NON_GROUP_MEMBER  # None: the whole world is the group
         self.is_source = dist.get_rank() == source_rank
 
     # --- the learner's side -----------------------------------------------------------------------------
@@ -214,8 +215,8 @@ class WeightBroadcaster:
         dist.all_gather_object(verdicts, verdict, group=self.group)
         for rank_in_group, found in enumerate(verdicts):
             if found:
-                raise ManifestMismatch(f"weight broadcast refused by rank {dist.get_global_rank(self.group, rank_in_group)}"
-                                       f" of the rollout pool: {found}")
+                rank = rank_in_group if self.group is None else dist.get_global_rank(self.group, rank_in_group)
+                raise ManifestMismatch(f"weight broadcast refused by rank {rank} of the rollout pool: {found}")
         return received, version
 
     def _broadcast(self, tensor: torch.Tensor) -> None:

@@ -23,6 +23,7 @@ from trainer.staleness import (
     asynchronous_layout_problem,
     asynchronous_layout_refusal,
     learner_gpus,
+    pool_ranks,
     staleness_bound,
 )
 
@@ -181,3 +182,8 @@ def test_the_memory_plan_command_refuses_the_layout_with_exit_code_2():
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 2
     assert f"memory-plan: {asynchronous_layout_problem(h100x8(1))}" in result.stderr
+
+
+def test_the_learner_pool_takes_the_first_ranks_and_the_rollout_pool_the_rest():
+    assert pool_ranks(h100x8(1, rollout_gpus=2)) == ([0, 1, 2, 3, 4, 5], [6, 7])
+    assert pool_ranks(h100x8(0)) == (list(range(8)), [])

@@ -27,6 +27,7 @@ from trainer.memory_plan import (
     plan,
 )
 from trainer.ranks import rank_rule_problems
+from trainer.staleness import asynchronous_layout_refusal
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 def check_fits(config: RunConfig, *, learner_plan: LearnerPlanner = cached_plan_learner) -> list[str]:
     """Why ``config`` would not fit its GPUs, one message per part over and by how much; empty when it fits.
 
-    CPU runs (cluster.num_gpus 0) have nothing to check. A run the trainer would refuse at
+    An asynchronous run whose η or GPU layout cannot run (trainer/staleness.py) is refused with that
+    reason, CPU runs included; otherwise CPU runs (cluster.num_gpus 0) have nothing to check. A run the trainer would refuse at
     start-up for its number of ranks (trainer/distributed.py ``rank_rule_problems``: vLLM's
     tensor-parallel size, the mini-batch) is refused with that reason. A model whose
     architecture the plan cannot find is refused with the reason: a launch is never waved
@@ -57,6 +59,10 @@ def check_fits_by_field(config: RunConfig, *,
 
 def _fit_problems(config: RunConfig, learner_plan: LearnerPlanner) -> list[MemoryProblem]:
     """Each reason ``config`` cannot run on its GPUs, with the config field a person would change."""
+    # η's bound and the two pools first (trainer/staleness.py), on CPU too: a layout that cannot run is not planned.
+    refusal = asynchronous_layout_refusal(config)
+    if refusal:
+        return [MemoryProblem(*refusal)]
     if config.cluster.num_gpus == 0:
         return []
     # The trainer's own start-up rules for its ranks first: a run it would refuse is refused here, unplanned.

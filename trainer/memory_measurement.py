@@ -55,9 +55,11 @@ def validation_config(config: RunConfig) -> RunConfig:
     recipe runs it; the micro-batch is one of ``VALIDATION_MICRO_BATCH_TOKENS`` packed tokens.
     """
     data = config.model_dump(mode="python")
-    data["cluster"] = {**data["cluster"], "num_gpus": VALIDATION_RANKS}
+    # The learner's method is what is checked: two ranks of learner, without an asynchronous run's rollout pool.
+    data["cluster"] = {**data["cluster"], "num_gpus": VALIDATION_RANKS, "rollout_gpus": 0}
     data["model"] = {**data["model"], "gradient_checkpointing": True}
-    data["rollout"] = {**data["rollout"], "engine": "transformers", "vllm_tensor_parallel_size": 1, **VALIDATION_LENGTHS}
+    data["rollout"] = {**data["rollout"], "engine": "transformers", "vllm_tensor_parallel_size": 1, "max_staleness": 0,
+                       **VALIDATION_LENGTHS}
     data["retry"] = {**data["retry"], "max_prompt_tokens": VALIDATION_LENGTHS["max_prompt_tokens"]}
     data["optimizer"] = {**data["optimizer"], "micro_batch_tokens": VALIDATION_MICRO_BATCH_TOKENS}
     return RunConfig.model_validate(data)

@@ -18,6 +18,14 @@ GPU is taken, and the platform's launch path refuses a run for which the answer 
   between steps (its parameter, gradient and AdamW shards, the resident memory the same fake
   run measured) once its cached blocks were returned (``release_cached_accelerator_memory``).
 
+**Two pools** (an asynchronous run, ``cluster.rollout_gpus`` > 0; trainer/staleness.py): the phases
+no longer share a GPU. The learner's FSDP shards over the learner pool's
+``num_gpus − rollout_gpus`` ranks, which hold no vLLM memory at all (no sleep and wake): their peak
+is the learner step, or learner rank 0 gathering each full parameter and broadcasting it
+(trainer/weight_broadcast.py), whichever is higher. Each rollout GPU holds vLLM's share (its
+weights in the rollout dtype, its key/value cache) and what the broadcast needs there: one bucket
+and the largest parameter being assembled. ``rollout_gpus`` 0 plans the shared GPUs as above.
+
 The method is checked against a real two-rank CPU run of the same micro-step
 (trainer/memory_measurement.py, ``validated``), which imports this module's step, never the
 other way round.
@@ -49,6 +57,7 @@ from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import ModelSource, RunConfig
 from trainer.models import TINY_RANDOM_SHAPE
 from trainer.ranks import check_world_fits_config
+from trainer.staleness import learner_gpus
 
 if TYPE_CHECKING:
     from trainer.config import RunConfig
@@ -129,6 +138,23 @@ class VllmMemory:
         return max(self.kv_cache_bytes, 0) // self.kv_bytes_per_token
 
 
+@dataclass(frozen=True)
+class BroadcastMemory:
+    """The weight broadcast of an asynchronous run's two pools (trainer/weight_broadcast.py), in bytes."""
+
+    bucket_bytes: int  # one bucket on the wire, on learner rank 0 and on every rollout GPU
+    largest_parameter_bytes: int  # the largest parameter in the rollout dtype: sent, and assembled on the rollout side
+    largest_master_parameter_bytes: int  # ...as learner rank 0 gathers it from FSDP first (float32 master weights)
+
+    @property
+    def rollout_side_bytes(self) -> int:
+        return self.bucket_bytes + self.largest_parameter_bytes
+
+    @property
+    def learner_side_bytes(self) -> int:
+        return self.bucket_bytes + self.largest_parameter_bytes + self.largest_master_parameter_bytes
+
+
 class MemoryProblem(NamedTuple):
     """A part of the plan that does not fit: the setting a person would change first, and why, in words."""
 
@@ -147,21 +173,50 @@ class MemoryPlan:
     vllm: VllmMemory
     validated: dict[str, Any] | None = None  # predicted_mib, measured_mib, what (the model, tokens, ranks, machine)
     settings: dict[str, Any] = field(default_factory=dict)
+    rollout_gpus: int = 0  # the rollout pool of an asynchronous run; 0: every GPU runs both phases in turn
+    broadcast: BroadcastMemory | None = None  # planned when rollout_gpus > 0
+
+    @property
+    def has_pools(self) -> bool:
+        return self.rollout_gpus > 0
+
+    @property
+    def learner_gpus(self) -> int:
+        return self.ranks - self.rollout_gpus
 
     @property
     def usable_gib(self) -> float:
         return self.gpu_memory_gib * (1 - SPARE_SHARE)
 
     @property
+    def learner_step_peak_gib(self) -> float:
+        """The learner step; sharing its GPU with vLLM, it has vLLM's asleep remains beside it."""
+        beside = 0.0 if self.has_pools else VLLM_ASLEEP_GIB
+        return self.learner.peak_bytes / GIB + CUDA_CONTEXT_GIB + beside
+
+    @property
+    def learner_broadcast_gib(self) -> float:
+        """Learner rank 0 broadcasting: its shards, one gathered parameter, its cast copy and a bucket. 0 without pools."""
+        if not self.has_pools:
+            return 0.0
+        return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.broadcast.learner_side_bytes / GIB
+
+    @property
     def learner_peak_gib(self) -> float:
-        return self.learner.peak_bytes / GIB + CUDA_CONTEXT_GIB + VLLM_ASLEEP_GIB
+        """The learner's GPUs at their fullest (the learner pool's, with pools)."""
+        return max(self.learner_step_peak_gib, self.learner_broadcast_gib)
 
     @property
     def rollout_peak_gib(self) -> float:
+        """The rollout phase's GPUs at their fullest: beside the learner's shards, or alone in the rollout pool."""
+        if self.has_pools:
+            return CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB + self.broadcast.rollout_side_bytes / GIB
         return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB
 
     def problems(self) -> list[MemoryProblem]:
         """Each part that does not fit, by how much, and what to change; empty when all fit."""
+        if self.has_pools:
+            return self._pool_problems()
         usable = self.usable_gib
         where = (f"the {usable:.1f} GiB a rank may use ({self.gpu_memory_gib:g} GiB GPU, "
                  f"{SPARE_SHARE:.0%} kept spare)")
@@ -193,6 +248,45 @@ class MemoryPlan:
             ))
         return found
 
+    def _pool_problems(self) -> list[MemoryProblem]:
+        """``problems`` of an asynchronous run's two pools, each named."""
+        usable = self.usable_gib
+        where = f"the {usable:.1f} GiB a GPU may use ({self.gpu_memory_gib:g} GiB GPU, {SPARE_SHARE:.0%} kept spare)"
+        learner_pool = f"learner pool ({self.learner_gpus} GPU{'s' if self.learner_gpus != 1 else ''})"
+        rollout_pool = f"rollout pool ({self.rollout_gpus} GPU{'s' if self.rollout_gpus != 1 else ''})"
+        found = []
+        if self.learner_step_peak_gib > usable:
+            found.append(MemoryProblem(
+                "rollout.max_response_tokens",
+                f"{learner_pool}: learner step {self.learner_step_peak_gib:.1f} GiB per GPU, over {where} by "
+                f"{self.learner_step_peak_gib - usable:.1f} GiB; lower optimizer.micro_batch_tokens or "
+                f"optimizer.micro_batch_sequences, shorten rollout.max_response_tokens, or give the learner more GPUs "
+                f"(fewer cluster.rollout_gpus, or more cluster.num_gpus)"))
+        if self.learner_broadcast_gib > usable:
+            found.append(MemoryProblem(
+                "cluster.rollout_gpus",
+                f"{learner_pool}: the weight broadcast {self.learner_broadcast_gib:.1f} GiB on learner rank 0 (its "
+                f"shards, one gathered parameter and a bucket), over {where} by "
+                f"{self.learner_broadcast_gib - usable:.1f} GiB; give the learner more GPUs (fewer cluster.rollout_gpus)"))
+        if self.rollout_peak_gib > usable:
+            found.append(MemoryProblem(
+                "rollout.vllm_gpu_memory_utilization",
+                f"{rollout_pool}: {self.rollout_peak_gib:.1f} GiB per GPU (vLLM's share "
+                f"{self.vllm.share_bytes / GIB:.1f} GiB, the weight broadcast's buffers "
+                f"{self.broadcast.rollout_side_bytes / GIB:.1f} GiB), over {where} by "
+                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_gpu_memory_utilization"))
+        one_sequence = self.vllm.kv_bytes_per_token * self.vllm.max_model_len
+        if self.vllm.kv_cache_bytes < one_sequence:
+            short = (one_sequence - self.vllm.kv_cache_bytes) / GIB
+            found.append(MemoryProblem(
+                "rollout.vllm_gpu_memory_utilization",
+                f"{rollout_pool}: vLLM's share of {self.vllm.share_bytes / GIB:.1f} GiB holds its weights "
+                f"({self.vllm.weights_bytes / GIB:.1f} GiB) but not the key/value cache of one "
+                f"{self.vllm.max_model_len}-token sequence ({one_sequence / GIB:.1f} GiB): short by {short:.1f} GiB; "
+                f"raise rollout.vllm_gpu_memory_utilization (the pool's GPUs hold no learner) or "
+                f"rollout.vllm_tensor_parallel_size"))
+        return found
+
     @property
     def fits(self) -> bool:
         return not self.problems()
@@ -208,7 +302,14 @@ class MemoryPlan:
             "per_rank_peak_gib": {"learner": round(self.learner_peak_gib, 2), "rollout": round(self.rollout_peak_gib, 2)},
             "fits": self.fits,
             "validated": self.validated,
-        }
+        } | ({"pools": {
+            "learner": {"gpus": self.learner_gpus, "peak_gib": round(self.learner_peak_gib, 2),
+                        "step_gib": round(self.learner_step_peak_gib, 2),
+                        "broadcast_gib": round(self.learner_broadcast_gib, 2)},
+            "rollout": {"gpus": self.rollout_gpus, "peak_gib": round(self.rollout_peak_gib, 2),
+                        "vllm_share_gib": round(self.vllm.share_bytes / GIB, 2),
+                        "broadcast_buffers_gib": round(self.broadcast.rollout_side_bytes / GIB, 2)},
+        }} if self.has_pools else {})
 
 
 # --- the model's architecture -------------------------------------------------------------------------
@@ -372,7 +473,7 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
     from torch.distributed._tools.mem_tracker import MemTracker
 
     architecture = architecture if architecture is not None else architecture_of(config)
-    ranks = max(config.cluster.num_gpus, 1)
+    ranks = max(learner_ranks(config), 1)
     with _PLANNING_LOCK, _fake_ranks(ranks), FakeTensorMode(allow_non_fake_inputs=True):
         learner = _learner_on(config, architecture)
         micro_batch = heaviest_micro_batch(learner, config)
@@ -390,6 +491,11 @@ def plan_learner(config: RunConfig, architecture=None) -> LearnerMemory:
         del learner, tracker
     tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in micro_batch)
     return LearnerMemory(peak, resident, len(micro_batch), tokens)
+
+
+def learner_ranks(config: RunConfig) -> int:
+    """The ranks the learner's FSDP shards over: every GPU, or the learner pool when a rollout pool is set apart."""
+    return learner_gpus(config) if config.cluster.rollout_gpus > 0 else config.cluster.num_gpus
 
 
 def warm_optimizer(learner) -> None:
@@ -435,6 +541,22 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     )
 
 
+def plan_broadcast(config: RunConfig, architecture=None) -> BroadcastMemory:
+    """The weight broadcast's buffers: a bucket, and the largest parameter in the rollout dtype and as float32."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trainer.weight_broadcast import BROADCAST_BUCKET_BYTES
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    dtype = resolve_compute_dtype(config.model.dtype, "cuda").torch_dtype()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    largest = max(p.numel() for p in model.parameters())
+    return BroadcastMemory(bucket_bytes=BROADCAST_BUCKET_BYTES, largest_parameter_bytes=largest * dtype.itemsize,
+                           largest_master_parameter_bytes=largest * 4)
+
+
 # --- the whole plan -------------------------------------------------------------
 
 
@@ -457,6 +579,8 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
             "vllm_tensor_parallel_size": config.rollout.vllm_tensor_parallel_size,
             "gradient_checkpointing": config.model.gradient_checkpointing,
         },
+        rollout_gpus=config.cluster.rollout_gpus,
+        broadcast=plan_broadcast(config, architecture) if config.cluster.rollout_gpus > 0 else None,
     )
     return result
 
@@ -470,10 +594,12 @@ def learner_plan_key(config: RunConfig) -> str:
 
     data = config.model_dump(mode="json")
     rollout = {name: value for name, value in data["rollout"].items() if not name.startswith("vllm_")}
-    return json.dumps({"model": data["model"], "rollout": rollout, "retry": data["retry"],
-                       "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"],
-                       "plan_version": LEARNER_PLAN_VERSION, "torch": torch.__version__,
-                       "transformers": transformers.__version__}, sort_keys=True)
+    key = {"model": data["model"], "rollout": rollout, "retry": data["retry"],
+           "optimizer": data["optimizer"], "loss": data["loss"], "num_gpus": data["cluster"]["num_gpus"],
+           "plan_version": LEARNER_PLAN_VERSION, "torch": torch.__version__, "transformers": transformers.__version__}
+    if config.cluster.rollout_gpus:  # only then: the keys of runs without a pool stay those already remembered
+        key["rollout_gpus"] = config.cluster.rollout_gpus
+    return json.dumps(key, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=32)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.config import RolloutEngineKind, RunConfig
+from trainer.staleness import asynchronous_layout_refusal, learner_gpus
 
 
 # --- where this process stands --------------------------------------------------------------------
@@ -55,6 +56,10 @@ def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -
             )
         if gpus == 1:
             check_world_fits_config(config, 1)  # one GPU holds one engine of tensor-parallel size 1
+        elif gpus == 0:
+            refusal = asynchronous_layout_refusal(config)  # η's bound holds on CPU too
+            if refusal:
+                raise ValueError(refusal.message)
         return
     check_world_fits_config(config, position.world_size)
 
@@ -82,20 +87,32 @@ def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str |
 def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, str]]:
     """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
 
-    The learner shards every mini-batch over all ranks, whatever the engines span, so the
-    mini-batch must split evenly over the ranks; the slots of a step then split evenly over the
-    engine groups too (prompts_per_step is a multiple of mini_batch_prompts, world_size of tp).
+    An asynchronous run's layout comes first (trainer/staleness.py: η's bound, the two pools);
+    one it refuses is refused for that reason alone. The learner shards every mini-batch over
+    its ranks (every rank, or the learner pool when ``cluster.rollout_gpus`` sets a rollout pool
+    apart), whatever the engines span, so the mini-batch must split evenly over them; the slots
+    of a step then split evenly over the engine groups too (prompts_per_step is a multiple of
+    mini_batch_prompts, world_size of tp). vLLM's engines tile every rank, or the rollout pool
+    alone (a rule of the layout's).
     """
+    refusal = asynchronous_layout_refusal(config)
+    if refusal:
+        return [tuple(refusal)]
     problems = []
-    engines_problem = tensor_parallel_problem(rollout_tensor_parallel_size(config), world_size)
-    if engines_problem:
-        problems.append(("rollout.vllm_tensor_parallel_size", engines_problem))
+    has_rollout_pool = config.cluster.rollout_gpus > 0
+    if not has_rollout_pool:
+        engines_problem = tensor_parallel_problem(rollout_tensor_parallel_size(config), world_size)
+        if engines_problem:
+            problems.append(("rollout.vllm_tensor_parallel_size", engines_problem))
+    learner_ranks = learner_gpus(config) if has_rollout_pool else world_size
     mini_batch = config.optimizer.mini_batch_prompts
-    if mini_batch % world_size:
-        fits = mini_batch + world_size - mini_batch % world_size
+    if mini_batch % learner_ranks:
+        fits = mini_batch + learner_ranks - mini_batch % learner_ranks
+        ranks = (f"the learner pool's {learner_ranks} ranks (cluster.num_gpus − cluster.rollout_gpus)"
+                 if has_rollout_pool else f"the {learner_ranks} ranks")
         problems.append(("optimizer.mini_batch_prompts", (
-            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of the {world_size} ranks, each of which "
-            f"trains mini_batch_prompts / {world_size} prompts' rollouts per optimizer step; set it to {fits} "
+            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of {ranks}, each of which "
+            f"trains mini_batch_prompts / {learner_ranks} prompts' rollouts per optimizer step; set it to {fits} "
             f"(and rollout.prompts_per_step to a multiple of that)")))
     return problems
 

@@ -25,7 +25,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from runs.models import MODEL_NAME_PATTERN, RunKind
-from trainer.config import PRESETS, RolloutEngineKind, TrackingBackend
+from trainer.config import PRESETS, RolloutEngineKind, RunConfig, TrackingBackend
+from trainer.staleness import staleness_bound
 
 NAME_MAX_CHARS = 200
 
@@ -64,6 +65,12 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
     "eval_samples": SettableField("schedule", "eval_samples", int,
                                   "Samples per problem at evaluation (the k of pass@k)."),
     "seed": SettableField("schedule", "seed", int, "Random seed of sampling and the prompt order."),
+    "max_staleness": SettableField("rollout", "max_staleness", int,
+                                   "η: the most policy updates a trained batch may lag the learner; 0 is the release's "
+                                   "synchronous loop, 1 or more generates the next batches while the learner trains."),
+    "rollout_gpus": SettableField("cluster", "rollout_gpus", int,
+                                  "GPUs set apart for generation in an asynchronous run (max_staleness 1 or more); "
+                                  "the learner trains on the others. 0 with max_staleness 0."),
 }
 
 SEED_BOUND = Bound(0, 2**31 - 1)
@@ -87,6 +94,18 @@ PRESET_BOUNDS: dict[str, dict[str, Bound]] = {
         "eval_every": Bound(0, 5000), "checkpoint_every": Bound(0, 5000), "eval_samples": Bound(1, 32), "seed": SEED_BOUND,
     },
 }
+
+
+
+def _asynchronous_bounds(preset: str) -> dict[str, Bound]:
+    """η up to the preset's bound (trainer/staleness.py, its one home); a rollout pool of all GPUs but one at most.
+    Which combinations can run (a pool needs η ≥ 1, η ≥ 1 on GPUs needs a pool) is the trainer's launch check's."""
+    gpus = RunConfig.from_preset(preset).cluster.num_gpus
+    return {"max_staleness": Bound(0, staleness_bound(preset)), "rollout_gpus": Bound(0, max(gpus - 1, 0))}
+
+
+for _preset, _bounds in PRESET_BOUNDS.items():
+    _bounds.update(_asynchronous_bounds(_preset))
 
 # Contract fields that name something by id, and the form field that offers it.
 REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}

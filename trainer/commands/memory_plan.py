@@ -53,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
 
 def format_table(result) -> str:
     """The plan as a table for people (``--json`` prints the contract instead)."""
+    if result.has_pools:
+        return format_pools_table(result)
     vllm = result.vllm
     learner = result.learner
     lines = [
@@ -74,6 +76,48 @@ def format_table(result) -> str:
         f"{'  + learner resident + CUDA context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
         f"{'rollout phase peak':<58}{result.rollout_peak_gib:>9.2f}",
         f"{'usable per rank (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
+        "",
+        "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(problem.message for problem in result.problems()),
+    ]
+    if result.validated:
+        predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
+        lines.append(f"validated on this CPU: predicted {predicted:.1f} MiB, measured {measured:.1f} MiB "
+                     f"({predicted / measured - 1:+.0%}); {result.validated['what']}")
+    return "\n".join(lines)
+
+
+def format_pools_table(result) -> str:
+    """An asynchronous run's two pools, each GPU's peak (trainer/memory_plan.py's module docstring)."""
+    vllm, learner, broadcast = result.vllm, result.learner, result.broadcast
+    lines = [
+        f"memory plan: preset {result.preset}, model {result.model}, {result.ranks} GPUs of {result.gpu_memory_gib:g} GiB "
+        f"in two pools ({result.learner_gpus} learner, {result.rollout_gpus} rollout), answers up to "
+        f"{result.max_response_tokens} tokens",
+        f"settings: {', '.join(f'{k}={v}' for k, v in result.settings.items())}",
+        "",
+        f"{'per GPU':<58}{'GiB':>9}",
+        f"learner pool: {result.learner_gpus} GPUs, FSDP2 over {result.learner_gpus} ranks, no vLLM",
+        f"{'  learner step (fake tensors, FSDPMemTracker)':<58}{learner.peak_bytes / GIB:>9.2f}",
+        f"{'    of which resident between steps (shards, AdamW)':<58}{learner.resident_bytes / GIB:>9.2f}",
+        f"{'    heaviest micro-batch':<58}{learner.micro_batch_sequences:>4} seq, {learner.micro_batch_tokens} tokens",
+        f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'  learner step peak':<58}{result.learner_step_peak_gib:>9.2f}",
+        f"{'  rank 0 broadcasting: resident + context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'    + largest parameter gathered (float32) and cast':<58}"
+        f"{(broadcast.largest_master_parameter_bytes + broadcast.largest_parameter_bytes) / GIB:>9.2f}",
+        f"{'    + one bucket':<58}{broadcast.bucket_bytes / GIB:>9.2f}",
+        f"{'  rank 0 broadcast peak':<58}{result.learner_broadcast_gib:>9.2f}",
+        f"{'learner pool peak':<58}{result.learner_peak_gib:>9.2f}",
+        f"rollout pool: {result.rollout_gpus} GPUs, vLLM engines of tensor parallel {vllm.tensor_parallel_size}, "
+        "no learner",
+        f"{'  vLLM share (gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
+        f"{'    inside it: weights':<58}{vllm.weights_bytes / GIB:>9.2f}",
+        f"{'    inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
+        f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",
+        f"{'  + broadcast: one bucket and the largest parameter':<58}{broadcast.rollout_side_bytes / GIB:>9.2f}",
+        f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'rollout pool peak':<58}{result.rollout_peak_gib:>9.2f}",
+        f"{'usable per GPU (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
         "",
         "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(problem.message for problem in result.problems()),
     ]

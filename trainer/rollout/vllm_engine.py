@@ -328,8 +328,12 @@ class VllmEngine:
 
     def push_weights(self, model: Any) -> None:
         """Stream ``model``'s full weights into vLLM by name (a collective under FSDP: call it on every rank)."""
+        self.load_weights(iter_full_weights(model, dtype=self._dtype))
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load full tensors by checkpoint name: the learner's own (``push_weights``), or those broadcast to a
+        rollout pool (trainer/weight_broadcast.py ``WeightBroadcaster.receive_into``)."""
         self._wake(_WEIGHTS)  # writing into offloaded memory would be lost at wake-up
-        weights = iter_full_weights(model, dtype=self._dtype)
         worker = _in_process_worker(self._llm)
         if worker is not None:
             # The model's own load_weights, framed by vLLM's in-place reload: some platforms (the CPU's

@@ -1,0 +1,127 @@
+"""The memory plan of an asynchronous run's two pools (trainer/memory_plan.py, ``cluster.rollout_gpus`` > 0).
+
+The learner pool shards the learner over its own GPUs and holds no vLLM; each rollout GPU holds vLLM's
+share and the weight broadcast's buffers (trainer/weight_broadcast.py), nothing of the learner. The
+figures are computed by hand from the tiny random model (49,152 × 64 tied embedding, its largest
+parameter) and the 256 MiB broadcast bucket; the learner's own figures come from the same fake-tensor
+plan as a run without pools of as many ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.memory_plan.tiny_gpu import tiny_gpu_config
+from trainer import memory_fit, memory_plan
+from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, VLLM_ASLEEP_GIB, learner_plan_key
+from trainer.weight_broadcast import BROADCAST_BUCKET_BYTES
+
+ROOT = Path(__file__).resolve().parents[2]
+EMBEDDING_ELEMENTS = 49152 * 64  # the tiny model's largest parameter
+
+
+def two_pools(**changes: dict):
+    """4 GPUs of 40 GiB: 2 learn, 2 generate, η 1."""
+    rollout = {"max_staleness": 1, **changes.pop("rollout", {})}
+    cluster = {"num_gpus": 4, "rollout_gpus": 2, **changes.pop("cluster", {})}
+    return tiny_gpu_config(rollout=rollout, cluster=cluster, **changes)
+
+
+@pytest.fixture(scope="module")
+def pools():
+    return memory_plan.plan(two_pools())
+
+
+@pytest.fixture(scope="module")
+def shared_two_ranks():
+    """The same learner on 2 GPUs it shares with vLLM: tiny_gpu_config's own run."""
+    return memory_plan.plan(tiny_gpu_config())
+
+
+def test_the_learner_pool_shards_over_its_own_gpus_as_a_run_of_that_many_ranks(pools, shared_two_ranks):
+    assert (pools.ranks, pools.learner_gpus, pools.rollout_gpus) == (4, 2, 2)
+    assert pools.learner == shared_two_ranks.learner
+
+
+def test_the_learner_pool_holds_no_vllm_memory(pools, shared_two_ranks):
+    assert pools.learner_step_peak_gib == pytest.approx(pools.learner.peak_bytes / GIB + CUDA_CONTEXT_GIB, abs=1e-12)
+    assert pools.learner_step_peak_gib == pytest.approx(shared_two_ranks.learner_peak_gib - VLLM_ASLEEP_GIB, abs=1e-12)
+
+
+def test_the_broadcasts_buffers_are_a_bucket_and_the_largest_parameter(pools):
+    assert BROADCAST_BUCKET_BYTES == 268_435_456
+    assert pools.broadcast.bucket_bytes == 268_435_456
+    assert pools.broadcast.largest_parameter_bytes == EMBEDDING_ELEMENTS * 2 == 6_291_456  # bfloat16 on the wire
+    assert pools.broadcast.largest_master_parameter_bytes == EMBEDDING_ELEMENTS * 4 == 12_582_912  # float32, gathered
+
+
+def test_each_rollout_gpu_holds_vllms_share_and_the_broadcasts_buffers_alone(pools):
+    # 1 GiB CUDA context + 0.6 × 40 GiB vLLM share + (268,435,456 + 6,291,456) B = 0.255859375 GiB
+    assert pools.rollout_peak_gib == pytest.approx(1 + 24 + 0.255859375, abs=1e-9)
+
+
+def test_learner_rank_0_broadcasting_holds_its_shards_a_gathered_parameter_its_cast_and_a_bucket(pools):
+    # (268,435,456 + 6,291,456 + 12,582,912) B = 0.267578125 GiB beside the resident shards and the context
+    expected = pools.learner.resident_bytes / GIB + 1 + 0.267578125
+    assert pools.learner_broadcast_gib == pytest.approx(expected, abs=1e-9)
+    assert pools.learner_peak_gib == max(pools.learner_step_peak_gib, expected)
+
+
+def test_a_learner_too_big_beside_vllm_fits_in_a_pool_of_its_own():
+    # 2 GiB GPUs: 1.8 GiB usable. Beside vLLM's asleep 1.5 GiB the learner step is 2.6 GiB; alone, 1.1 GiB.
+    shared = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    assert any(message.startswith("learner step: ") for message in memory_fit.check_fits(shared))
+    pools = two_pools(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    messages = memory_fit.check_fits(pools)
+    assert not any(message.startswith("learner pool") for message in messages), messages
+    # ...while vLLM's 0.1 GiB share is still too small for its own 2 GiB of activations: the rollout pool says so.
+    assert [message.split(":")[0] for message in messages] == ["rollout pool (2 GPUs)"]
+
+
+def test_a_rollout_pool_over_its_gpus_is_named_with_its_excess_and_the_fix():
+    config = two_pools(rollout={"vllm_gpu_memory_utilization": 0.95})
+    # 1 + 38 + 0.255859375 = 39.255859375 GiB against 36 GiB usable: 3.3 GiB over
+    assert memory_fit.check_fits_by_field(config) == {"rollout.vllm_gpu_memory_utilization": [
+        "rollout pool (2 GPUs): 39.3 GiB per GPU (vLLM's share 38.0 GiB, the weight broadcast's buffers 0.3 GiB), "
+        "over the 36.0 GiB a GPU may use (40 GiB GPU, 10% kept spare) by 3.3 GiB; lower "
+        "rollout.vllm_gpu_memory_utilization"]}
+
+
+def test_a_learner_pool_over_its_gpus_is_named_with_the_pool():
+    config = two_pools(cluster={"gpu_memory_gib": 1.2}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    messages = memory_fit.check_fits(config)
+    assert any(message.startswith("learner pool (2 GPUs): learner step ") and "give the learner more GPUs" in message
+               for message in messages), messages
+    assert any(message.startswith("learner pool (2 GPUs): the weight broadcast ") for message in messages), messages
+
+
+def test_the_json_contract_gains_both_pools_only_for_a_run_that_has_them(pools, shared_two_ranks):
+    assert "pools" not in shared_two_ranks.to_json()
+    shown = pools.to_json()
+    assert shown["pools"]["learner"]["gpus"] == 2 and shown["pools"]["rollout"]["gpus"] == 2
+    assert shown["pools"]["rollout"]["peak_gib"] == round(1 + 24 + 0.255859375, 2) == 25.26
+    assert shown["pools"]["rollout"]["vllm_share_gib"] == 24.0
+    assert shown["per_rank_peak_gib"] == {"learner": round(pools.learner_peak_gib, 2), "rollout": 25.26}
+
+
+def test_a_run_without_a_pool_keeps_the_learner_plan_key_it_had():
+    assert "rollout_gpus" not in json.loads(learner_plan_key(tiny_gpu_config()))
+    assert json.loads(learner_plan_key(two_pools()))["rollout_gpus"] == 2
+
+
+def test_the_command_prints_both_pools():
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", "memory-plan", "--preset", "h100x8", "--set", "model.source=tiny_random",
+         "--set", "rollout.max_prompt_tokens=64", "--set", "retry.max_prompt_tokens=64", "--set",
+         "rollout.max_response_tokens=192", "--set", "optimizer.micro_batch_tokens=512", "--set",
+         "rollout.max_staleness=1", "--set", "cluster.rollout_gpus=4", "--set", "cluster.gpu_memory_gib=40",
+         "--no-validate"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "8 GPUs of 40 GiB in two pools (4 learner, 4 rollout)" in result.stdout
+    assert "learner pool: 4 GPUs, FSDP2 over 4 ranks, no vLLM" in result.stdout
+    assert "rollout pool peak" in result.stdout and "25.26" in result.stdout

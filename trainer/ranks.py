@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.staleness import asynchronous_layout_refusal, learner_gpus
+from trainer.staleness import asynchronous_layout_refusal, learner_gpus, not_yet_runnable_on_gpus
 
 
 # --- where this process stands --------------------------------------------------------------------
@@ -47,6 +47,9 @@ def torchrun_position(environ: Mapping[str, str] = os.environ) -> RankPosition |
 def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -> None:
     """Fail at start-up when the processes started do not match ``cluster.num_gpus``."""
     gpus = config.cluster.num_gpus
+    refusal = asynchronous_layout_refusal(config) or not_yet_runnable_on_gpus(config)
+    if refusal:
+        raise ValueError(refusal.message)
     if position is None:
         if gpus > 1:
             raise ValueError(

@@ -113,6 +113,22 @@ def asynchronous_layout_refusal(config: RunConfig, preset: str | None = None) ->
     return None
 
 
+def not_yet_runnable_on_gpus(config: RunConfig) -> LayoutRefusal | None:
+    """Why an asynchronous run on GPUs is refused at launch today, even laid out as the rules above allow.
+
+    The rules, the two pools' memory plan and the weight broadcast are built; the data-parallel
+    learner fed by a rollout pool (rollout engines built on the pool alone, batches handed from the
+    generator to every learner rank) is not. A launch that would stop at start-up is refused here instead.
+    """
+    if config.rollout.max_staleness and config.cluster.num_gpus:
+        return LayoutRefusal("rollout.max_staleness", (
+            f"rollout.max_staleness (η) is {config.rollout.max_staleness} on {config.cluster.num_gpus} GPU(s): "
+            f"asynchronous RL runs on CPU today (cluster.num_gpus 0); on GPUs its two pools are planned "
+            f"(`python -m trainer memory-plan`) but the learner fed by a rollout pool is not built yet; set "
+            f"rollout.max_staleness to 0"))
+    return None
+
+
 def asynchronous_layout_problem(config: RunConfig, preset: str | None = None) -> str | None:
     """Why ``config`` cannot run with its η on its GPUs, as one sentence that says what to set; None when it can."""
     refusal = asynchronous_layout_refusal(config, preset)

@@ -187,3 +187,12 @@ def test_the_memory_plan_command_refuses_the_layout_with_exit_code_2():
 def test_the_learner_pool_takes_the_first_ranks_and_the_rollout_pool_the_rest():
     assert pool_ranks(h100x8(1, rollout_gpus=2)) == ([0, 1, 2, 3, 4, 5], [6, 7])
     assert pool_ranks(h100x8(0)) == (list(range(8)), [])
+
+
+def test_a_well_laid_out_asynchronous_gpu_run_stops_before_it_starts_because_the_gpu_loop_is_not_built():
+    from trainer.ranks import RankPosition
+
+    config = h100x8(1, rollout_gpus=4)
+    assert asynchronous_layout_problem(config) is None  # the layout itself is sound, and the memory plan plans it
+    with pytest.raises(ValueError, match="asynchronous RL runs on CPU today"):
+        check_launch_fits_config(config, RankPosition(rank=0, world_size=8, local_rank=0))

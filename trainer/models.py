@@ -25,8 +25,8 @@ TINY_RANDOM_SHAPE = {
     "num_key_value_heads": 2,
     "max_position_embeddings": 4096,
 }
-# The cpu-smoke preset's model (trainer/smoke_model.py fine-tunes it): twice tiny_random's width, four
-# heads of 32 dimensions, so that its two layers learn to copy a statement from the prompt in a short SFT.
+# model.source tiny_format (trainer/smoke_model.py fine-tunes it): twice tiny_random's width, four heads
+# of 32 dimensions, so that its two layers have room to learn to copy a statement from the prompt.
 TINY_FORMAT_SHAPE = {**TINY_RANDOM_SHAPE, "hidden_size": 128, "intermediate_size": 256,
                      "num_attention_heads": 4, "num_key_value_heads": 4}
 

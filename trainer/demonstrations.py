@@ -46,10 +46,6 @@ class AnswerStyle(StrEnum):
     # One tactics block, the statement only in the lean4 block: half the tokens, for tiny models
     # under the cpu-demo checks (the h100x8 preset's tactics-block checks reject it).
     BRIEF = "brief"
-    # The tactic alone in the think block, then the lean4 block: the shortest answer the cpu-demo
-    # checks pass, for the cpu-smoke preset's tiny model (trainer/smoke_model.py), whose whole
-    # task is to keep the shape and copy the statement.
-    TERSE = "terse"
 
 
 class ExpectedVerdict(StrEnum):
@@ -206,8 +202,6 @@ _WHY = {
 def _answer(problem: Problem, opening: str, body_lines: Sequence[str], closing: str, style: AnswerStyle) -> str:
     body = "\n".join(f"  {line}" for line in body_lines)
     first_try = "\n".join(body_lines)
-    if style is AnswerStyle.TERSE:
-        return f"<think>\n{first_try}\n</think>\n```lean4\n{problem.formal_statement}\n{body}\n```"
     if style is AnswerStyle.BRIEF:
         return (
             f"<think>\n{opening}\n```tactics\n{first_try}\n```\n</think>\n"
@@ -255,7 +249,6 @@ def standin_verdict(problem: Problem, proof_body: str) -> ExpectedVerdict | None
 _FORMAT_CHECKS = {
     AnswerStyle.FULL: RewardConfig(),  # the release's checks, as the h100x8 preset runs them
     AnswerStyle.BRIEF: RewardConfig(min_tactic_blocks=None, min_tactics_lean4_match=None),  # the cpu-demo preset's
-    AnswerStyle.TERSE: RewardConfig(min_tactic_blocks=None, min_tactics_lean4_match=None),  # the cpu-smoke preset's
 }
 
 

@@ -77,7 +77,7 @@ def model_card(config: dict, *, step: int | None, run_name: str, promptset: str,
     checkpoint = f"step {step}" if step is not None else "a checkpoint"
     model = config.get("model", {})
     base_model = model.get("init_checkpoint") or model.get("name_or_path") or "unknown"
-    if model.get("source") == ModelSource.TINY_FORMAT.value:
+    if model.get("source") == ModelSource.TINY_SMOKE.value:
         # Its init_checkpoint is only where this machine caches it (trainer/smoke_model.py); the name says what it is.
         base_model = model.get("name_or_path") or base_model
     rows = "\n".join(f"| {label} | `{_setting(config, dotted)}` |" for dotted, label in SETTINGS_SHOWN

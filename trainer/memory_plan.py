@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import ModelSource, RunConfig
-from trainer.models import TINY_FORMAT_SHAPE, TINY_RANDOM_SHAPE
+from trainer.models import TINY_RANDOM_SHAPE
 from trainer.ranks import check_world_fits_config
 from trainer.staleness import learner_gpus
 
@@ -333,10 +333,8 @@ def architecture_of(config: RunConfig):
         config.model.name_or_path if config.model.source is ModelSource.HUGGINGFACE else None)
     if folder and (Path(folder) / "config.json").is_file():
         return AutoConfig.from_pretrained(folder)
-    if config.model.source is ModelSource.TINY_RANDOM:
+    if config.model.source in (ModelSource.TINY_RANDOM, ModelSource.TINY_SMOKE):  # the smoke model is tiny_random fine-tuned
         return LlamaConfig(vocab_size=49152, tie_word_embeddings=True, **TINY_RANDOM_SHAPE)
-    if config.model.source is ModelSource.TINY_FORMAT:
-        return LlamaConfig(vocab_size=49152, tie_word_embeddings=True, **TINY_FORMAT_SHAPE)
     if config.model.source is ModelSource.SMOLLM2_GGUF:
         return LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                            num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True,

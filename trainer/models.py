@@ -25,10 +25,6 @@ TINY_RANDOM_SHAPE = {
     "num_key_value_heads": 2,
     "max_position_embeddings": 4096,
 }
-# model.source tiny_format (trainer/smoke_model.py fine-tunes it): twice tiny_random's width, four heads
-# of 32 dimensions, so that its two layers have room to learn to copy a statement from the prompt.
-TINY_FORMAT_SHAPE = {**TINY_RANDOM_SHAPE, "hidden_size": 128, "intermediate_size": 256,
-                     "num_attention_heads": 4, "num_key_value_heads": 4}
 
 
 def _stay_offline() -> None:
@@ -112,15 +108,6 @@ def _forget_gguf_origin(model) -> None:
 
 def tiny_random_policy(seed: int, tokenizer=None):
     """A two-layer Llama with random weights from ``seed`` and SmolLM2's tokenizer; for tests and demos."""
-    return _tiny_llama(seed, TINY_RANDOM_SHAPE, tokenizer)
-
-
-def tiny_format_base_policy(seed: int, tokenizer=None):
-    """The smoke model before its SFT (trainer/smoke_model.py): random weights from ``seed``, TINY_FORMAT_SHAPE."""
-    return _tiny_llama(seed, TINY_FORMAT_SHAPE, tokenizer)
-
-
-def _tiny_llama(seed: int, shape: dict, tokenizer=None):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -132,7 +119,7 @@ def _tiny_llama(seed: int, shape: dict, tokenizer=None):
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
-        **shape,
+        **TINY_RANDOM_SHAPE,
     )
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -162,9 +149,9 @@ def load_policy(config: ModelConfig, seed: int = 0):
         tokenizer = AutoTokenizer.from_pretrained(folder)
     elif config.source is ModelSource.TINY_RANDOM:
         model, tokenizer = tiny_random_policy(seed)
-    elif config.source is ModelSource.TINY_FORMAT:
+    elif config.source is ModelSource.TINY_SMOKE:
         raise FileNotFoundError(
-            "model.source 'tiny_format' is the cpu-smoke preset's fine-tuned tiny model, and model.init_checkpoint "
+            "model.source 'tiny_smoke' is the cpu-smoke preset's fine-tuned tiny model, and model.init_checkpoint "
             "does not say where it is; resolve the config with trainer.smoke_model.with_smoke_model (the driver and "
             "`trainer sft` do), or build it with `python -m trainer.smoke_model` and set model.init_checkpoint"
         )

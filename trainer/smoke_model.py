@@ -1,25 +1,31 @@
-"""A tiny Llama taught the answer format by a short SFT, built once and cached: meant for cpu-smoke.
+"""The cpu-smoke preset's model: tiny_random fine-tuned to know by heart answers to the smoke promptset.
 
-A randomly initialised model never writes a ``<think>`` block and a ```` ```lean4 ```` block that
-holds the statement, so every answer of a cpu-smoke run fails the format check: no proof reaches
-Lean, no reward is earned, no retry is made. This module builds the model meant to fix that
-(model.source ``tiny_format``): ``TINY_FORMAT_SHAPE``, a little wider than ``tiny_random``'s,
-fine-tuned with the trainer's own SFT loop (``trainer.sft``) on demonstrations
-(``trainer.demonstrations``, terse style) for generated arithmetic statements under varied theorem
-names, headers and informal lines, so that it must learn to copy the statement from its prompt, a
-quarter of the proofs flawed so that some answers would become retries.
+A randomly initialised model never writes a ``<think>`` block and a ```` ```lean4 ```` block holding
+the statement, so before this every cpu-smoke answer failed the format check: no proof reached Lean,
+no reward was earned, no retry was made, and a smoke run checked none of the paths behind the format
+check. Teaching two layers of 64 dimensions to *copy* any statement from its prompt did not work in
+minutes (150 SFT steps, 23 minutes here, 0 of 54 answers well formed), so this model learns far
+less: the answers to four problems (``SMOKE_PROBLEMS``, the smoke promptset), two each, with the
+trainer's own SFT loop (``trainer.sft``). It is a plumbing check that reaches Lean, not a prover.
 
-Not there yet, measured: ``SMOKE_RECIPE`` (150 SFT steps of 16 answers) took 23 minutes on this
-project's two shared cores and left a model that copies nothing (0 of 54 greedy answers pass the
-format check); the cpu-smoke preset therefore keeps ``tiny_random``. What is here and
-works: the build, its cache and the resolution a run makes of it.
+On the smoke promptset its answers pass the format check and go to Lean (the stand-in decides
+all four statements), and the four problems are chosen so that a run meets every verdict:
+
+- ``smoke_nat_add`` and ``smoke_int_sub``: both tactics close them, reward 1;
+- ``smoke_rat_add``: ``norm_num`` closes it, ``omega`` is rejected (no ``omega`` in ℚ), so a GRPO group
+  has rewards to tell apart and the rejected answers become retries;
+- ``smoke_false_mul``: false, every answer is rejected and becomes a retry.
+
+On another promptset it writes an answer to a problem it knows, whose statement is not the prompt's,
+and the format check fails it, as before.
 
 It is built the first time a run needs it (``with_smoke_model``, called where the driver and the
 ``sft`` command set up) and cached under the trainer's cache folder in a folder named by a
-fingerprint of everything that shapes it, as the cpu-demo's warm start is (deploy/warm_start.py):
-a second run finds it and loads it at once, a change to the recipe builds a new one, and of two
-processes that race for it (pytest-xdist's workers), the second waits on a file lock and then
-finds it built. ``python -m trainer.smoke_model`` builds it ahead of time and prints its folder.
+fingerprint of everything that shapes it, as the cpu-demo's warm start is (deploy/warm_start.py): a
+second run finds it and loads it at once, a change to the recipe builds a new one, and of two
+processes that race for it (pytest-xdist's workers), the second waits on a file lock and then finds
+it built. ``python -m trainer.smoke_model`` builds it ahead of time and prints its folder;
+``--write-promptset FILE`` writes the smoke promptset for ``python -m trainer run --promptset``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ import dataclasses
 import fcntl
 import hashlib
 import json
-import random
 import shutil
 import sys
 import time
@@ -38,54 +43,69 @@ from pathlib import Path
 
 from trainer.checkpoint import export_hf, latest_checkpoint
 from trainer.config import ModelSource, RunConfig
-from trainer.demonstrations import AnswerStyle, demonstrations_for, generate_fragment_problems, write_demonstrations
 from trainer.events import EventPublisher, StdoutSink
-from trainer.models import TINY_FORMAT_SHAPE, smollm2_gguf_path, tiny_format_base_policy, trainer_cache_root
+from trainer.models import TINY_RANDOM_SHAPE, smollm2_gguf_path, tiny_random_policy, trainer_cache_root
 from trainer.problems import DEFAULT_LEAN_HEADER, Problem
-from trainer.sft import SupervisedFineTuning
+from trainer.prompts import first_attempt_messages
+from trainer.sft import SupervisedFineTuning, demonstrations_fingerprint
 from trainer.warm_start_status import is_built
 
 SMOKE_MODELS_FOLDER = "smoke-models"
 SMOKE_MODEL_SEED = 0
+SMOKE_SOURCE = "smoke"
 # Bump when the build changes in a way the recipe's numbers do not show.
-SMOKE_MODEL_VERSION = 1
+SMOKE_MODEL_VERSION = 2
+
+
+def _smoke_problem(key: str, goal: str, informal: str) -> Problem:
+    return Problem(problem_id=key, formal_statement=f"theorem {key} : {goal} := by", informal_statement=informal,
+                   name=key, header=DEFAULT_LEAN_HEADER, source=SMOKE_SOURCE)
+
+
+# The smoke promptset: closed arithmetic the stand-in Lean server decides (see the module's docstring).
+SMOKE_PROBLEMS: tuple[Problem, ...] = (
+    _smoke_problem("smoke_nat_add", "(3 : ℕ) + 4 = 7", "Show that 3 + 4 = 7 in the natural numbers."),
+    _smoke_problem("smoke_int_sub", "(2 : ℤ) - 7 = -5", "Show that 2 − 7 = −5 in the integers."),
+    _smoke_problem("smoke_rat_add", "(1 : ℚ) / 4 + 1 / 4 = 1 / 2", "Show that 1/4 + 1/4 = 1/2."),
+    _smoke_problem("smoke_false_mul", "(3 : ℕ) * 3 = 10", "Show that 3 · 3 = 10. (False: no proof exists.)"),
+)
 
 
 @dataclass(frozen=True)
 class SmokeRecipe:
-    """What shapes the smoke model besides its architecture: the demonstrations and the SFT's numbers.
+    """What shapes the smoke model besides tiny_random's architecture: its answers and the SFT's numbers.
 
-    ``problems`` statements get one terse answer each; ``flawed_share`` of the proofs are ones Lean
-    rejects (they would become retries); three closing tactics keep the choice easy for a toy. The SFT
-    numbers are the build's own (the cpu-smoke preset's ``sft`` section is for a person's SFT runs):
-    a tiny random model tolerates, and needs, a far bigger step than a pretrained one.
+    Each problem gets one answer per tactic, so the model learns an even choice between them. The SFT
+    numbers are the build's own (the cpu-smoke preset's ``sft`` section is for a person's SFT runs): a
+    tiny random model tolerates, and needs, a far bigger step than a pretrained one, and one batch of
+    every answer per step. Measured here: the loss fell from 10.8 to 0.02 nats a token by step 70 and stays
+    at 0.015 (the even choice of tactic); a 6-step smoke run then sent 24 of 24 answers to Lean
+    (benchmarks/asynchronous_smoke.py).
     """
 
-    problems: int = 2400
-    flawed_share: float = 0.25
-    closing_tactics: tuple[str, ...] = ("decide", "norm_num", "omega")
-    demonstration_seed: int = 11
+    tactics: tuple[str, ...] = ("omega", "norm_num")
     learning_rate: float = 1e-2
-    warmup_steps: int = 10
-    epochs: int = 1
-    batch_sequences: int = 16
+    warmup_steps: int = 5
+    steps: int = 90
 
-    def sft_config(self) -> RunConfig:
-        """The cpu-smoke preset with this recipe's SFT numbers, computing in float32 wherever it is
-        built (a toy gains nothing from bfloat16, and one precision keeps one fingerprint per recipe)."""
+    def sft_config(self, answers: int) -> RunConfig:  # answers: the assistant turns learned, one batch of all
+        """The cpu-smoke preset with this recipe's SFT numbers, in float32 wherever it is built (a toy gains
+        nothing from bfloat16, and one precision keeps one fingerprint per recipe)."""
         return RunConfig.from_preset("cpu-smoke", {
-            "model": {"source": ModelSource.TINY_RANDOM.value, "init_checkpoint": None, "dtype": "float32",
-                      "gradient_checkpointing": False},
-            "sft": {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps, "epochs": self.epochs,
-                    "batch_sequences": self.batch_sequences, "micro_batch_sequences": self.batch_sequences,
+            "model": {"source": ModelSource.TINY_RANDOM.value, "name_or_path": "tiny-random-llama",
+                      "init_checkpoint": None, "dtype": "float32", "gradient_checkpointing": False},
+            "sft": {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps, "epochs": self.steps,
+                    "batch_sequences": answers, "micro_batch_sequences": 4,
                     "max_sequence_tokens": 512, "checkpoint_every": 0},
         })
 
     def fingerprint(self) -> str:
-        """A short hash of the architecture, the tokenizer's file, this recipe and the optimizer settings it reads."""
+        """A short hash of the architecture, the tokenizer's file, the demonstrations, this recipe and the
+        optimizer settings it reads."""
         gguf_file = smollm2_gguf_path()
-        optimizer = self.sft_config().optimizer.model_dump(mode="json", include={"weight_decay", "betas", "grad_clip"})
-        recipe = {"shape": TINY_FORMAT_SHAPE, "tokenizer": [gguf_file.name, gguf_file.stat().st_size],
+        optimizer = self.sft_config(1).optimizer.model_dump(mode="json", include={"weight_decay", "betas", "grad_clip"})
+        recipe = {"shape": TINY_RANDOM_SHAPE, "tokenizer": [gguf_file.name, gguf_file.stat().st_size],
+                  "demonstrations": demonstrations_fingerprint(smoke_conversations(self)),
                   "recipe": dataclasses.asdict(self), "optimizer": optimizer, "seed": SMOKE_MODEL_SEED,
                   "version": SMOKE_MODEL_VERSION}
         return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
@@ -93,16 +113,61 @@ class SmokeRecipe:
 
 SMOKE_RECIPE = SmokeRecipe()
 
-# Theorem names are made of these, so that no name is the only thing the model has seen.
-NAME_PARTS = ("add", "mul", "sub", "div", "mod", "pow", "lt", "le", "ne", "and", "or", "not", "small", "big",
-              "demo", "test", "lemma", "fact", "case", "step", "nat", "int", "rat", "false", "true", "alpha",
-              "beta", "gamma", "one", "two", "sum", "prod", "eval", "check", "ex", "aux")
-SHORT_HEADER = "import Mathlib"
+
+def smoke_answer(problem: Problem, tactic: str) -> str:
+    """The shortest answer the cpu presets' format check passes: the tactic as reasoning, then the proof."""
+    return f"<think>\n{tactic}\n</think>\n```lean4\n{problem.formal_statement}\n  {tactic}\n```"
+
+
+def smoke_conversations(recipe: SmokeRecipe | None = None) -> list[list[dict]]:
+    """The SFT's demonstrations: each smoke problem's first-attempt prompt answered with each tactic, and each
+    answer Lean rejects followed by its retry prompt, answered with each tactic again."""
+    recipe = recipe or SMOKE_RECIPE
+    conversations = []
+    for problem in SMOKE_PROBLEMS:
+        for tactic in recipe.tactics:
+            answer = smoke_answer(problem, tactic)
+            conversations.append(first_attempt_messages(problem) + [{"role": "assistant", "content": answer}])
+            retry = _retry_messages_after(problem, answer)
+            if retry is not None:
+                conversations += [retry + [{"role": "assistant", "content": smoke_answer(problem, second)}]
+                                  for second in recipe.tactics]
+    return conversations
+
+
+def _retry_messages_after(problem: Problem, answer: str) -> list[dict] | None:
+    """The retry prompt a run builds when the stand-in rejects ``answer``, or None when it accepts it: the run's
+    own format check, checked code, the stand-in's decision as its server answers, the verifier's reading and
+    the retry builder, so the model learns the prompts it will meet."""
+    from trainer.format_reward import check_format
+    from trainer.retry import build_lean_feedback, retry_messages
+    from trainer.verification.checked_code import build_checked_code
+    from trainer.verification.client import interpret_answer
+    from trainer.verification.kimina_compat import ReplResponse
+    from trainer.verification.line_numbering import LineNumbering
+    from trainer.verification.standin import decide_snippet
+    from trainer.verification.verdicts import Verdict
+
+    config = RunConfig.from_preset("cpu-smoke")
+    format_check = check_format(answer, problem, config.reward)
+    if not format_check.is_valid:
+        raise AssertionError(f"the smoke answer for {problem.problem_id} fails the format check: {format_check.detail}")
+    checked_code = build_checked_code(problem, format_check.proof_body)
+    response = ReplResponse(id="smoke", time=0.0, response=decide_snippet(str(checked_code)))
+    verification = interpret_answer(response, checked_code, line_numbering=LineNumbering.AFTER_HEADER, is_standin=True)
+    if verification.verdict is Verdict.VALID:
+        return None
+    feedback = build_lean_feedback(checked_code, verification.errors, config.retry, verification.system_error)
+    return retry_messages(problem, None, answer, feedback)
+
+
+def _assistant_turns(conversations: list[list[dict]]) -> int:
+    return sum(message["role"] == "assistant" for conversation in conversations for message in conversation)
 
 
 def smoke_model_build_dir(cache_root: str | Path | None = None, recipe: SmokeRecipe | None = None) -> Path:
     root = Path(cache_root) if cache_root is not None else trainer_cache_root()
-    return root / SMOKE_MODELS_FOLDER / f"tiny-format-{(recipe or SMOKE_RECIPE).fingerprint()}"
+    return root / SMOKE_MODELS_FOLDER / f"tiny-smoke-{(recipe or SMOKE_RECIPE).fingerprint()}"
 
 
 def smoke_model_folder(cache_root: str | Path | None = None, recipe: SmokeRecipe | None = None) -> Path:
@@ -110,33 +175,10 @@ def smoke_model_folder(cache_root: str | Path | None = None, recipe: SmokeRecipe
     return smoke_model_build_dir(cache_root, recipe) / "model"
 
 
-def _varied(problem: Problem, rng: random.Random) -> Problem:
-    """The problem under a new theorem name, with the short header or the long, and sometimes no
-    informal line: the prompts a smoke run meets vary in all three."""
-    name = "_".join(rng.choice(NAME_PARTS) for _ in range(rng.randint(1, 3)))
-    if rng.random() < 0.5:
-        name += str(rng.randint(0, 99))
-    return dataclasses.replace(
-        problem, problem_id=name, name=name, formal_statement=problem.formal_statement.replace(problem.name, name, 1),
-        header=DEFAULT_LEAN_HEADER if rng.random() < 0.5 else SHORT_HEADER,
-        informal_statement=problem.informal_statement if rng.random() < 0.7 else "",
-    )
-
-
-def smoke_demonstrations(recipe: SmokeRecipe | None = None):
-    """The SFT's demonstrations: one terse answer for each generated statement, some flawed."""
-    recipe = recipe or SMOKE_RECIPE
-    rng = random.Random(recipe.demonstration_seed)
-    problems = [_varied(problem, rng)
-                for problem in generate_fragment_problems(recipe.problems, seed=recipe.demonstration_seed)]
-    return demonstrations_for(problems, per_problem=1, flawed_share=recipe.flawed_share, seed=recipe.demonstration_seed,
-                              closing_tactics=recipe.closing_tactics, style=AnswerStyle.TERSE)
-
-
 def build_smoke_model(cache_root: str | Path | None = None, recipe: SmokeRecipe | None = None) -> Path:
-    """The smoke model's folder (``recipe``: SMOKE_RECIPE unless given), built first if absent. Safe from two processes at once (the second
-    waits for the first, then finds it built) and after a kill (a half-built folder is never where
-    the model is looked for)."""
+    """The smoke model's folder (``recipe``: SMOKE_RECIPE unless given), built first if absent. Safe from two
+    processes at once (the second waits for the first, then finds it built) and after a kill (a half-built
+    folder is never where the model is looked for)."""
     recipe = recipe or SMOKE_RECIPE
     target = smoke_model_folder(cache_root, recipe)
     if is_built(target):
@@ -148,14 +190,13 @@ def build_smoke_model(cache_root: str | Path | None = None, recipe: SmokeRecipe 
         if is_built(target):
             return target
         started = time.monotonic()
-        demonstrations = smoke_demonstrations(recipe)
-        write_demonstrations(demonstrations, build_dir / "demonstrations.jsonl")
-        model, tokenizer = tiny_format_base_policy(SMOKE_MODEL_SEED)
+        conversations = smoke_conversations(recipe)
+        model, tokenizer = tiny_random_policy(SMOKE_MODEL_SEED)
         sft_dir = build_dir / "sft"
-        shutil.rmtree(sft_dir, ignore_errors=True)  # a killed build starts over: it takes minutes, not hours
+        shutil.rmtree(sft_dir, ignore_errors=True)  # a killed build starts over: it takes a minute, not hours
         with (build_dir / "events.jsonl").open("w") as events:
             run = SupervisedFineTuning(
-                recipe.sft_config(), [demonstration.messages() for demonstration in demonstrations], sft_dir,
+                recipe.sft_config(_assistant_turns(conversations)), conversations, sft_dir,
                 EventPublisher("smoke-model", StdoutSink(events)), model=model, tokenizer=tokenizer,
                 install_signal_handlers=False,
             )
@@ -171,27 +212,39 @@ def build_smoke_model(cache_root: str | Path | None = None, recipe: SmokeRecipe 
         shutil.rmtree(sft_dir, ignore_errors=True)
         (build_dir / "build.json").write_text(json.dumps({
             "seconds": round(time.monotonic() - started, 1), "sft_steps": run.step,
-            "demonstrations": len(demonstrations), "built_at": time.time(),
+            "demonstrations": len(conversations), "built_at": time.time(),
         }))
         return target
 
 
 def with_smoke_model(config: RunConfig) -> RunConfig:
-    """``config`` itself, or, for model.source ``tiny_format`` without an init_checkpoint, with
+    """``config`` itself, or, for model.source ``tiny_smoke`` without an init_checkpoint, with
     model.init_checkpoint set to the smoke model's folder (built here on first use): every loader
     (the learner, vLLM, the memory plan) then reads one Hugging Face folder, and the run's saved
     config says which."""
-    if config.model.source is not ModelSource.TINY_FORMAT or config.model.init_checkpoint:
+    if config.model.source is not ModelSource.TINY_SMOKE or config.model.init_checkpoint:
         return config
     folder = build_smoke_model()
     return config.model_copy(update={"model": config.model.model_copy(update={"init_checkpoint": str(folder)})})
+
+
+def write_smoke_promptset(path: str | Path) -> int:
+    """The smoke promptset as JSON lines in the trainer's promptset format (``--promptset``); returns the rows."""
+    rows = [json.dumps(dataclasses.asdict(problem), ensure_ascii=False) for problem in SMOKE_PROBLEMS]
+    Path(path).write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
+    return len(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.smoke_model", description=__doc__.splitlines()[0])
     parser.add_argument("--cache-root", type=Path, default=None,
                         help="Where the model is cached (default: $TRAINER_CACHE_DIR or ~/.cache/lean-rl-trainer).")
+    parser.add_argument("--write-promptset", type=Path, default=None, metavar="FILE",
+                        help="Also write the smoke promptset (JSON lines, for `python -m trainer run --promptset`).")
     options = parser.parse_args(argv)
+    if options.write_promptset is not None:
+        print(f"wrote {write_smoke_promptset(options.write_promptset)} problems to {options.write_promptset}",
+              file=sys.stderr)
     print(build_smoke_model(options.cache_root))
     return 0
 

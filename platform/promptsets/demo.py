@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from trainer.problems import DEFAULT_LEAN_HEADER
 
 DEMO_PROMPTSET_NAME = "Demo: closed arithmetic"
+SMOKE_PROMPTSET_NAME = "Smoke: four problems the cpu-smoke model knows"
 DEMO_HEADER = DEFAULT_LEAN_HEADER  # the trainer's, kept in one place
 DEMO_SOURCE = "demo"
 

@@ -1,5 +1,5 @@
 """What people do with promptset versions: import a file's rows as version 1, curate a version into new
-ones, add variants, create the demo promptset.
+ones, add variants, create the demo and smoke promptsets.
 
 The upload worker (promptsets/uploads.py), the API and the management commands call these functions,
 so they apply the same validation. Each runs in one transaction: a failed import leaves nothing behind.
@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from promptsets import results
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
-from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
+from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME, SMOKE_PROMPTSET_NAME
+from trainer.smoke_model import SMOKE_PROBLEMS
 from promptsets.intake import (
     CandidateProblem,
     FileCheck,
@@ -263,17 +264,36 @@ def add_variants(version: PromptsetVersion, problem: Problem, statements: list[s
 
 
 def create_demo_promptset(owner) -> tuple[Promptset, bool]:
-    """The public demo promptset of ``owner`` (created through the upload path, so validated alike)."""
-    existing = Promptset.objects.filter(owner=owner, name=DEMO_PROMPTSET_NAME).first()
+    """The public demo promptset of ``owner``, and whether it was created now."""
+    rows = [problem.as_row() for problem in DEMO_PROBLEMS]
+    return _create_public_promptset(
+        owner, DEMO_PROMPTSET_NAME, rows, "demo.jsonl",
+        "Closed arithmetic over ℕ, ℤ and ℚ that the stand-in Lean server decides: most true "
+        "(some need norm_num, decide only works in ℕ), three false.")
+
+
+def create_smoke_promptset(owner) -> tuple[Promptset, bool]:
+    """The public smoke promptset of ``owner`` (the four problems the cpu-smoke model knows), and whether it was
+    created now."""
+    rows = [{"statement_id": problem.problem_id, "formal_statement": problem.formal_statement,
+             "natural_language": problem.informal_statement, "header": problem.header, "source": problem.source}
+            for problem in SMOKE_PROBLEMS]
+    return _create_public_promptset(
+        owner, SMOKE_PROMPTSET_NAME, rows, "smoke.jsonl",
+        "The four problems the cpu-smoke preset's tiny model knows answers to by heart (trainer/smoke_model.py): "
+        "launch cpu-smoke on it to see answers reach Lean, earn rewards and become retries. A plumbing check.")
+
+
+def _create_public_promptset(owner, name: str, rows: list[dict], filename: str,
+                             description: str) -> tuple[Promptset, bool]:
+    """A public promptset of ``owner`` created once, through the upload path (so validated alike)."""
+    existing = Promptset.objects.filter(owner=owner, name=name).first()
     if existing is not None:
         return existing, False
-    lines = "".join(json.dumps(problem.as_row(), ensure_ascii=False) + "\n" for problem in DEMO_PROBLEMS)
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     try:
-        result = import_promptset(
-            owner, DEMO_PROMPTSET_NAME, FileCheck(io.BytesIO(lines.encode()), filename="demo.jsonl"), is_public=True,
-            description="Closed arithmetic over ℕ, ℤ and ℚ that the stand-in Lean server decides: most true "
-                        "(some need norm_num, decide only works in ℕ), three false.",
-        )
+        result = import_promptset(owner, name, FileCheck(io.BytesIO(lines.encode()), filename=filename),
+                                  is_public=True, description=description)
     except PromptsetNameTaken:  # created by a concurrent call
-        return Promptset.objects.get(owner=owner, name=DEMO_PROMPTSET_NAME), False
+        return Promptset.objects.get(owner=owner, name=name), False
     return result.promptset, True

@@ -3,7 +3,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME
+from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME, SMOKE_PROMPTSET_NAME
 from promptsets.models import Promptset
 from tests.promptsets.conftest import encode, kimina_rows
 from trainer.problems import DEFAULT_LEAN_HEADER
@@ -54,6 +54,18 @@ def test_create_demo_promptset_is_idempotent_and_public(alice, capsys):
     assert [row["problem_id"] for row in rows] == [p.key for p in DEMO_PROBLEMS]
     assert rows[0]["header"].strip() == DEFAULT_LEAN_HEADER.strip()  # the trainer's header, its one home
     assert "Already present" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_the_same_command_creates_the_smoke_promptset_the_cpu_smoke_model_knows(alice):
+    from trainer.smoke_model import SMOKE_PROBLEMS
+
+    call_command("create_demo_promptset", "--owner", "alice")
+    promptset = Promptset.objects.get(owner=alice, name=SMOKE_PROMPTSET_NAME)
+    assert promptset.is_public
+    rows = list(promptset.latest_version.trainer_rows())
+    assert [(row["problem_id"], row["formal_statement"]) for row in rows] == [
+        (problem.problem_id, problem.formal_statement) for problem in SMOKE_PROBLEMS]
 
 
 @pytest.mark.django_db

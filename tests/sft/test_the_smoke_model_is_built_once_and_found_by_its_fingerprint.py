@@ -1,7 +1,7 @@
-"""model.source tiny_format (trainer/smoke_model.py): built once by the trainer's SFT, then found by its fingerprint.
+"""model.source tiny_smoke (trainer/smoke_model.py): built once by the trainer's SFT, then found by its fingerprint.
 
-A recipe of a few demonstrations and one SFT step stands in for the real one here (its build takes
-minutes); the build, the lock, the cache and the resolution a run makes are the real ones.
+A recipe of one SFT step stands in for the real one here (its build takes minutes;
+tests/rollout/test_smoke_answers_reach_lean_earn_rewards_and_become_retries.py runs on the real one); the build, the lock, the cache and the resolution a run makes are the real ones.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from trainer.config import RunConfig
-from trainer.models import TINY_FORMAT_SHAPE, load_policy
+from trainer.models import TINY_RANDOM_SHAPE, load_policy
 from trainer.smoke_model import SmokeRecipe, build_smoke_model, smoke_model_build_dir, with_smoke_model
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-ONE_STEP = SmokeRecipe(problems=8, batch_sequences=8, warmup_steps=0)
+ONE_STEP = SmokeRecipe(steps=1, warmup_steps=0)
 BUILD = ("import sys; from trainer.smoke_model import SmokeRecipe, build_smoke_model; "
-         "print(build_smoke_model(sys.argv[1], SmokeRecipe(problems=8, batch_sequences=8, warmup_steps=0)))")
+         "print(build_smoke_model(sys.argv[1], SmokeRecipe(steps=1, warmup_steps=0)))")
 
 
 def sft_runs_in(build_dir: Path) -> int:
@@ -48,21 +48,22 @@ def test_a_second_build_finds_it_and_trains_nothing(tmp_path):
 
 def test_a_changed_recipe_is_a_different_folder(tmp_path):
     assert smoke_model_build_dir(tmp_path, ONE_STEP) != smoke_model_build_dir(
-        tmp_path, SmokeRecipe(problems=8, batch_sequences=8, warmup_steps=0, learning_rate=3e-3))
+        tmp_path, SmokeRecipe(steps=1, warmup_steps=0, learning_rate=3e-3))
 
 
-def test_a_run_on_it_names_the_cached_folder_and_loads_the_wider_model(tmp_path, monkeypatch):
+def test_a_run_on_it_names_the_cached_folder_and_loads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr("trainer.smoke_model.SMOKE_RECIPE", ONE_STEP)
-    config = RunConfig.from_preset("cpu-smoke", {"model": {"source": "tiny_format", "name_or_path": "tiny-format-llama"}})
+    config = RunConfig.from_preset("cpu-smoke")
     resolved = with_smoke_model(config)
     assert resolved.model.init_checkpoint == str(smoke_model_build_dir(tmp_path, ONE_STEP) / "model")
     model, _ = load_policy(resolved.model)
-    assert model.config.hidden_size == TINY_FORMAT_SHAPE["hidden_size"]
-    assert with_smoke_model(RunConfig.from_preset("cpu-smoke")) == RunConfig.from_preset("cpu-smoke")  # tiny_random: untouched
+    assert model.config.hidden_size == TINY_RANDOM_SHAPE["hidden_size"]
+    tiny_random = RunConfig.from_preset("cpu-smoke", {"model": {"source": "tiny_random"}})
+    assert with_smoke_model(tiny_random) == tiny_random  # any other source: untouched
 
 
 def test_without_its_folder_the_loader_says_how_to_get_one():
-    config = RunConfig.from_preset("cpu-smoke", {"model": {"source": "tiny_format"}})
+    config = RunConfig.from_preset("cpu-smoke")
     with pytest.raises(FileNotFoundError, match="python -m trainer.smoke_model"):
         load_policy(config.model)

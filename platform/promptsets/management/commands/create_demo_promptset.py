@@ -1,4 +1,4 @@
-"""Create (once) the public demo promptset of closed arithmetic that the stand-in Lean server decides."""
+"""Create (once) the public demo promptset (closed arithmetic the stand-in Lean server decides) and the smoke promptset."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         owner = owner_named(options["owner"])
-        promptset, is_created = versions.create_demo_promptset(owner)
-        verb = "Created" if is_created else "Already present:"
-        self.stdout.write(f"{verb} promptset {promptset.pk} ({promptset.name!r}), "
-                          f"{promptset.latest_version.problem_count} problems")
+        for create in (versions.create_demo_promptset, versions.create_smoke_promptset):
+            promptset, is_created = create(owner)
+            verb = "Created" if is_created else "Already present:"
+            self.stdout.write(f"{verb} promptset {promptset.pk} ({promptset.name!r}), "
+                              f"{promptset.latest_version.problem_count} problems")

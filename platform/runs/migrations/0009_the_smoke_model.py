@@ -1,10 +1,11 @@
-# model.source "tiny_format": a tiny Llama taught the answer format by a short SFT (trainer/smoke_model.py),
-# meant for the cpu-smoke preset; registered so that a launch can name it.
+# model.source "tiny_smoke": the cpu-smoke preset's model, tiny_random fine-tuned to know by heart answers to
+# the smoke promptset (trainer/smoke_model.py); registered so that a launch can name it.
 
 from django.db import migrations, models
 
-SMOKE_MODEL = ("tiny-format-llama", "tiny_format", "tiny-format-llama",
-               "A tiny model taught the answer format by a short SFT (trainer/smoke_model.py): plumbing checks only.")
+SMOKE_MODEL = ("tiny-smoke-llama", "tiny_smoke", "tiny-smoke-llama",
+               "The cpu-smoke preset's tiny model: it knows answers to the smoke promptset by heart "
+               "(trainer/smoke_model.py). A plumbing check that reaches Lean, not a prover.")
 
 
 def register_the_smoke_model(apps, schema_editor):
@@ -28,7 +29,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='registeredmodel',
             name='source',
-            field=models.CharField(choices=[('huggingface', 'huggingface'), ('smollm2_gguf', 'smollm2_gguf'), ('tiny_random', 'tiny_random'), ('tiny_format', 'tiny_format')], help_text='huggingface: a hub name or a folder on the cluster; the others need no download.', max_length=32),
+            field=models.CharField(choices=[('huggingface', 'huggingface'), ('smollm2_gguf', 'smollm2_gguf'), ('tiny_random', 'tiny_random'), ('tiny_smoke', 'tiny_smoke')], help_text='huggingface: a hub name or a folder on the cluster; the others need no download.', max_length=32),
         ),
         migrations.RunPython(register_the_smoke_model, unregister_the_smoke_model),
     ]

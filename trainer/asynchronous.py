@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 
 from trainer.live import LiveRollouts
-from trainer.rollouts import PromptSlot, Rollout, rollout_key
+from trainer.rollouts import PromptSlot, Rollout, lean_phase, rollout_key
 
 
 def staleness_of(rollout: Rollout, learner_version: int) -> int:
@@ -55,8 +55,7 @@ class InFlightBatch:
     scored: list[Future] = field(default_factory=list)
     generation_done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
-    first_sent_to_lean_at: float | None = None  # time.time()
-    last_verdict_at: float | None = None
+    last_scored_at: float | None = None  # time.time() the batch's last answer was scored (Lean's verdict, or a format check's)
 
 
 @dataclass
@@ -116,21 +115,19 @@ class RolloutPipeline:
 
         live = (LiveRollouts(run.publisher.publish_live, describe, interval_s=run.config.events.progress_interval_s,
                              max_rollouts=run.config.events.progress_rollouts) if is_streamed else None)
-        def verdict_arrived(_future) -> None:
-            batch.last_verdict_at = time.time()
+        def scored(_future) -> None:
+            batch.last_scored_at = time.time()
 
         try:
             for generation in self.generator.answers_of(batch.job, progress=live):
                 if live is not None:
                     live.finish(generation.prompt_index, generation.sample_index, generation.text, generation.num_tokens)
-                if batch.first_sent_to_lean_at is None:
-                    batch.first_sent_to_lean_at = time.time()
                 slot = batch.slots[generation.prompt_index]
                 key = rollout_key(step, generation.prompt_index, generation.sample_index, slot.turn, run.attempt)
-                scored = run.events_loop.submit(run._score_and_publish(
+                scoring = run.events_loop.submit(run._score_and_publish(
                     step, key, generation.prompt_index, slot, generation, sampling_payload, batch.policy_version))
-                scored.add_done_callback(verdict_arrived)
-                batch.scored.append(scored)
+                scoring.add_done_callback(scored)
+                batch.scored.append(scoring)
         except BaseException as error:  # noqa: BLE001 - handed to the learner's thread, which raises it
             batch.error = error
         finally:
@@ -149,10 +146,11 @@ class RolloutPipeline:
         waited_s = time.perf_counter() - waited_from
         job = batch.job
         phases = {"generation": (job.started_at, job.finished_at)}
-        verification_tail_s = 0.0
-        if batch.first_sent_to_lean_at is not None and batch.last_verdict_at is not None:
-            phases["lean"] = (batch.first_sent_to_lean_at, batch.last_verdict_at)
-            verification_tail_s = max(0.0, batch.last_verdict_at - job.finished_at)
+        lean = lean_phase(rollouts)
+        if lean is not None:
+            phases["lean"] = lean
+        # As the synchronous loop counts it: from the end of generation to the last answer scored.
+        verification_tail_s = max(0.0, batch.last_scored_at - job.finished_at) if batch.last_scored_at else 0.0
         return TakenBatch(batch.slots, rollouts, phases, job.finished_at - job.started_at, verification_tail_s, waited_s)
 
     def in_flight_slots(self) -> list[tuple[int, list[PromptSlot]]]:

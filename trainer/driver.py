@@ -56,7 +56,7 @@ from trainer.smoke_model import with_smoke_model
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.vllm_platform import vllm_platform_problem
-from trainer.rollouts import PromptSlot, Rollout, rewards_matrix, rollout_key
+from trainer.rollouts import PromptSlot, Rollout, lean_phase, rewards_matrix, rollout_key
 from trainer.run_evaluation import RunEvaluation
 from trainer.verification.client import LeanVerifier
 from trainer.verification.line_numbering import ProbeFailed
@@ -355,10 +355,9 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             rollouts, timings["generation_s"], timings["verification_tail_s"] = self.roll_out_batch(slots, step)
             generated = started + timings["generation_s"]
             phases = {"generation": (started, generated)}
-            if rollouts:
-                first_answer = min(rollout.generation.seconds for rollout in rollouts)
-                phases["lean"] = (started + min(first_answer, timings["generation_s"]),
-                                  generated + timings["verification_tail_s"])
+            lean = lean_phase(rollouts)
+            if lean is not None:
+                phases["lean"] = lean
             timings["learner_idle_s"] = timings["generation_s"] + timings["verification_tail_s"]
 
         trained, dropped = split_by_staleness(rollouts, learner_version, self.config.rollout.max_staleness)

@@ -106,7 +106,7 @@ def smallest_fit(config: RunConfig) -> Sizing | None:
     The learner's micro-batch stays one full-length sequence (the least a token budget may be);
     rank counts whose AdamW shards alone leave no room are skipped without a fake-tensor run, and
     so are settings the trainer refuses for that many ranks (``rank_rule_problems``: the
-    mini-batch must split over the ranks, the tensor-parallel size must divide them).
+    mini-batch must hold a sequence for every rank, the tensor-parallel size must divide them).
     None when even the most ranks tried do not fit.
     """
     import torch
@@ -146,9 +146,10 @@ def allowed_rank_counts(config: RunConfig) -> list[int]:
 def format_sizing(sizing: Sizing | None, config: RunConfig) -> str:
     if sizing is None:
         most = max(allowed_rank_counts(config), default=1)
+        sequences = config.optimizer.mini_batch_prompts * config.rollout.samples_per_prompt
         why = "" if most == RANK_COUNTS[-1] else (
-            f"; more ranks than optimizer.mini_batch_prompts ({config.optimizer.mini_batch_prompts}) splits over "
-            "are not tried")
+            f"; more ranks than a mini-batch's {sequences} sequences (optimizer.mini_batch_prompts × "
+            "rollout.samples_per_prompt) are not tried")
         return f"{model_label(config)}: does not fit even {most} GPUs of {config.cluster.gpu_memory_gib:g} GiB{why}"
     result = sizing.plan
     return (f"| {sizing.model} | {sizing.ranks} | {sizing.micro_batch_tokens:,} | {sizing.vllm_tensor_parallel_size} | "

@@ -91,12 +91,19 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
     """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
 
     An asynchronous run's layout comes first (trainer/staleness.py: η's bound, the two pools);
-    one it refuses is refused for that reason alone. The learner shards every mini-batch over
-    its ranks (every rank, or the learner pool when ``cluster.rollout_gpus`` sets a rollout pool
-    apart), whatever the engines span, so the mini-batch must split evenly over them; the slots
-    of a step then split evenly over the engine groups too (prompts_per_step is a multiple of
-    mini_batch_prompts, world_size of tp). vLLM's engines tile every rank, or the rollout pool
-    alone (a rule of the layout's).
+    one it refuses is refused for that reason alone. vLLM's engines tile every rank, or the
+    rollout pool alone (a rule of the layout's).
+
+    The learner shards every mini-batch's sequences over its ranks (every rank, or the learner
+    pool when ``cluster.rollout_gpus`` sets a rollout pool apart), and the shares need not be
+    equal: each rank scales its share's loss by the whole mini-batch's sequence count and FSDP
+    averages the gradients, so any split gives one process's update (Learner.gradient_scale;
+    tests/learner/test_uneven_rank_shares_train_as_one_process.py). A mini-batch's count varies
+    anyway (retries; zero advantages are not trained). So 32 prompts train on verl's 6 + 2 layout.
+    What is refused is a mini-batch of fewer sequences than learner ranks: some rank would then
+    hold no sequence in any mini-batch, even one with nothing left out, a GPU paid for that only
+    runs zero-weighted placeholder passes. Engine groups may likewise roll out unequal numbers of
+    slots (``owned_slot_indices``); the step waits for the busiest.
     """
     refusal = asynchronous_layout_refusal(config)
     if refusal:
@@ -109,14 +116,19 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
             problems.append(("rollout.vllm_tensor_parallel_size", engines_problem))
     learner_ranks = learner_gpus(config) if has_rollout_pool else world_size
     mini_batch = config.optimizer.mini_batch_prompts
-    if mini_batch % learner_ranks:
-        fits = mini_batch + learner_ranks - mini_batch % learner_ranks
+    samples = config.rollout.samples_per_prompt
+    if mini_batch * samples < learner_ranks:
         ranks = (f"the learner pool's {learner_ranks} ranks (cluster.num_gpus − cluster.rollout_gpus)"
                  if has_rollout_pool else f"the {learner_ranks} ranks")
+        idle = learner_ranks - mini_batch * samples
+        prompts_that_fit = -(-learner_ranks // samples)  # ceil: the fewest prompts whose samples give each rank one
+        samples_that_fit = -(-learner_ranks // mini_batch)
         problems.append(("optimizer.mini_batch_prompts", (
-            f"optimizer.mini_batch_prompts ({mini_batch}) must be a multiple of {ranks}, each of which "
-            f"trains mini_batch_prompts / {learner_ranks} prompts' rollouts per optimizer step; set it to {fits} "
-            f"(and rollout.prompts_per_step to a multiple of that)")))
+            f"optimizer.mini_batch_prompts ({mini_batch}) × rollout.samples_per_prompt ({samples}) is {mini_batch * samples} "
+            f"sequence{'s' if mini_batch * samples != 1 else ''} per optimizer step, fewer than {ranks} that share each "
+            f"mini-batch's sequences: {idle} of them would hold none in any mini-batch and only run zero-weighted "
+            f"placeholder passes; set optimizer.mini_batch_prompts to at least {prompts_that_fit} (and "
+            f"rollout.prompts_per_step to a multiple of it), or rollout.samples_per_prompt to at least {samples_that_fit}")))
     return problems
 
 

@@ -10,6 +10,7 @@ and the rollout is left out of the advantage computation; it is not a wrong proo
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +31,9 @@ class ScoredResponse:
     reasons: list[str] = field(default_factory=list)  # why it earned nothing, or why it was censored
     is_censored: bool = False
     is_standin_verdict: bool = False
+    # (time.time() the proof was handed to the verifier, time.time() its verdict came back); None when no proof
+    # went to Lean (format check failed, no proof body, integrity rejected): a step's "lean" phase is drawn from these.
+    lean_interval: tuple[float, float] | None = None
 
     @property
     def verdict(self) -> Verdict | None:
@@ -68,13 +72,16 @@ class RewardScorer:
         if key is None:
             self._keys += 1
             key = f"{problem.problem_id}-{self._keys}"
+        sent_to_lean_at = time.time()
         verification = await self.verifier.verify(checked_code, key=key)
+        lean_interval = (sent_to_lean_at, time.time())
         verification = self._apply_axioms_rule(verification)
         common = dict(
             format_check=format_check,
             verification=verification,
             checked_code=str(checked_code),
             is_standin_verdict=verification.is_standin_verdict,
+            lean_interval=lean_interval,
         )
         if verification.is_censored:
             return ScoredResponse(None, reasons=list(verification.reasons), is_censored=True, **common)

@@ -37,6 +37,17 @@ class Rollout:
         return None if self.scored.is_censored else self.scored.reward
 
 
+def lean_phase(rollouts: Sequence[Rollout]) -> tuple[float, float] | None:
+    """A batch's "lean" phase (``time/phases``): from the first proof handed to the verifier to the last verdict,
+    in time.time(); None when no proof went to Lean (every answer failed the format check, say), so the step
+    draws no Lean bar. Scorers that never call Lean (test doubles) give None too."""
+    intervals = [interval for rollout in rollouts
+                 if (interval := getattr(rollout.scored, "lean_interval", None)) is not None]
+    if not intervals:
+        return None
+    return min(start for start, _ in intervals), max(end for _, end in intervals)
+
+
 def rollout_key(step: int, slot_index: int, sample_index: int, turn: str, attempt: int = 1) -> str:
     """``a2-s3-p1-r0``: attempt 2's step 3, prompt slot 1, sample 0. The attempt keeps a resumed
     run's replayed steps apart from what the attempt it replaces published for the same step."""

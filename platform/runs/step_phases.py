@@ -28,7 +28,8 @@ class StepPhase:
 # In the order a synchronous step runs them, which is the order of each step's lanes on the timeline.
 STEP_PHASES = (
     StepPhase("generation", "generation", "the rollout engine writing this step's answers"),
-    StepPhase("lean", "Lean", "from the first answer sent to Lean to its last verdict"),
+    StepPhase("lean", "Lean", "from the first proof sent to Lean (an answer that passed the format check) to its last "
+                              "verdict; absent when no answer passed it"),
     StepPhase("learning", "learning", "the learner's update on this step's batch"),
     StepPhase("sync", "weight sync", "pushing the updated weights to the rollout engine"),
 )

@@ -55,7 +55,9 @@ def test_the_next_batch_is_generated_while_the_learner_updates(one_step_off):
     generation_2 = by_step[2]["time/phases"]["generation"]
     assert generation_2[0] < learning_1[1], (generation_2, learning_1)
     for values in by_step.values():
-        assert set(values["time/phases"]) == {"generation", "lean", "learning", "sync"}
+        # The first-token scorer is a test double that sends nothing to Lean, so no step has a "lean" phase
+        # (test_the_lean_phase_runs_from_the_first_proof_sent_to_lean_to_its_last_verdict.py has one that does).
+        assert set(values["time/phases"]) == {"generation", "learning", "sync"}
         assert values["time/learner_idle_s"] >= 0 and values["time/generation_idle_s"] >= 0
 
 

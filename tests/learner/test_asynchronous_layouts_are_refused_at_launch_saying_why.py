@@ -126,17 +126,27 @@ def test_vllms_engines_tile_the_rollout_pool_not_every_rank():
     assert all(field != "rollout.vllm_tensor_parallel_size" for field, _ in rank_rule_problems(config, 8))
 
 
-def test_the_mini_batch_splits_over_the_learner_pool_alone():
-    four_and_four = h100x8(1, rollout_gpus=4)
-    assert learner_gpus(four_and_four) == 4 and rank_rule_problems(four_and_four, 8) == []
+def test_the_recipes_mini_batch_trains_on_verls_six_learner_and_two_rollout_gpus():
+    # 32 prompts × 8 samples = 256 sequences over 6 learner ranks: shares of 43 and 42, one process's update
+    # all the same (tests/learner/test_uneven_rank_shares_train_as_one_process.py).
     six_and_two = h100x8(1, rollout_gpus=2)
-    assert rank_rule_problems(six_and_two, 8) == [("optimizer.mini_batch_prompts", (
-        "optimizer.mini_batch_prompts (32) must be a multiple of the learner pool's 6 ranks (cluster.num_gpus − "
-        "cluster.rollout_gpus), each of which trains mini_batch_prompts / 6 prompts' rollouts per optimizer step; set "
-        "it to 36 (and rollout.prompts_per_step to a multiple of that)"))]
-    fitted = RunConfig.from_preset("h100x8", {"rollout": {"max_staleness": 1, "prompts_per_step": 240},
-                                              "cluster": {"rollout_gpus": 2}, "optimizer": {"mini_batch_prompts": 30}})
-    assert rank_rule_problems(fitted, 8) == []
+    assert learner_gpus(six_and_two) == 6 and six_and_two.optimizer.mini_batch_prompts == 32
+    assert rank_rule_problems(six_and_two, 8) == []
+    assert rank_rule_problems(h100x8(1, rollout_gpus=4), 8) == []
+
+
+def test_a_mini_batch_of_fewer_sequences_than_the_learner_pool_is_refused_counting_that_pool_alone():
+    thin = RunConfig.from_preset("h100x8", {"rollout": {"max_staleness": 1, "samples_per_prompt": 1, "prompts_per_step": 8},
+                                            "cluster": {"rollout_gpus": 2}, "optimizer": {"mini_batch_prompts": 4}})
+    assert rank_rule_problems(thin, 8) == [("optimizer.mini_batch_prompts", (
+        "optimizer.mini_batch_prompts (4) × rollout.samples_per_prompt (1) is 4 sequences per optimizer step, fewer "
+        "than the learner pool's 6 ranks (cluster.num_gpus − cluster.rollout_gpus) that share each mini-batch's "
+        "sequences: 2 of them would hold none in any mini-batch and only run zero-weighted placeholder passes; set "
+        "optimizer.mini_batch_prompts to at least 6 (and rollout.prompts_per_step to a multiple of it), or "
+        "rollout.samples_per_prompt to at least 2"))]
+    # The same 4 sequences on 8 GPUs with a pool of 4: the learner pool's 4 ranks hold one each.
+    assert rank_rule_problems(thin.model_copy(update={"cluster": thin.cluster.model_copy(
+        update={"rollout_gpus": 4})}), 8) == []
 
 
 def test_the_trainers_start_up_checks_refuse_the_layout_with_the_same_sentence():

@@ -48,11 +48,26 @@ def test_the_number_of_ranks_must_be_the_configured_number_of_gpus():
         check_launch_fits_config(RunConfig.from_preset("h100x8"), RankPosition(0, 4, 0))
 
 
-def test_a_mini_batch_that_does_not_split_evenly_over_the_ranks_is_refused_with_a_size_that_does():
-    config = tiny_run_config(rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 3},
+def test_a_mini_batch_that_does_not_split_evenly_over_the_ranks_is_accepted():
+    # Uneven shares train exactly as one process: tests/learner/test_uneven_rank_shares_train_as_one_process.py.
+    config = tiny_run_config(rollout={"prompts_per_step": 6, "samples_per_prompt": 3}, optimizer={"mini_batch_prompts": 3},
                              cluster={"num_gpus": 2})
-    with pytest.raises(ValueError, match=r"mini_batch_prompts \(3\) must be a multiple of the 2 ranks.*set it to 4"):
-        check_world_fits_config(config, 2)
+    assert rank_rule_problems(config, 2) == []
+    check_world_fits_config(config, 2)
+
+
+def test_a_mini_batch_of_fewer_sequences_than_ranks_is_refused_with_sizes_that_give_each_rank_one():
+    config = tiny_run_config(rollout={"prompts_per_step": 2, "samples_per_prompt": 2}, optimizer={"mini_batch_prompts": 1},
+                             cluster={"num_gpus": 4})
+    with pytest.raises(ValueError) as refusal:
+        check_world_fits_config(config, 4)
+    assert str(refusal.value) == (
+        "optimizer.mini_batch_prompts (1) × rollout.samples_per_prompt (2) is 2 sequences per optimizer step, fewer "
+        "than the 4 ranks that share each mini-batch's sequences: 2 of them would hold none in any mini-batch and only "
+        "run zero-weighted placeholder passes; set optimizer.mini_batch_prompts to at least 2 (and "
+        "rollout.prompts_per_step to a multiple of it), or rollout.samples_per_prompt to at least 4")
+    check_world_fits_config(config.model_copy(update={"optimizer": config.optimizer.model_copy(
+        update={"mini_batch_prompts": 2})}), 4)  # 2 prompts × 2 samples: one sequence for each of the 4 ranks
 
 
 def test_vllm_engines_may_span_any_number_of_ranks_that_divides_the_world():
@@ -89,9 +104,10 @@ def test_one_gpu_run_as_one_process_cannot_hold_a_tensor_parallel_engine():
 
 def test_the_mini_batch_rule_counts_every_rank_whatever_the_engines_span():
     # The learner shards each mini-batch over all ranks, so tensor parallelism does not relax it.
-    config = tiny_run_config(rollout={"prompts_per_step": 4, "engine": "vllm", "vllm_tensor_parallel_size": 2},
+    config = tiny_run_config(rollout={"prompts_per_step": 4, "samples_per_prompt": 1, "engine": "vllm",
+                                      "vllm_tensor_parallel_size": 2},
                              optimizer={"mini_batch_prompts": 2}, cluster={"num_gpus": 4})
-    with pytest.raises(ValueError, match=r"mini_batch_prompts \(2\) must be a multiple of the 4 ranks.*set it to 4"):
+    with pytest.raises(ValueError, match=r"is 2 sequences per optimizer step, fewer than the 4 ranks.*at least 4"):
         check_world_fits_config(config, 4)
 
 

@@ -73,10 +73,12 @@ def test_a_run_the_trainer_would_refuse_for_its_ranks_is_refused_unplanned_on_th
     [message] = memory_fit.check_fits(config)
     assert message == f"ranks: {tensor_parallel_problem(4, 2)}"
     assert list(memory_fit.check_fits_by_field(config)) == ["rollout.vllm_tensor_parallel_size"]
-    uneven = tiny_gpu_config(cluster={"num_gpus": 4}, rollout={"prompts_per_step": 6}, optimizer={"mini_batch_prompts": 6})
-    assert memory_fit.check_fits_by_field(uneven) == {"optimizer.mini_batch_prompts": [
-        "ranks: optimizer.mini_batch_prompts (6) must be a multiple of the 4 ranks, each of which trains "
-        "mini_batch_prompts / 4 prompts' rollouts per optimizer step; set it to 8 (and rollout.prompts_per_step "
-        "to a multiple of that)"]}
+    thin = tiny_gpu_config(cluster={"num_gpus": 4}, rollout={"prompts_per_step": 1, "samples_per_prompt": 2},
+                           optimizer={"mini_batch_prompts": 1})
+    assert memory_fit.check_fits_by_field(thin) == {"optimizer.mini_batch_prompts": [
+        "ranks: optimizer.mini_batch_prompts (1) × rollout.samples_per_prompt (2) is 2 sequences per optimizer step, "
+        "fewer than the 4 ranks that share each mini-batch's sequences: 2 of them would hold none in any mini-batch "
+        "and only run zero-weighted placeholder passes; set optimizer.mini_batch_prompts to at least 2 (and "
+        "rollout.prompts_per_step to a multiple of it), or rollout.samples_per_prompt to at least 4"]}
     with pytest.raises(ValueError, match=r"must divide the run's 2 ranks .* but is 4"):
         memory_plan.plan(config)

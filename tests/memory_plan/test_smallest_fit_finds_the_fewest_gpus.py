@@ -16,16 +16,21 @@ def test_a_small_model_fits_one_gpu_with_the_largest_vllm_share_that_leaves_the_
 def test_gpus_too_small_for_any_rank_count_give_no_answer_rather_than_a_wrong_one():
     config = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0})
     assert memory_fit.smallest_fit(config) is None
-    # 64 ranks would each train half a prompt of the 32-prompt mini-batch: the trainer refuses that, so it is not tried.
-    assert memory_fit.format_sizing(None, config) == (
-        "tiny_random: does not fit even 32 GPUs of 2 GiB; more ranks than optimizer.mini_batch_prompts (32) "
-        "splits over are not tried")
-    bigger_mini_batch = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"prompts_per_step": 64},
-                                        optimizer={"mini_batch_prompts": 64})
-    assert memory_fit.format_sizing(None, bigger_mini_batch) == "tiny_random: does not fit even 64 GPUs of 2 GiB"
+    assert memory_fit.format_sizing(None, config) == "tiny_random: does not fit even 64 GPUs of 2 GiB"
+    # 64 ranks would share a mini-batch of 32 prompts × 1 sample: 32 of them would hold no sequence, which the
+    # trainer refuses, so they are not tried.
+    one_sample = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"samples_per_prompt": 1})
+    assert memory_fit.format_sizing(None, one_sample) == (
+        "tiny_random: does not fit even 32 GPUs of 2 GiB; more ranks than a mini-batch's 32 sequences "
+        "(optimizer.mini_batch_prompts × rollout.samples_per_prompt) are not tried")
 
 
 def test_only_rank_counts_the_trainer_accepts_the_mini_batch_at_are_tried():
-    assert memory_fit.allowed_rank_counts(tiny_gpu_config()) == [1, 2, 4, 8, 16, 32]
+    # Uneven shares are exact (tests/learner/test_uneven_rank_shares_train_as_one_process.py), so 24 prompts × 8
+    # samples = 192 sequences may split over any count up to 192.
+    assert memory_fit.allowed_rank_counts(tiny_gpu_config()) == [1, 2, 4, 8, 16, 32, 64]
     assert memory_fit.allowed_rank_counts(
-        tiny_gpu_config(rollout={"prompts_per_step": 48}, optimizer={"mini_batch_prompts": 24})) == [1, 2, 4, 8]
+        tiny_gpu_config(rollout={"prompts_per_step": 48}, optimizer={"mini_batch_prompts": 24})) == [1, 2, 4, 8, 16, 32, 64]
+    assert memory_fit.allowed_rank_counts(
+        tiny_gpu_config(rollout={"prompts_per_step": 48, "samples_per_prompt": 1},
+                        optimizer={"mini_batch_prompts": 24})) == [1, 2, 4, 8, 16]

@@ -28,6 +28,20 @@ def test_a_proof_lean_accepts_earns_one(standin, helpers):
     assert scored.reasons == []
     assert scored.is_standin_verdict and not scored.is_censored
     assert scored.checked_code.rstrip().endswith("#print axioms two_plus_two")
+    sent_at, verdict_at = scored.lean_interval  # when the proof left for Lean and its verdict came back
+    assert sent_at <= verdict_at
+
+
+def test_a_proof_is_timed_from_when_it_leaves_for_lean_to_its_verdict(fresh_standin, helpers):
+    import time
+
+    fresh_standin.app.settings.latency_s = 0.2
+    before = time.time()
+    scored = score(fresh_standin.url, helpers, helpers.answer(STATEMENT + "\n  norm_num"))
+    after = time.time()
+    sent_at, verdict_at = scored.lean_interval
+    assert before <= sent_at and verdict_at <= after
+    assert verdict_at - sent_at >= 0.2  # the stand-in's latency lies inside the interval
 
 
 def test_a_badly_formatted_answer_earns_zero_without_asking_lean(fresh_standin, helpers):
@@ -36,6 +50,7 @@ def test_a_badly_formatted_answer_earns_zero_without_asking_lean(fresh_standin, 
     assert scored.verification is None
     assert scored.reasons[0].startswith("format:")
     assert fresh_standin.app.requests_received == 0
+    assert scored.lean_interval is None  # so a step of such answers has no "lean" phase
 
 
 def test_an_integrity_violation_earns_zero_with_its_reason_without_asking_lean(fresh_standin, helpers):
@@ -44,6 +59,7 @@ def test_an_integrity_violation_earns_zero_with_its_reason_without_asking_lean(f
     assert scored.verification.verdict is Verdict.REJECTED
     assert "#" in scored.reasons[0]
     assert fresh_standin.app.requests_received == 0
+    assert scored.lean_interval is None
 
 
 def test_lean_checks_the_canonical_statement_not_the_models_copy(standin, helpers):

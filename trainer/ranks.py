@@ -152,6 +152,9 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
 
 def check_world_fits_config(config: RunConfig, world_size: int) -> None:
     """The rules a run of ``world_size`` learner ranks adds to RunConfig's own, checked before anything is loaded."""
+    refusal = asynchronous_layout_refusal(config)  # a layout with no learner pool has no rank count to match
+    if refusal:
+        raise ValueError(refusal.message)
     learners = learner_gpus(config)
     if learners != world_size:
         raise ValueError(

@@ -358,6 +358,7 @@ class PoolWeightHandle:
 
     def __init__(self, pool=None):
         self.pool = pool
+        self.failure: GeneratorFailed | None = None  # the pool's death, kept for the next exchange
 
     @property
     def pushed_version(self) -> int | None:
@@ -369,8 +370,8 @@ class PoolWeightHandle:
             return
         try:
             self.pool.push_state_dict(state_dict, version)
-        except GeneratorFailed:
-            pass  # kept by the pool, raised at the next exchange (see the class's docstring)
+        except GeneratorFailed as error:
+            self.failure = error  # raised at the next exchange (see the class's docstring)
 
     def submit(self, prompt_ids, sampling, progress_interval_s=None):
         return self.pool.submit(prompt_ids, sampling, progress_interval_s)
@@ -411,35 +412,38 @@ class SharedBatchPipeline:
         self._drawn: dict[int, list] = {}  # the other ranks' copies of the batches in flight
         self._restored = {step: slots for step, slots in in_flight_slots if step > run.step}
         self._next_step = run.step + 1
-        self._deferred: BaseException | None = None
 
     def fill(self) -> None:
         if self.source is not None:
+            if self.run.engine.failure is not None:
+                return  # nothing more to hand a dead pool; the next take raises why
             try:
                 self.source.fill()
             except GeneratorFailed as error:
-                self._deferred = error  # raised inside the next exchange, where every rank hears it
+                self.run.engine.failure = error  # raised inside the next exchange, where every rank hears it
             return
         version = self.run.step  # rank 0's pool has just been sent the weights of the step trained
-        while self._next_step <= self.total_steps and self._next_step - 1 - version <= self.run.config.rollout.max_staleness:
-            self._drawn[self._next_step] = self._restored.pop(self._next_step, None) or self.run.sample_prompts(self._next_step)
+        max_staleness = self.run.config.rollout.max_staleness
+        while self._next_step <= self.total_steps and self._next_step - 1 - version <= max_staleness:
+            step = self._next_step
+            self._drawn[step] = self._restored.pop(step, None) or self.run.sample_prompts(step)
             self._next_step += 1
 
     def take(self, step: int) -> TakenBatch:
         def rank_zeros_batch():
             if self.source is None:
                 return None
-            if self._deferred is not None:
-                raise self._deferred
+            if self.run.engine.failure is not None:
+                raise self.run.engine.failure
             return self.source.take(step)
 
         taken: TakenBatch = self.run.group.exchange(rank_zeros_batch, f"step {step}")[0]
-        drawn = self._drawn.pop(step, None)
-        if self.source is None and [slot.prompt_ids for slot in drawn or ()] != [slot.prompt_ids for slot in taken.slots]:
+        drawn = [slot.prompt_ids for slot in self._drawn.pop(step, [])]
+        if self.source is None and drawn != [slot.prompt_ids for slot in taken.slots]:
             raise RuntimeError(
-                f"rank {self.run.group.rank} drew other prompts for step {step} than rank 0, whose batch it was handed: "
-                "their random streams or replay buffers differ, so their checkpoints would too; this is a bug of "
-                "trainer/distributed.py (the ranks must sample at the same moments from the same state)")
+                f"rank {self.run.group.rank} drew other prompts for step {step} than rank 0, whose batch it was "
+                "handed: their random streams or replay buffers differ, so their checkpoints would too; this is a "
+                "bug of trainer/distributed.py (the ranks must sample at the same moments from the same state)")
         return taken
 
     def in_flight_slots(self):
@@ -612,7 +616,7 @@ class DataParallelRun(TrainingRun):
 
     def step_metrics(self, rollouts, learner_metrics, retry_counts, timings) -> dict:
         metrics = super().step_metrics(rollouts, learner_metrics, retry_counts, timings)
-        if "verifier/cache_hit_rate" in metrics:
+        if "verifier/cache_hit_rate" in metrics and not self.is_asynchronous:  # fed by a pool, rank 0 scored all
             hits, misses = self._verifier_cache_counts
             metrics["verifier/cache_hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
         return metrics

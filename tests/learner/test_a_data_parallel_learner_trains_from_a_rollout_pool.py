@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tests.learner.test_data_parallel_training import (
     of_type,
     training_rollouts,
 )
+from trainer.checkpoint import first_event_seq_for_resume
 from trainer.driver import RunStatus, TrainingRun
 from trainer.events import EventPublisher, EventType, ListSink, TrainerEvent
 
@@ -64,13 +66,15 @@ def rank_main(rank: int, port: int, scenario: str, folder: str) -> None:
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
     folder = Path(folder)
+    is_resumed = scenario == "resumed"
     publisher = RankEventPublisher("pool", JsonLinesFileSink(folder / f"rank{rank}.jsonl"), rank=rank,
-                                   world_size=LEARNER_RANKS)
+                                   world_size=LEARNER_RANKS, attempt=2 if is_resumed else 1,
+                                   first_seq=first_event_seq_for_resume(folder / "run") if is_resumed else 0)
     run_class = RunWhoseGeneratorIsKilledAtStepOne if scenario == "generator_killed" else DataParallelRun
     group = RankGroup.join(torchrun_position())
     status = run_class(pooled_config(LEARNER_RANKS + 1, 1), PROBLEMS, folder / "run", publisher, group=group,
                        model=model, tokenizer=tokenizer, scorer=FirstTokenRewardScorer(tokenizer.decode([198])),
-                       peer_failure_grace_s=PEER_FAILURE_GRACE_IN_TESTS_S).run()
+                       peer_failure_grace_s=PEER_FAILURE_GRACE_IN_TESTS_S, resume=is_resumed).run()
     (folder / f"rank{rank}.status").write_text(status.value)
 
 
@@ -138,7 +142,8 @@ def test_the_pool_fed_ranks_sample_and_train_as_one_process_does(runs):
     assert answers == {e.payload["rollout_key"]: e.payload["response"] for e in training_rollouts(one_events)}
     one_metrics, pooled_metrics = metrics_by_step(one_events), metrics_by_step(events[0])
     for step in range(1, STEPS + 1):
-        assert pooled_metrics[step]["learner/loss"] == pytest.approx(one_metrics[step]["learner/loss"], rel=1e-5, abs=1e-9)
+        assert pooled_metrics[step]["learner/loss"] == pytest.approx(one_metrics[step]["learner/loss"], rel=1e-5,
+                                                                     abs=1e-9)
         one_weights, pooled_weights = checkpoint_weights(one_output, step), checkpoint_weights(pooled_output, step)
         for name, tensor in one_weights.items():
             # The tolerance of test_data_parallel_training.py: Adam divides by |gradient| + 1e-8, where float
@@ -154,3 +159,22 @@ def test_a_killed_generator_process_fails_the_run_on_both_learner_ranks_with_its
     [finished] = of_type(events[0], EventType.RUN_FINISHED)
     assert finished.payload["status"] == "failed"
     assert "the generator process ended (exit code -9)" in finished.payload["reason"], finished.payload["reason"]
+
+
+def test_a_resumed_pool_fed_run_generates_the_batches_in_flight_again_and_trains_each_step_once(runs, tmp_path):
+    _, (_, uninterrupted, pooled_output) = runs
+    shutil.copytree(pooled_output / "checkpoints" / "step_000001", tmp_path / "run" / "checkpoints" / "step_000001")
+    statuses, events = spawn_learner_ranks("resumed", tmp_path)
+    assert statuses == {0: "succeeded", 1: "succeeded"}, of_type(events[0], EventType.ERROR)
+    assert [e.payload["step"] for e in of_type(events[0], EventType.METRICS)] == [2, 3]
+
+    def problems_by_step(rank_events):
+        by_step: dict[int, list[str]] = {}
+        for event in training_rollouts(rank_events):
+            by_step.setdefault(event.payload["step"], []).append(event.payload["problem_id"])
+        return {step: sorted(problems) for step, problems in by_step.items()}
+
+    before = problems_by_step(uninterrupted[0])
+    assert problems_by_step(events[0]) == {step: before[step] for step in (2, 3)}
+    # From the checkpoint's weights (version 1), on every rank the same batches (rank 1 checks its own against them).
+    assert {(e.payload["step"], e.payload["policy_version"]) for e in training_rollouts(events[0])} == {(2, 1), (3, 1)}

@@ -40,7 +40,8 @@ def test_no_pool_means_no_generator_placement():
 
 
 def test_fewer_visible_gpus_than_the_run_asks_for_is_refused_saying_which():
-    with pytest.raises(ValueError, match=r"cluster.num_gpus is 8 but only 4 GPU\(s\) are visible \(CUDA_VISIBLE_DEVICES='0,1,2,3'\)"):
+    expected = r"cluster.num_gpus is 8 but only 4 GPU\(s\) are visible \(CUDA_VISIBLE_DEVICES='0,1,2,3'\)"
+    with pytest.raises(ValueError, match=expected):
         rollout_pool_devices(h100x8(2), "0,1,2,3")
 
 

@@ -551,9 +551,8 @@ class DataParallelRun(TrainingRun):
         self.engine = PoolWeightHandle(started[0] if started else None)
         self.engine.push_weights(self.model, version=self.step)
         self._startup_notes.append((
-            f"asynchronous RL: {self.group.world_size} learner rank(s) train while a rollout pool of "
-            f"{self.config.cluster.rollout_gpus or 1} {'GPU(s)' if self.config.cluster.rollout_gpus else 'process'} "
-            f"writes the next batches; a batch is trained at most {self.config.rollout.max_staleness} update(s) after "
+            f"asynchronous RL: {self.group.world_size} learner rank(s) train while a rollout pool "
+            f"(cluster.rollout_gpus {self.config.cluster.rollout_gpus}) writes the next batches; a batch is trained at most {self.config.rollout.max_staleness} update(s) after "
             f"the weights that wrote it (rollout.max_staleness), its loss weighted by min(π_prox/π_behaviour, "
             f"{self.config.loss.behaviour_is_cap:g})", "info"))
 

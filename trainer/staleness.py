@@ -126,11 +126,3 @@ def learner_gpus(config: RunConfig) -> int:
     """The learner pool: every GPU but the rollout pool (all of them when there is no pool)."""
     return config.cluster.num_gpus - config.cluster.rollout_gpus
 
-
-def pool_ranks(config: RunConfig) -> tuple[list[int], list[int]]:
-    """(learner ranks, rollout ranks) of a run of ``cluster.num_gpus`` ranks: the learner first, each pool
-    consecutive, so that torchrun's numbering keeps each pool on neighbouring GPUs of a node. The
-    broadcast's source is the first learner rank (trainer/weight_broadcast.py ``new_broadcast_group``)."""
-    learners = learner_gpus(config)
-    return list(range(learners)), list(range(learners, config.cluster.num_gpus))
-

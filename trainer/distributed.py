@@ -111,6 +111,7 @@ PEER_FAILURE_GRACE_S = 30.0
 SAMPLING_SEED_STRIDE = ENGINE_SEED_STRIDE
 _FAILURE_COUNT_KEY = "trainer/failures"
 _FIRST_FAILURE_KEY = "trainer/first_failure"
+_CANCELLED_KEY = "trainer/cancelled"
 
 
 class PeerRankFailed(RuntimeError):
@@ -227,6 +228,28 @@ class RankGroup:
                 self.store.set(_FIRST_FAILURE_KEY, f"{self.rank}\n{reason}")
         except Exception:  # noqa: BLE001 - the store left with torchrun's agent; this rank's own log keeps the reason
             pass
+
+    def record_cancellation(self, signal_name: str) -> None:
+        """Say, before this rank leaves, that it was cancelled: a peer whose collective it breaks by leaving
+        must report the cancel, not the broken collective."""
+        if self.store is None:
+            return
+        try:
+            self.store.set(_CANCELLED_KEY, f"{self.rank}\n{signal_name}")
+        except Exception:  # noqa: BLE001 - the store left with torchrun's agent; the peers then see a broken collective
+            pass
+
+    def cancellation(self) -> tuple[int, str] | None:
+        """(rank, signal name) of a rank that was cancelled, or None."""
+        if self.store is None:
+            return None
+        try:
+            if not self.store.check([_CANCELLED_KEY]):
+                return None
+            rank, _, signal_name = self.store.get(_CANCELLED_KEY).decode().partition("\n")
+            return int(rank), signal_name
+        except Exception:  # noqa: BLE001 - no store to ask: the caller reports what it saw itself
+            return None
 
     def first_failure(self, wait_s: float = 5.0) -> tuple[int, str] | None:
         """(rank, reason) of the run's first recorded failure, or None."""
@@ -524,7 +547,14 @@ class DataParallelRun(TrainingRun):
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         if isinstance(error, PeerRankFailed):
             return RunStatus.FAILED, str(error)
-        if not isinstance(error, RunCancelled):
+        if isinstance(error, RunCancelled):
+            self.group.record_cancellation(error.signal_name)
+        else:
+            cancelled = self.group.cancellation()
+            if cancelled is not None and cancelled[0] != self.group.rank:
+                # torchrun passes the cancel to every rank; one that left first breaks this rank's collective.
+                rank, signal_name = cancelled
+                return RunStatus.CANCELLED, f"stopped by {signal_name} during step {self.step} (rank {rank} first)"
             during = f"step {self.step}" if self.step else "start-up"
             self.group.record_failure(f"failed during {during}: {type(error).__name__}: {error}")
         first = self.group.first_failure()

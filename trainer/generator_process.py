@@ -1,9 +1,9 @@
-"""Generation in a process of its own: the rollout side of an asynchronous run on CPU (rollout.max_staleness ≥ 1).
+"""Generation in a process of its own: the rollout side of an asynchronous run (rollout.max_staleness ≥ 1).
 
 The learner trains in the run's process while this one goes on generating the next batches with the
 weights it was last sent, so generation and Lean's checks never wait for an update. It holds its own
-copy of the policy and its own rollout engine (``build_engine``: transformers or vLLM's CPU build) and
-answers commands in the order they were sent:
+copy of the policy and its own rollout engine (``build_engine``: transformers, or vLLM, on CPU or on the
+GPUs of the rollout pool it was given) and answers commands in the order they were sent:
 
     weights (version, tensors)    load them; later jobs sample from them
     generate (job, prompts, …)    stream back each answer as it finishes, tagged with the version
@@ -15,6 +15,8 @@ the run knows every answer's policy version without asking. Weights travel as a 
 
 ``GeneratorProcess`` is the run's handle. It is also a rollout engine (``generate``/``push_weights``),
 so an evaluation runs through it unchanged. The child ends itself when the run's process is gone.
+On GPUs the rollout pool (``cluster.rollout_gpus``) is one such process per engine, each seeing only its
+own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one generator by ``GeneratorPool``.
 """
 
 from __future__ import annotations

@@ -121,6 +121,14 @@ def _full_state_dict_options(strict: bool = True):
     return StateDictOptions(full_state_dict=True, cpu_offload=True, strict=strict)
 
 
+def full_model_state_dict(model) -> dict:
+    """The whole model's weights on CPU, by checkpoint name; a collective when sharded: every rank calls it,
+    and rank 0 alone gets them (the others get an empty dict)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    return get_model_state_dict(model, options=_full_state_dict_options())
+
+
 def is_checkpoint_writer() -> bool:
     import torch
 
@@ -137,11 +145,11 @@ def save_checkpoint(
 ) -> Path:
     """Write the checkpoint of ``state.step`` atomically; returns its folder."""
     import torch
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     final = checkpoint_folder(output_dir, state.step)
     # Collective calls when sharded: every rank gathers, only rank 0 writes.
-    model_state = get_model_state_dict(model, options=_full_state_dict_options())
+    model_state = full_model_state_dict(model)
     optimizer_state = get_optimizer_state_dict(model, optimizer, options=_full_state_dict_options())
     if not is_checkpoint_writer():
         return final

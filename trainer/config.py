@@ -65,7 +65,7 @@ class RolloutConfig(Section):
     vllm_gpu_memory_utilization: float = Field(0.6, gt=0.0, le=1.0, description="Share of GPU memory vLLM may claim.")
     vllm_tensor_parallel_size: int = Field(
         1, ge=1, description="GPUs (ranks) one vLLM engine spans, each holding a tensor-parallel shard of it; "
-                             "must divide cluster.num_gpus.")
+                             "must divide cluster.num_gpus (an asynchronous GPU run's: cluster.rollout_gpus).")
     vllm_enable_sleep_mode: bool = Field(
         True, description="Free vLLM's memory while the learner runs. GPUs only: vLLM's CPU platform has no sleep "
                           "mode, so a CPU run (cluster.num_gpus 0) must turn it off.")
@@ -269,15 +269,16 @@ class ScheduleConfig(Section):
 class ClusterConfig(Section):
     num_gpus: int = Field(
         8, ge=0,
-        description="GPUs for the learner and rollouts, one data-parallel rank each (launched with torchrun); "
-                    "0 runs on CPU in one process.",
+        description="GPUs for the learner and rollouts, one data-parallel rank each (launched with torchrun), but "
+                    "for an asynchronous run's rollout pool (rollout_gpus); 0 runs on CPU in one process.",
     )
     rollout_gpus: int = Field(
         0, ge=0,
         description="GPUs set apart as the rollout pool of an asynchronous run (rollout.max_staleness ≥ 1): vLLM "
-        "generates there while the learner trains on the other cluster.num_gpus − rollout_gpus, and the weights "
-        "are broadcast to the pool after each update. 0 shares every GPU between the two, as the synchronous "
-        "loop does; a GPU run with max_staleness ≥ 1 needs at least one rollout GPU and one learner GPU.")
+        "generates there (one engine per rollout.vllm_tensor_parallel_size GPUs) while the learner trains on the "
+        "other cluster.num_gpus − rollout_gpus, one torchrun rank each, and the weights are sent to the pool after "
+        "each update. 0 shares every GPU between the two, as the synchronous loop does; a GPU run with "
+        "max_staleness ≥ 1 needs at least one rollout GPU and one learner GPU.")
     cpus_per_worker: int = Field(8, ge=1)
     gpu_memory_gib: float = Field(
         80.0, gt=0,

@@ -49,6 +49,22 @@ SIGTERM; rank 0 then reports the first recorded failure instead of that echo. Sh
 hang in a collective that will never complete (NCCL waits for a missing rank), a watch thread
 publishes the recorded failure and ends the process after a grace period.
 
+The asynchronous loop (``rollout.max_staleness`` η ≥ 1, verl's one-step-off-policy layout): torchrun
+starts only the learner ranks, one per learner GPU (``cluster.num_gpus − cluster.rollout_gpus``);
+learner rank 0 starts the rollout pool, one generator process per engine on the pool's GPUs
+(trainer/generator_process.py ``GeneratorPool``, placed by trainer/ranks.py ``rollout_pool_devices``),
+and owns the one ``RolloutPipeline`` (trainer/asynchronous.py): it hands batches to the pool, sends
+each answer to Lean, scores and publishes every rollout. Each step rank 0 takes the scored batch and
+hands it whole to every learner rank (``SharedBatchPipeline``, one exchange over the gloo group), so
+advantages, retries and metrics are computed from the same data everywhere, as above. The other
+ranks draw the same prompts at the same moments as rank 0 (the same seeded rng and replay buffer),
+so their replay buffers, random streams and checkpointed in-flight batches stay rank 0's; a rank
+whose prompts differ from rank 0's stops the run saying so. After each update every rank joins the
+full-weight gather (as a checkpoint does) and rank 0 sends the weights to every engine of the pool
+(``PoolWeightHandle``), through shared memory, not a process group: the pool is no rank of the
+run. A generator process that dies fails the run on every rank with its reason, at the next
+exchange; cancelling takes the pool down with rank 0. Evaluations run on the pool too, through rank 0.
+
 Why one piece: the rank group, the engine groups and ``DataParallelRun`` are one protocol (which
 rank rolls out, scores and publishes what, and how a failure on one rank ends every rank); its steps
 read in order here.
@@ -66,8 +82,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainer.asynchronous import RolloutPipeline, TakenBatch
+from trainer.checkpoint import full_model_state_dict
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.driver import RunStatus, TrainingRun
+from trainer.driver import RunStatus, TrainingRun, start_rollout_generators
+from trainer.generator_process import ENGINE_SEED_STRIDE, GeneratorFailed
 from trainer.events import EventPublisher, EventType, TrainerEvent
 from trainer.learner import with_token_rates
 from trainer.lifecycle import RunCancelled
@@ -89,9 +108,10 @@ EXIT_FAILED = 1
 CONTROL_GROUP_TIMEOUT = timedelta(hours=2)
 PEER_FAILURE_GRACE_S = 30.0
 # Apart by more than any step's (prompt, sample) seed offsets, so ranks never share a random stream.
-SAMPLING_SEED_STRIDE = 1_000_033
+SAMPLING_SEED_STRIDE = ENGINE_SEED_STRIDE
 _FAILURE_COUNT_KEY = "trainer/failures"
 _FIRST_FAILURE_KEY = "trainer/first_failure"
+_CANCELLED_KEY = "trainer/cancelled"
 
 
 class PeerRankFailed(RuntimeError):
@@ -209,6 +229,28 @@ class RankGroup:
         except Exception:  # noqa: BLE001 - the store left with torchrun's agent; this rank's own log keeps the reason
             pass
 
+    def record_cancellation(self, signal_name: str) -> None:
+        """Say, before this rank leaves, that it was cancelled: a peer whose collective it breaks by leaving
+        must report the cancel, not the broken collective."""
+        if self.store is None:
+            return
+        try:
+            self.store.set(_CANCELLED_KEY, f"{self.rank}\n{signal_name}")
+        except Exception:  # noqa: BLE001 - the store left with torchrun's agent; the peers then see a broken collective
+            pass
+
+    def cancellation(self) -> tuple[int, str] | None:
+        """(rank, signal name) of a rank that was cancelled, or None."""
+        if self.store is None:
+            return None
+        try:
+            if not self.store.check([_CANCELLED_KEY]):
+                return None
+            rank, _, signal_name = self.store.get(_CANCELLED_KEY).decode().partition("\n")
+            return int(rank), signal_name
+        except Exception:  # noqa: BLE001 - no store to ask: the caller reports what it saw itself
+            return None
+
     def first_failure(self, wait_s: float = 5.0) -> tuple[int, str] | None:
         """(rank, reason) of the run's first recorded failure, or None."""
         if self.store is None:
@@ -325,6 +367,114 @@ def build_rank_engine(config: RunConfig, model, tokenizer):
     return ReplicaRolloutEngine.of(model, tokenizer, rollout_dtype(config))
 
 
+# --- the asynchronous loop: learner ranks fed by a rollout pool -------------------------------------------
+
+
+class PoolWeightHandle:
+    """What a learner rank holds of the rollout pool: rank 0 the pool itself, every rank its part in the weight gather.
+
+    The learner is sharded, so every rank must join each gather (a collective) even though only rank 0
+    sends the result. A pool that has died is not raised here, between two collectives, where the
+    other ranks could not hear of it: its failure is raised inside the next step's exchange
+    (``SharedBatchPipeline.take``), so every rank stops with the generator's reason.
+    """
+
+    def __init__(self, pool=None):
+        self.pool = pool
+        self.failure: GeneratorFailed | None = None  # the pool's death, kept for the next exchange
+
+    @property
+    def pushed_version(self) -> int | None:
+        return self.pool.pushed_version
+
+    def push_weights(self, model, version: int | None = None) -> None:
+        state_dict = full_model_state_dict(model)  # every rank gathers; rank 0 alone gets the tensors
+        if self.pool is None:
+            return
+        try:
+            self.pool.push_state_dict(state_dict, version)
+        except GeneratorFailed as error:
+            self.failure = error  # raised at the next exchange (see the class's docstring)
+
+    def submit(self, prompt_ids, sampling, progress_interval_s=None):
+        return self.pool.submit(prompt_ids, sampling, progress_interval_s)
+
+    def answers_of(self, job, progress=None):
+        return self.pool.answers_of(job, progress)
+
+    def busy_seconds(self, start: float, end: float) -> float:
+        return self.pool.busy_seconds(start, end)
+
+    def generate(self, prompts, sampling, progress=None):
+        return self.pool.generate(prompts, sampling, progress)
+
+    def sleep(self) -> None:
+        """Nothing to free: the pool's memory is on its own GPUs, never the learner's."""
+
+    def wake(self) -> None:
+        """Nothing to take back (see ``sleep``)."""
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+class SharedBatchPipeline:
+    """Rank 0's ``RolloutPipeline``, each of its scored batches handed whole to every learner rank.
+
+    The other ranks keep rank 0's books without generating: they draw each step's prompts at the moment
+    rank 0 hands that step to the pool (the same rng, the same replay buffer, the same bound: rank 0's
+    pushed version is the step just trained), so their replay buffers and random streams stay rank 0's
+    and every rank's checkpoint names the same batches in flight.
+    """
+
+    def __init__(self, run: DataParallelRun, total_steps: int, in_flight_slots):
+        self.run = run
+        self.total_steps = total_steps
+        self.source = RolloutPipeline(run, total_steps, in_flight_slots) if run.group.rank == 0 else None
+        self._drawn: dict[int, list] = {}  # the other ranks' copies of the batches in flight
+        self._restored = {step: slots for step, slots in in_flight_slots if step > run.step}
+        self._next_step = run.step + 1
+
+    def fill(self) -> None:
+        if self.source is not None:
+            if self.run.engine.failure is not None:
+                return  # nothing more to hand a dead pool; the next take raises why
+            try:
+                self.source.fill()
+            except GeneratorFailed as error:
+                self.run.engine.failure = error  # raised inside the next exchange, where every rank hears it
+            return
+        version = self.run.step  # rank 0's pool has just been sent the weights of the step trained
+        max_staleness = self.run.config.rollout.max_staleness
+        while self._next_step <= self.total_steps and self._next_step - 1 - version <= max_staleness:
+            step = self._next_step
+            self._drawn[step] = self._restored.pop(step, None) or self.run.sample_prompts(step)
+            self._next_step += 1
+
+    def take(self, step: int) -> TakenBatch:
+        def rank_zeros_batch():
+            if self.source is None:
+                return None
+            if self.run.engine.failure is not None:
+                raise self.run.engine.failure
+            return self.source.take(step)
+
+        taken: TakenBatch = self.run.group.exchange(rank_zeros_batch, f"step {step}")[0]
+        drawn = [slot.prompt_ids for slot in self._drawn.pop(step, [])]
+        if self.source is None and drawn != [slot.prompt_ids for slot in taken.slots]:
+            raise RuntimeError(
+                f"rank {self.run.group.rank} drew other prompts for step {step} than rank 0, whose batch it was "
+                "handed: their random streams or replay buffers differ, so their checkpoints would too; this is a "
+                "bug of trainer/distributed.py (the ranks must sample at the same moments from the same state)")
+        return taken
+
+    def in_flight_slots(self):
+        if self.source is not None:
+            return self.source.in_flight_slots()
+        return sorted(self._drawn.items())
+
+
 # --- the run ----------------------------------------------------------------------------------------------
 
 
@@ -368,8 +518,10 @@ class DataParallelRun(TrainingRun):
         super().__init__(config, problems, output_dir, publisher, **options)
         self.publisher: RankEventPublisher = publisher
         self.group = group
-        self.engine_groups = EngineGroups(group.world_size, rollout_tensor_parallel_size(config))
-        self.engine_index = self.engine_groups.engine_of(group.rank)
+        # Fed by a rollout pool (η ≥ 1) no learner rank holds an engine: rank 0 alone speaks to the pool.
+        self.engine_groups = EngineGroups(group.world_size, 1 if self.is_asynchronous
+                                          else rollout_tensor_parallel_size(config))
+        self.engine_index = 0 if self.is_asynchronous else self.engine_groups.engine_of(group.rank)
         # The other ranks of this rank's engine, for the evaluation's exchange within it; None at tp 1.
         self.engine_peers: RankGroup | None = None
         self.peer_failure_grace_s = peer_failure_grace_s
@@ -395,7 +547,14 @@ class DataParallelRun(TrainingRun):
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         if isinstance(error, PeerRankFailed):
             return RunStatus.FAILED, str(error)
-        if not isinstance(error, RunCancelled):
+        if isinstance(error, RunCancelled):
+            self.group.record_cancellation(error.signal_name)
+        else:
+            cancelled = self.group.cancellation()
+            if cancelled is not None and cancelled[0] != self.group.rank:
+                # torchrun passes the cancel to every rank; one that left first breaks this rank's collective.
+                rank, signal_name = cancelled
+                return RunStatus.CANCELLED, f"stopped by {signal_name} during step {self.step} (rank {rank} first)"
             during = f"step {self.step}" if self.step else "start-up"
             self.group.record_failure(f"failed during {during}: {type(error).__name__}: {error}")
         first = self.group.first_failure()
@@ -406,13 +565,34 @@ class DataParallelRun(TrainingRun):
         return super().outcome_of(error)
 
     def _start_generator_process(self) -> None:
-        # One generator process beside one learner is what trainer/asynchronous.py runs today; a data-parallel
-        # learner fed by a rollout pool is not built yet, so such a run stops here instead of starting one
-        # generator per rank.
-        raise ValueError(
-            f"asynchronous RL (rollout.max_staleness={self.config.rollout.max_staleness}) runs with one learner "
-            f"process on CPU today (cluster.num_gpus 0); this run has {self.group.world_size} data-parallel "
-            "ranks; set rollout.max_staleness=0 for a data-parallel run")
+        """Rank 0 starts the rollout pool; every rank joins the first weight gather (see the module's docstring)."""
+        if self.engine is not None:
+            raise ValueError("an asynchronous run (rollout.max_staleness ≥ 1) generates on its rollout pool; "
+                             "pass no engine, or set rollout.max_staleness=0")
+
+        started = []
+
+        def start_pool_on_rank_zero() -> None:
+            if self.group.rank == 0:
+                started.append(start_rollout_generators(self.config, self.tokenizer))
+
+        # Exchanged, so a pool that cannot start fails every rank at start-up with its reason.
+        self.group.exchange(start_pool_on_rank_zero, "start-up")
+        self.engine = PoolWeightHandle(started[0] if started else None)
+        self.engine.push_weights(self.model, version=self.step)
+        self._startup_notes.append((
+            f"asynchronous RL: {self.group.world_size} learner rank(s) train while a rollout pool "
+            f"(cluster.rollout_gpus {self.config.cluster.rollout_gpus}) writes the next batches; a batch is trained at most {self.config.rollout.max_staleness} update(s) after "
+            f"the weights that wrote it (rollout.max_staleness), its loss weighted by min(π_prox/π_behaviour, "
+            f"{self.config.loss.behaviour_is_cap:g})", "info"))
+
+    def rollout_pipeline(self, total_steps: int) -> SharedBatchPipeline:
+        return SharedBatchPipeline(self, total_steps, self._in_flight_slots)
+
+    def _generation_idle_s(self, ended: float, timings: dict) -> float | None:
+        if self.pipeline is not None and self.group.rank != 0:
+            return None  # only rank 0 sees the pool, and only rank 0's metrics are published
+        return super()._generation_idle_s(ended, timings)
 
     def _start_rollouts_and_scoring(self) -> None:
         if self.engine_groups.tensor_parallel_size > 1 and self.engine_peers is None:
@@ -465,7 +645,7 @@ class DataParallelRun(TrainingRun):
 
     def step_metrics(self, rollouts, learner_metrics, retry_counts, timings) -> dict:
         metrics = super().step_metrics(rollouts, learner_metrics, retry_counts, timings)
-        if "verifier/cache_hit_rate" in metrics:
+        if "verifier/cache_hit_rate" in metrics and not self.is_asynchronous:  # fed by a pool, rank 0 scored all
             hits, misses = self._verifier_cache_counts
             metrics["verifier/cache_hit_rate"] = hits / (hits + misses) if hits + misses else 0.0
         return metrics
@@ -475,7 +655,7 @@ class DataParallelRun(TrainingRun):
     @property
     def evaluation_share(self) -> str | None:
         # Each engine's problems are its own slots 0, 1, …: its name keeps their samples' keys apart.
-        return f"e{self.engine_index}" if self.engine_groups.count > 1 else None
+        return f"e{self.engine_index}" if self.engine_groups.count > 1 and not self.is_asynchronous else None
 
     def evaluation_outcomes(self, step: int, seed: int | None = None,
                             show_progress: bool = False) -> tuple[dict, dict, dict]:
@@ -484,6 +664,8 @@ class DataParallelRun(TrainingRun):
         The ranks of one engine return the same outcomes (``_score_all`` pools their scoring), so
         merging them by problem id counts each problem once.
         """
+        if self.is_asynchronous:
+            return self._pool_evaluation_outcomes(step, seed, show_progress)
         mine = self.eval_problems[self.engine_index :: self.engine_groups.count]
 
         def my_share():
@@ -495,6 +677,16 @@ class DataParallelRun(TrainingRun):
             for gathered, part in zip(merged, share):
                 gathered.update(part)
         return merged
+
+    def _pool_evaluation_outcomes(self, step: int, seed: int | None, show_progress: bool) -> tuple[dict, dict, dict]:
+        """Fed by a rollout pool, rank 0 evaluates every problem on the pool and hands the outcomes to every rank."""
+        def rank_zeros_outcomes():
+            if self.group.rank != 0:
+                return None
+            first, retry = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+            return first, retry, self.standin_verdicts_by_problem()
+
+        return self.group.exchange(rank_zeros_outcomes, f"evaluation at step {step}")[0]
 
     def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *,
                    step: int = 0) -> dict:

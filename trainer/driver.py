@@ -18,6 +18,7 @@ trainer/rollouts.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
@@ -45,11 +46,12 @@ from trainer.checkpoint import (
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
-from trainer.generator_process import GeneratorProcess
+from trainer.generator_process import GeneratorPool, GeneratorProcess
 from trainer.lifecycle import RunLifecycle
 from trainer.live import LiveRollouts
 from trainer.models import load_policy
 from trainer.prompts import first_attempt_messages, prompt_token_count, render_prompt
+from trainer.ranks import rollout_pool_devices
 from trainer.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
 from trainer.reward import RewardScorer
 from trainer.smoke_model import with_smoke_model
@@ -61,6 +63,15 @@ from trainer.run_evaluation import RunEvaluation
 from trainer.verification.client import LeanVerifier
 from trainer.verification.line_numbering import ProbeFailed
 from trainer.verification.shared_cache import SharedVerdictCache
+
+
+def start_rollout_generators(config: RunConfig, tokenizer):
+    """An asynchronous run's generator: one process beside the learner on CPU, or one per engine of the
+    rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's CUDA_VISIBLE_DEVICES."""
+    devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if not devices:
+        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed)
+    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices)
 
 
 class VerifierUnreachable(RuntimeError):
@@ -178,7 +189,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self._publish_startup_notes()
         self.clock_origin = self._last_step_ended_at = time.time()
         if self.is_asynchronous:
-            self.pipeline = RolloutPipeline(self, total_steps, self._in_flight_slots)
+            self.pipeline = self.rollout_pipeline(total_steps)
             self.pipeline.fill()
         while self.step < total_steps:
             self.step += 1
@@ -189,6 +200,10 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 self.save_checkpoint()
         if not self._is_due(self.config.schedule.checkpoint_every):
             self.save_checkpoint()  # the last step is always kept
+
+    def rollout_pipeline(self, total_steps: int):
+        """The batches in flight of an asynchronous run (a data-parallel learner shares rank 0's: trainer/distributed.py)."""
+        return RolloutPipeline(self, total_steps, self._in_flight_slots)
 
     def before_the_end_is_published(self, status: RunStatus) -> None:
         self._publish_startup_notes()  # what set-up found before it failed says why
@@ -270,8 +285,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if self.engine is not None:
             raise ValueError("an asynchronous run (rollout.max_staleness ≥ 1) generates in a process of its own; "
                              "pass no engine, or set rollout.max_staleness=0")
-        self.engine = GeneratorProcess(self.config, self.tokenizer, seed=self.config.schedule.seed)
-        self.engine.push_weights(self.model, version=self.step)
+        self.engine = start_rollout_generators(self.config, self.tokenizer)
+        self.engine.push_state_dict(self.model.state_dict(), version=self.step)
         self._startup_notes.append((
             f"asynchronous RL: a generator process writes the next batches while the learner updates; a batch is "
             f"trained at most {self.config.rollout.max_staleness} update(s) after the weights that wrote it "

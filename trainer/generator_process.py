@@ -1,9 +1,9 @@
-"""Generation in a process of its own: the rollout side of an asynchronous run on CPU (rollout.max_staleness ≥ 1).
+"""Generation in a process of its own: the rollout side of an asynchronous run (rollout.max_staleness ≥ 1).
 
 The learner trains in the run's process while this one goes on generating the next batches with the
 weights it was last sent, so generation and Lean's checks never wait for an update. It holds its own
-copy of the policy and its own rollout engine (``build_engine``: transformers or vLLM's CPU build) and
-answers commands in the order they were sent:
+copy of the policy and its own rollout engine (``build_engine``: transformers, or vLLM, on CPU or on the
+GPUs of the rollout pool it was given) and answers commands in the order they were sent:
 
     weights (version, tensors)    load them; later jobs sample from them
     generate (job, prompts, …)    stream back each answer as it finishes, tagged with the version
@@ -15,6 +15,8 @@ the run knows every answer's policy version without asking. Weights travel as a 
 
 ``GeneratorProcess`` is the run's handle. It is also a rollout engine (``generate``/``push_weights``),
 so an evaluation runs through it unchanged. The child ends itself when the run's process is gone.
+On GPUs the rollout pool (``cluster.rollout_gpus``) is one such process per engine, each seeing only its
+own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one generator by ``GeneratorPool``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
-from trainer.config import RunConfig
+from trainer.config import RolloutEngineKind, RunConfig
 from trainer.models import load_policy
 from trainer.rollout.engines import build_engine
 from trainer.rollout.base import Generation, SamplingSettings
@@ -57,14 +59,16 @@ class GenerationJob:
 class GeneratorProcess:
     """The run's handle on its generator process (see the module's docstring)."""
 
-    def __init__(self, config: RunConfig, tokenizer, *, seed: int):
+    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None):
+        """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
+        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run)."""
         import torch.multiprocessing as multiprocessing
 
         context = multiprocessing.get_context("spawn")
         self._commands = context.Queue()
         self._results = context.Queue()
         self._process = context.Process(
-            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid()),
+            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices),
             name="leanrl-generator", daemon=True,
         )
         self._jobs: dict[int, GenerationJob] = {}
@@ -85,10 +89,22 @@ class GeneratorProcess:
 
     def push_weights(self, model, version: int | None = None) -> None:
         """Send a copy of ``model``'s weights; every job submitted after this samples from them."""
+        self.push_state_dict(model.state_dict(), version)
+
+    def push_state_dict(self, state_dict, version: int | None = None) -> None:
+        """Send a copy of these full weights (a sharded learner gathers them first: trainer/distributed.py)."""
+        self.push_packed(packed_weights(state_dict), version)
+
+    def push_packed(self, packed, version: int | None = None) -> None:
+        """``packed_weights``' output, which a pool packs once for all its processes."""
         self._raise_if_failed()
         version = (self.pushed_version or 0) + 1 if version is None else version
-        self._commands.put(("weights", version, packed_weights(model.state_dict())))
+        self._commands.put(("weights", version, packed))
         self.pushed_version = version
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
 
     def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
                progress_interval_s: float | None = None) -> GenerationJob:
@@ -123,11 +139,15 @@ class GeneratorProcess:
 
     def busy_seconds(self, start: float, end: float) -> float:
         """Seconds of [start, end] (time.time()) during which the child was generating; forgets older jobs."""
+        return sum(ended - began for began, ended in self.busy_within(start, end))
+
+    def busy_within(self, start: float, end: float) -> list[tuple[float, float]]:
+        """The child's generating intervals clipped to [start, end]; forgets jobs that ended before ``end``."""
         with self._lock:
             intervals = [list(interval) for interval in self.busy_intervals]
             self.busy_intervals = [i for i in self.busy_intervals if i[1] is None or i[1] > end]
-        return sum(max(0.0, min(end, ended if ended is not None else end) - max(start, began))
-                   for began, ended in intervals)
+        clipped = [(max(start, began), min(end, ended if ended is not None else end)) for began, ended in intervals]
+        return [(began, ended) for began, ended in clipped if ended > began]
 
     # The rollout-engine protocol (trainer/rollout/base.py), for evaluations run through this process.
 
@@ -212,6 +232,145 @@ class GeneratorProcess:
             raise GeneratorFailed(self._failure)
 
 
+# Apart by more than any step's seed offsets, so two engines of a pool never share a random stream.
+ENGINE_SEED_STRIDE = 1_000_033
+
+
+@dataclass
+class PoolJob:
+    """One batch spread over a pool's generator processes: prompt ``owned[k][j]`` is process k's prompt j."""
+
+    engines: list[int]  # which process of the pool runs each of ``jobs``
+    jobs: list[GenerationJob]
+    owned: list[list[int]]
+    policy_version: int
+
+    @property
+    def started_at(self) -> float | None:
+        starts = [job.started_at for job in self.jobs if job.started_at is not None]
+        return min(starts) if starts else None
+
+    @property
+    def finished_at(self) -> float | None:
+        ends = [job.finished_at for job in self.jobs]
+        return None if not ends or None in ends else max(ends)
+
+
+class _RenumberedProgress:
+    """A process's live progress, told to the batch's ``progress`` under the batch's prompt numbers."""
+
+    def __init__(self, progress, owned: list[int]):
+        self._progress = progress
+        self._owned = owned
+        self.interval_s = getattr(progress, "interval_s", None)
+
+    def update(self, prompt_index: int, sample_index: int, tokens: int, text_so_far) -> None:
+        self._progress.update(self._owned[prompt_index], sample_index, tokens, text_so_far)
+
+
+class GeneratorPool:
+    """A rollout pool of several engines (trainer/ranks.py ``rollout_pool_devices``), one generator process each,
+    as one generator: each batch's prompts are dealt out (prompt i to process i mod n, so a GRPO group stays on
+    one engine), every process gets the same weights, and the answers come back under the batch's numbers.
+
+    Each process samples its own random stream (the step's seed + k · ENGINE_SEED_STRIDE): two engines must
+    not write the same answers to different prompts.
+    """
+
+    def __init__(self, generators: list[GeneratorProcess]):
+        self.generators = generators
+
+    @classmethod
+    def start(cls, config: RunConfig, tokenizer, *, seed: int, devices: list[str]) -> GeneratorPool:
+        generators: list[GeneratorProcess] = []
+        try:
+            for visible_devices in devices:
+                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices))
+        except BaseException:
+            for generator in generators:
+                generator.close()
+            raise
+        return cls(generators)
+
+    @property
+    def pushed_version(self) -> int | None:
+        return self.generators[0].pushed_version
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [generator.pid for generator in self.generators]
+
+    def push_weights(self, model, version: int | None = None) -> None:
+        self.push_state_dict(model.state_dict(), version)
+
+    def push_state_dict(self, state_dict, version: int | None = None) -> None:
+        packed = packed_weights(state_dict)
+        for generator in self.generators:
+            generator.push_packed(packed, version)
+
+    def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
+               progress_interval_s: float | None = None) -> PoolJob:
+        count = len(self.generators)
+        engines = [k for k in range(count) if k < len(prompt_ids)]  # a process with no prompt gets no job
+        owned = [list(range(k, len(prompt_ids), count)) for k in engines]
+        jobs = [self.generators[k].submit([prompt_ids[i] for i in mine],
+                                          replace(sampling, seed=None if sampling.seed is None
+                                                  else sampling.seed + k * ENGINE_SEED_STRIDE),
+                                          progress_interval_s)
+                for k, mine in zip(engines, owned)]
+        return PoolJob(engines, jobs, owned, self.pushed_version)
+
+    def answers_of(self, job: PoolJob, progress: Any = None) -> Iterator[Generation]:
+        """Every process's answers, as each arrives, renumbered to the batch's prompts."""
+        arrived: queue.Queue = queue.Queue()
+
+        def read(generator: GeneratorProcess, process_job: GenerationJob, owned: list[int]) -> None:
+            try:
+                renumbered = _RenumberedProgress(progress, owned) if progress is not None else None
+                for generation in generator.answers_of(process_job, renumbered):
+                    arrived.put(("generation", replace(generation, prompt_index=owned[generation.prompt_index])))
+                arrived.put(("done", None))
+            except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
+                arrived.put(("failed", error))
+
+        for engine, process_job, owned in zip(job.engines, job.jobs, job.owned):
+            threading.Thread(target=read, args=(self.generators[engine], process_job, owned), daemon=True,
+                             name=f"generator-pool-answers-{engine}").start()
+        remaining = len(job.jobs)
+        while remaining:
+            kind, payload = arrived.get()
+            if kind == "generation":
+                yield payload
+            elif kind == "done":
+                remaining -= 1
+            else:
+                raise payload
+
+    def busy_seconds(self, start: float, end: float) -> float:
+        """Seconds of [start, end] during which any engine of the pool was generating."""
+        intervals = sorted(interval for generator in self.generators for interval in generator.busy_within(start, end))
+        total, covered_to = 0.0, start
+        for began, ended in intervals:
+            if ended > covered_to:
+                total += ended - max(began, covered_to)
+                covered_to = ended
+        return total
+
+    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None) -> Iterator[Generation]:
+        interval = getattr(progress, "interval_s", None) if progress is not None else None
+        yield from self.answers_of(self.submit(list(prompts), sampling, interval), progress)
+
+    def sleep(self) -> None:
+        """Nothing to free: the pool's memory is its processes' own, never the learner's."""
+
+    def wake(self) -> None:
+        """Nothing to take back (see ``sleep``)."""
+
+    def close(self) -> None:
+        for generator in self.generators:
+            generator.close()
+
+
 def packed_weights(state_dict) -> list[tuple[list[tuple[str, tuple]], Any]]:
     """A copy of ``state_dict`` as one flat CPU tensor per dtype: one shared-memory segment each, not one per tensor."""
     import torch
@@ -266,14 +425,36 @@ def _end_when_orphaned(parent_pid: int) -> None:
     os._exit(0)
 
 
-def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int) -> None:
+# What torchrun tells a learner rank about its world. A generator process is a world of its own: vLLM
+# reading a learner's RANK and WORLD_SIZE would try to join the learner's ranks as its own shards.
+_TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                       "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def _become_a_process_alone(visible_devices: str | None) -> None:
+    for name in _TORCHRUN_VARIABLES:
+        os.environ.pop(name, None)
+    if visible_devices is not None:
+        # Before anything initialises CUDA (torch does so lazily, at first use; vLLM's workers inherit it).
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+
+
+def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
+          visible_devices: str | None = None) -> None:
     """The generator process's body (see the module's docstring)."""
+    _become_a_process_alone(visible_devices)
     # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/lifecycle.py).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         model, _ = load_policy(config.model, seed=seed)
         model.eval()
+        if visible_devices and config.rollout.engine is RolloutEngineKind.TRANSFORMERS:
+            import torch
+
+            if torch.cuda.is_available():
+                # transformers samples from this copy itself; vLLM loads its own onto the GPUs from it.
+                model.to("cuda")
         engine = build_engine(config, model, tokenizer)
         results.put(("ready",))
         while True:

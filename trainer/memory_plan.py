@@ -568,7 +568,7 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
     if config.cluster.num_gpus == 0:
         raise ValueError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus is 0): there is no GPU memory to plan")
 
-    check_world_fits_config(config, config.cluster.num_gpus)  # a run the trainer would refuse is not planned
+    check_world_fits_config(config, learner_gpus(config))  # a run the trainer would refuse is not planned
     architecture = architecture_of(config)
     result = MemoryPlan(
         preset=config.preset, model=model_label(config), max_response_tokens=config.rollout.max_response_tokens,

@@ -9,11 +9,11 @@ runs the ranks by them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainer.config import RolloutEngineKind, RunConfig
-from trainer.staleness import asynchronous_layout_refusal, learner_gpus, not_yet_runnable_on_gpus
+from trainer.staleness import asynchronous_layout_refusal, learner_gpus
 
 
 # --- where this process stands --------------------------------------------------------------------
@@ -45,31 +45,61 @@ def torchrun_position(environ: Mapping[str, str] = os.environ) -> RankPosition |
 
 
 def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -> None:
-    """Fail at start-up when the processes started do not match ``cluster.num_gpus``."""
-    gpus = config.cluster.num_gpus
-    refusal = asynchronous_layout_refusal(config) or not_yet_runnable_on_gpus(config)
+    """Fail at start-up when the processes started do not match the learner's GPUs.
+
+    torchrun starts one process per learner GPU: every GPU of ``cluster.num_gpus`` but the rollout pool
+    (``cluster.rollout_gpus``), whose generator processes learner rank 0 starts itself.
+    """
+    gpus, learners = config.cluster.num_gpus, learner_gpus(config)
+    refusal = asynchronous_layout_refusal(config)  # η's bound, on CPU too, and the two pools
     if refusal:
         raise ValueError(refusal.message)
     if position is None:
-        if gpus > 1:
+        if learners > 1:
             raise ValueError(
-                f"cluster.num_gpus is {gpus} but this trainer runs as one process; start one process per GPU with "
-                f"`python -m torch.distributed.run --standalone --nproc-per-node {gpus} -m trainer run ...` "
-                "(the platform does), or set cluster.num_gpus to 1"
+                f"cluster.num_gpus is {gpus}{_of_which_pool(config)}, so the learner has {learners} GPUs, but this "
+                f"trainer runs as one process; start one process per learner GPU with `python -m torch.distributed.run "
+                f"--standalone --nproc-per-node {learners} -m trainer run ...` (the platform does), or set "
+                f"cluster.num_gpus to {1 + config.cluster.rollout_gpus}"
             )
-        if gpus == 1:
+        if learners == 1:
             check_world_fits_config(config, 1)  # one GPU holds one engine of tensor-parallel size 1
-        elif gpus == 0:
-            refusal = asynchronous_layout_refusal(config)  # η's bound holds on CPU too
-            if refusal:
-                raise ValueError(refusal.message)
         return
     check_world_fits_config(config, position.world_size)
+
+
+def _of_which_pool(config: RunConfig) -> str:
+    rollout_gpus = config.cluster.rollout_gpus
+    return f" of which {rollout_gpus} are the rollout pool (cluster.rollout_gpus)" if rollout_gpus else ""
 
 
 def rollout_tensor_parallel_size(config: RunConfig) -> int:
     """Ranks that share one rollout engine: vLLM's tensor-parallel size; 1 for an engine that never shards."""
     return config.rollout.vllm_tensor_parallel_size if config.rollout.engine is RolloutEngineKind.VLLM else 1
+
+
+def rollout_pool_devices(config: RunConfig, visible_devices: str | None = None) -> list[str]:
+    """CUDA_VISIBLE_DEVICES of each generator process of the rollout pool: the last ``cluster.rollout_gpus`` GPUs,
+    ``rollout.vllm_tensor_parallel_size`` consecutive ones per vLLM engine (one per transformers engine).
+
+    The learner's torchrun ranks take GPUs 0 to L − 1 (their LOCAL_RANK) of the node's visible GPUs; the
+    pool takes L onward. ``visible_devices`` is the launcher's own CUDA_VISIBLE_DEVICES (Ray sets it to the
+    GPUs it granted the job), through which both pools' indices are read; None or empty means the node's
+    GPUs 0, 1, … as numbered. An empty list: no pool (a CPU run, or the synchronous loop).
+    """
+    pool = config.cluster.rollout_gpus
+    if pool == 0:
+        return []
+    node_ids: Sequence[str] = ([device.strip() for device in visible_devices.split(",") if device.strip()]
+                               if visible_devices else [str(index) for index in range(config.cluster.num_gpus)])
+    if len(node_ids) < config.cluster.num_gpus:
+        raise ValueError(
+            f"cluster.num_gpus is {config.cluster.num_gpus} but only {len(node_ids)} GPU(s) are visible "
+            f"(CUDA_VISIBLE_DEVICES={visible_devices!r}); grant the run all {config.cluster.num_gpus} GPUs of one node "
+            f"or lower cluster.num_gpus")
+    pool_ids = list(node_ids[learner_gpus(config): config.cluster.num_gpus])
+    per_engine = rollout_tensor_parallel_size(config)
+    return [",".join(pool_ids[first: first + per_engine]) for first in range(0, pool, per_engine)]
 
 
 def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str | None:
@@ -133,11 +163,16 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
 
 
 def check_world_fits_config(config: RunConfig, world_size: int) -> None:
-    """The rules a run of ``world_size`` ranks adds to RunConfig's own, checked before anything is loaded."""
-    if config.cluster.num_gpus != world_size:
+    """The rules a run of ``world_size`` learner ranks adds to RunConfig's own, checked before anything is loaded."""
+    refusal = asynchronous_layout_refusal(config)  # a layout with no learner pool has no rank count to match
+    if refusal:
+        raise ValueError(refusal.message)
+    learners = learner_gpus(config)
+    if learners != world_size:
         raise ValueError(
-            f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}; "
-            f"launch with --nproc-per-node {config.cluster.num_gpus} or set cluster.num_gpus to {world_size}"
+            f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}"
+            f"{_of_which_pool(config)}, which leaves {learners} learner GPU(s), one rank each; launch with "
+            f"--nproc-per-node {learners} or set cluster.num_gpus to {world_size + config.cluster.rollout_gpus}"
         )
     for _, message in rank_rule_problems(config, world_size):
         raise ValueError(message)

@@ -14,14 +14,17 @@ things can make such a run wrong before its first step, and both are refused at 
   | h100x8 | 0 | 2 | 0 is the release's synchronous run. verl's one-step-off-policy is η = 1 (+23% with FSDP2 on Qwen2.5-Math-7B); 2 lets a Lean tail as long as a whole learner step still be trained rather than dropped. AReaL runs η up to 4–8, but with its own learning rate and batch; a run past 2 is a new recipe, which an administrator adds as a preset of its own. |
   | cpu-demo, cpu-smoke | 0 | 2 | The same bound as h100x8, so what a CPU run checks covers the GPU's bound; on 2 cores more batches in flight would only queue behind one generator process. |
 
-- **a GPU layout with nowhere to generate.** On GPUs an asynchronous run keeps two pools:
-  ``cluster.num_gpus − cluster.rollout_gpus`` learner GPUs (FSDP) and ``cluster.rollout_gpus``
-  rollout GPUs (vLLM), the weights broadcast from the first to the second after each update
-  (trainer/weight_broadcast.py), as verl's one-step-off-policy does. One GPU, no rollout pool, a
-  pool that takes every GPU, or a pool vLLM's tensor-parallel engines do not tile cannot run so.
-  A rollout pool under the synchronous loop (η = 0) would sit idle through every learner step,
-  and is refused too. On CPU (``cluster.num_gpus`` 0) generation runs in a process of its own,
-  and there are no pools to set.
+- **a GPU layout with nowhere to generate.** On GPUs an asynchronous run keeps two pools on one
+  node: ``cluster.num_gpus − cluster.rollout_gpus`` learner GPUs (FSDP; torchrun starts one rank on
+  each of the first GPUs) and ``cluster.rollout_gpus`` rollout GPUs, as verl's one-step-off-policy
+  lays them out. Learner rank 0 starts the pool: one generator process per rollout engine, each
+  seeing only its own GPUs (trainer/ranks.py ``rollout_pool_devices``; vLLM engines of
+  ``rollout.vllm_tensor_parallel_size`` GPUs, transformers one GPU each), and sends them the
+  gathered weights after each update (trainer/distributed.py). One GPU, no rollout pool, a pool
+  that takes every GPU, or a pool vLLM's tensor-parallel engines do not tile cannot run so. A
+  rollout pool under the synchronous loop (η = 0) would sit idle through every learner step, and is
+  refused too. On CPU (``cluster.num_gpus`` 0) generation runs in one process of its own beside the
+  one learner process, and there are no pools to set.
 
 Torch-free and driver-free, beside trainer/ranks.py (whose rules it reads): the platform's launch
 check (trainer/memory_fit.py, through the form and the API), ``python -m trainer run`` and
@@ -113,22 +116,6 @@ def asynchronous_layout_refusal(config: RunConfig, preset: str | None = None) ->
     return None
 
 
-def not_yet_runnable_on_gpus(config: RunConfig) -> LayoutRefusal | None:
-    """Why an asynchronous run on GPUs is refused at launch today, even laid out as the rules above allow.
-
-    The rules, the two pools' memory plan and the weight broadcast are built; the data-parallel
-    learner fed by a rollout pool (rollout engines built on the pool alone, batches handed from the
-    generator to every learner rank) is not. A launch that would stop at start-up is refused here instead.
-    """
-    if config.rollout.max_staleness and config.cluster.num_gpus:
-        return LayoutRefusal("rollout.max_staleness", (
-            f"rollout.max_staleness (η) is {config.rollout.max_staleness} on {config.cluster.num_gpus} GPU(s): "
-            f"asynchronous RL runs on CPU today (cluster.num_gpus 0); on GPUs its two pools are planned "
-            f"(`python -m trainer memory-plan`) but the learner fed by a rollout pool is not built yet; set "
-            f"rollout.max_staleness to 0"))
-    return None
-
-
 def asynchronous_layout_problem(config: RunConfig, preset: str | None = None) -> str | None:
     """Why ``config`` cannot run with its η on its GPUs, as one sentence that says what to set; None when it can."""
     refusal = asynchronous_layout_refusal(config, preset)
@@ -139,10 +126,3 @@ def learner_gpus(config: RunConfig) -> int:
     """The learner pool: every GPU but the rollout pool (all of them when there is no pool)."""
     return config.cluster.num_gpus - config.cluster.rollout_gpus
 
-
-def pool_ranks(config: RunConfig) -> tuple[list[int], list[int]]:
-    """(learner ranks, rollout ranks) of a run of ``cluster.num_gpus`` ranks: the learner first, each pool
-    consecutive, so that torchrun's numbering keeps each pool on neighbouring GPUs of a node. The
-    broadcast's source is the first learner rank (trainer/weight_broadcast.py ``new_broadcast_group``)."""
-    learners = learner_gpus(config)
-    return list(range(learners)), list(range(learners, config.cluster.num_gpus))

@@ -27,7 +27,10 @@ the same message instead of hanging or loading the wrong tensors.
 
 NCCL on GPUs; the same code runs on the gloo backend on CPU, where the tests run it for real in
 three processes (tests/learner/test_the_rollout_pool_receives_exactly_the_learners_weights.py).
-Independent of the driver: the driver decides when to send and what runs where.
+Independent of the driver, and not on its path today: the asynchronous GPU loop's rollout pool is
+generator processes that learner rank 0 starts and sends the gathered weights through shared memory
+(trainer/distributed.py), outside any process group. This module is the NCCL path for a pool that
+joins one; the memory plan still counts its buffers.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
 from trainer import memory_fit
-from trainer.staleness import asynchronous_layout_refusal, not_yet_runnable_on_gpus
 from trainer.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -42,11 +41,6 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
         raise LaunchError("the run configuration is invalid", field_errors) from error
     except ValueError as error:
         raise LaunchError(str(error), {"preset": [str(error)]}) from error
-    # An asynchronous run on GPUs is planned but cannot run yet (trainer/staleness.py): refused, not queued to fail.
-    not_runnable = None if asynchronous_layout_refusal(config) else not_yet_runnable_on_gpus(config)
-    if not_runnable:
-        field = launch_contract.FIELD_FOR_CONFIG_PATH.get(not_runnable.config_field, not_runnable.config_field)
-        raise LaunchError("asynchronous RL does not run on GPUs yet", {field: [not_runnable.message]})
     # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_fit.py).
     memory_errors = memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
     if memory_errors:

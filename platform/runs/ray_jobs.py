@@ -17,6 +17,7 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
+from trainer.staleness import learner_gpus
 from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
@@ -64,14 +65,15 @@ def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
     Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
 
-    An RL run on several GPUs starts one trainer process per GPU through torchrun (data-parallel
-    ranks, trainer/distributed.py); everything else runs as one process.
+    An RL run on several learner GPUs starts one trainer process per learner GPU through torchrun
+    (data-parallel ranks, trainer/distributed.py); an asynchronous run's rollout pool
+    (cluster.rollout_gpus) is started by learner rank 0 itself. Everything else runs as one process.
     """
     folder = run.artifacts_dir
-    num_gpus = run.resolved_config.cluster.num_gpus
+    learner_ranks = learner_gpus(run.resolved_config)
     launcher = [settings.TRAINER_PYTHON]
-    if run.kind == "rl" and num_gpus > 1:
-        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(num_gpus)]
+    if run.kind == "rl" and learner_ranks > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(learner_ranks)]
     argv = [
         *launcher, "-m", "trainer", TRAINER_COMMAND_OF_KIND[run.kind],
         "--config", str(folder / "config.json"),

@@ -17,13 +17,12 @@ import pytest
 from trainer import memory_fit
 from trainer.__main__ import main as trainer_main
 from trainer.config import RunConfig
-from trainer.ranks import check_launch_fits_config, check_world_fits_config, rank_rule_problems
+from trainer.ranks import check_launch_fits_config, check_world_fits_config, rank_rule_problems, rollout_pool_devices
 from trainer.staleness import (
     STALENESS_BOUNDS,
     asynchronous_layout_problem,
     asynchronous_layout_refusal,
     learner_gpus,
-    pool_ranks,
     staleness_bound,
 )
 
@@ -194,15 +193,26 @@ def test_the_memory_plan_command_refuses_the_layout_with_exit_code_2():
     assert f"memory-plan: {asynchronous_layout_problem(h100x8(1))}" in result.stderr
 
 
-def test_the_learner_pool_takes_the_first_ranks_and_the_rollout_pool_the_rest():
-    assert pool_ranks(h100x8(1, rollout_gpus=2)) == ([0, 1, 2, 3, 4, 5], [6, 7])
-    assert pool_ranks(h100x8(0)) == (list(range(8)), [])
+def test_the_learner_pool_takes_the_first_gpus_and_the_rollout_pool_the_rest():
+    assert learner_gpus(h100x8(1, rollout_gpus=2)) == 6
+    assert rollout_pool_devices(h100x8(1, rollout_gpus=2)) == ["6", "7"]  # test_the_rollout_pool_sees_only_its_own_gpus.py
+    assert learner_gpus(h100x8(0)) == 8 and rollout_pool_devices(h100x8(0)) == []
 
 
-def test_a_well_laid_out_asynchronous_gpu_run_stops_before_it_starts_because_the_gpu_loop_is_not_built():
+def test_a_well_laid_out_asynchronous_gpu_run_passes_the_launch_check_with_one_rank_per_learner_gpu():
     from trainer.ranks import RankPosition
 
-    config = h100x8(1, rollout_gpus=4)
-    assert asynchronous_layout_problem(config) is None  # the layout itself is sound, and the memory plan plans it
-    with pytest.raises(ValueError, match="asynchronous RL runs on CPU today"):
+    # 6 learner ranks: a mini-batch of 48 prompts is 8 per rank, and 288 prompts a step are 6 mini-batches.
+    config = RunConfig.from_preset("h100x8", {"rollout": {"max_staleness": 1, "prompts_per_step": 288},
+                                              "optimizer": {"mini_batch_prompts": 48}, "cluster": {"rollout_gpus": 2}})
+    assert asynchronous_layout_problem(config) is None
+    check_launch_fits_config(config, RankPosition(rank=0, world_size=6, local_rank=0))  # torchrun's learner ranks
+    with pytest.raises(ValueError, match="one of 8 ranks .* leaves 6 learner GPU"):
         check_launch_fits_config(config, RankPosition(rank=0, world_size=8, local_rank=0))
+
+
+def test_a_single_learner_gpu_beside_its_pool_runs_as_one_process():
+    config = RunConfig.from_preset("h100x8", {"rollout": {"max_staleness": 1, "prompts_per_step": 256},
+                                              "optimizer": {"mini_batch_prompts": 32},
+                                              "cluster": {"num_gpus": 2, "rollout_gpus": 1}})
+    check_launch_fits_config(config, None)

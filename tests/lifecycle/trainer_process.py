@@ -11,14 +11,17 @@ from collections.abc import Callable
 from deploy.services import REPO_DIR
 
 
-def start_smoke_trainer(tmp_path, lean_url: str, *options: str) -> subprocess.Popen:
-    """A cpu-smoke run of 1,000 steps on three problems, its events on standard output."""
+def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: int = 1) -> subprocess.Popen:
+    """A cpu-smoke run of 1,000 steps on three problems, its events on standard output; with ``learner_ranks`` > 1
+    started as the platform starts a data-parallel run, under torchrun."""
     promptset = tmp_path / "problems.jsonl"
     promptset.write_text("".join(
         json.dumps({"problem_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : ℕ) + 1 = {i + 1} := by"}) + "\n"
         for i in range(3)
     ))
-    argv = [sys.executable, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
+    launcher = (["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(learner_ranks)]
+                if learner_ranks > 1 else [])
+    argv = [sys.executable, *launcher, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
             "--output", str(tmp_path / "out"), "--lean-url", lean_url, "--set", "schedule.total_steps=1000", *options]
     # start_new_session: a signal reaches only the trainer, as a terminal's Ctrl-C reaches its foreground job.
     return subprocess.Popen(argv, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

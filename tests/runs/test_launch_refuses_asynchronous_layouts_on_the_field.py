@@ -64,13 +64,12 @@ def test_an_asynchronous_cpu_run_within_its_bound_is_launched_with_its_eta(alice
     assert Run.objects.get().config["rollout"]["max_staleness"] == 2
 
 
-# 2 is verl's own 6 + 2 layout: the recipe's 32-prompt mini-batch splits unevenly over 6 learner ranks, which is exact.
+# 2 is verl's own 6 + 2 layout: the recipe's 32-prompt mini-batch splits unevenly over 6 learner ranks, which is
+# exact (tests/learner/test_uneven_rank_shares_train_as_one_process.py); 4 splits it evenly.
 @pytest.mark.parametrize("rollout_gpus", [2, 4])
-def test_a_well_laid_out_asynchronous_gpu_run_is_refused_because_the_gpu_loop_is_not_built(alices_client,
-                                                                                            promptset_version, dispatched,
-                                                                                            rollout_gpus):
+def test_a_well_laid_out_asynchronous_gpu_run_is_launched_with_its_pool(alices_client, promptset_version, dispatched,
+                                                                        rollout_gpus):
     response = api_launch(alices_client, promptset_version, "h100x8", max_staleness=1, rollout_gpus=rollout_gpus)
-    assert response.status_code == 422
-    [message] = response.json()["field_errors"]["max_staleness"]
-    assert "asynchronous RL runs on CPU today" in message and "set rollout.max_staleness to 0" in message
-    assert Run.objects.count() == 0 and dispatched == []
+    assert response.status_code == 201, response.json()
+    cluster = Run.objects.get().config["cluster"]
+    assert (cluster["num_gpus"], cluster["rollout_gpus"]) == (8, rollout_gpus)

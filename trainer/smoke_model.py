@@ -44,17 +44,25 @@ from pathlib import Path
 from trainer.checkpoint import export_hf, latest_checkpoint
 from trainer.config import ModelSource, RunConfig
 from trainer.events import EventPublisher, StdoutSink
+from trainer.format_reward import check_format
 from trainer.models import TINY_RANDOM_SHAPE, smollm2_gguf_path, tiny_random_policy, trainer_cache_root
 from trainer.problems import DEFAULT_LEAN_HEADER, Problem
 from trainer.prompts import first_attempt_messages
+from trainer.retry import build_lean_feedback, retry_messages
 from trainer.sft import SupervisedFineTuning, demonstrations_fingerprint
+from trainer.verification.checked_code import build_checked_code
+from trainer.verification.client import interpret_answer
+from trainer.verification.kimina_compat import ReplResponse
+from trainer.verification.line_numbering import LineNumbering
+from trainer.verification.standin import decide_snippet
+from trainer.verification.verdicts import Verdict
 from trainer.warm_start_status import is_built
 
 SMOKE_MODELS_FOLDER = "smoke-models"
 SMOKE_MODEL_SEED = 0
 SMOKE_SOURCE = "smoke"
 # Bump when the build changes in a way the recipe's numbers do not show.
-SMOKE_MODEL_VERSION = 2
+SMOKE_MODEL_VERSION = 3
 
 
 def _smoke_problem(key: str, goal: str, informal: str) -> Problem:
@@ -139,15 +147,6 @@ def _retry_messages_after(problem: Problem, answer: str) -> list[dict] | None:
     """The retry prompt a run builds when the stand-in rejects ``answer``, or None when it accepts it: the run's
     own format check, checked code, the stand-in's decision as its server answers, the verifier's reading and
     the retry builder, so the model learns the prompts it will meet."""
-    from trainer.format_reward import check_format
-    from trainer.retry import build_lean_feedback, retry_messages
-    from trainer.verification.checked_code import build_checked_code
-    from trainer.verification.client import interpret_answer
-    from trainer.verification.kimina_compat import ReplResponse
-    from trainer.verification.line_numbering import LineNumbering
-    from trainer.verification.standin import decide_snippet
-    from trainer.verification.verdicts import Verdict
-
     config = RunConfig.from_preset("cpu-smoke")
     format_check = check_format(answer, problem, config.reward)
     if not format_check.is_valid:

@@ -3,8 +3,10 @@
 One synchronous run (``rollout.max_staleness`` 0) of ``--steps`` steps of the cpu-smoke preset against the
 stand-in Lean server at ``--latency-ms`` (issue 25's setting, 1500 ms), on four closed-arithmetic problems;
 its events (stdout of ``python -m trainer run``) are written to ``--output``, and the load average before and
-after is printed. A toy's run: the tiny random model writes answers that all fail the format check (until the
-smoke preset learns the format), so none reaches Lean and the latency never shows.
+after is printed. A toy's run, and the one recorded: the untrained tiny random model (model.source tiny_random,
+24-token answers, as cpu-smoke was when it was recorded), whose answers all fail the format check, so none
+reaches Lean and the latency never shows. (cpu-smoke's own model now reaches Lean on the smoke promptset:
+benchmarks/asynchronous_smoke.py.)
 
 Rerun: .venv/bin/python benchmarks/step_time_cpu_smoke_events.py [--steps 6] [--latency-ms 1500]
        [--output docs/step-time/cpu-smoke-sync-events.jsonl]
@@ -47,7 +49,9 @@ def main() -> int:
                 contextlib.redirect_stdout(printed):
             code = trainer_main(["run", "--preset", "cpu-smoke", "--promptset", str(promptset), "--output",
                                  str(Path(folder) / "run"), "--lean-url", server.url,
-                                 "--set", f"schedule.total_steps={args.steps}"])
+                                 "--set", f"schedule.total_steps={args.steps}", "--set", "model.source=tiny_random",
+                                 "--set", "model.name_or_path=tiny-random-llama",
+                                 "--set", "rollout.max_response_tokens=24"])
     # rollout_progress events are live text, never stored: the model does not read them.
     kept = [line for line in printed.getvalue().splitlines() if json.loads(line).get("type") != "rollout_progress"]
     Path(args.output).write_text("\n".join(kept) + "\n")

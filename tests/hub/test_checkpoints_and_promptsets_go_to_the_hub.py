@@ -44,7 +44,7 @@ def test_a_checkpoint_becomes_a_bfloat16_model_repository_with_a_card(trained_ru
     assert {tensor.dtype for tensor in tensors.values() if tensor.is_floating_point()} == {torch.bfloat16}
     assert json.loads((repo / "config.json").read_text())["torch_dtype"] == "bfloat16"
     card = (repo / "README.md").read_text()
-    assert card.startswith("---\nbase_model: tiny-random-llama\n")
+    assert card.startswith("---\nbase_model: tiny-smoke-llama\n")
     assert "step 2 of the platform run `smoke`" in card and "**Trained on**: arith v1" in card
     assert "| samples per prompt | `2` |" in card
     assert "| pass@1 |" in card  # evaluated at step 2: its figures, as the run recorded them

@@ -56,7 +56,22 @@ class GenerationJob:
     finished_at: float | None = None
 
 
-class GeneratorProcess:
+class _EngineOverJobs:
+    """The rollout-engine protocol (trainer/rollout/base.py) over ``submit``/``answers_of``, so that evaluations
+    run through a generator process or a pool unchanged."""
+
+    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None) -> Iterator[Generation]:
+        interval = getattr(progress, "interval_s", None) if progress is not None else None
+        yield from self.answers_of(self.submit(list(prompts), sampling, interval), progress)
+
+    def sleep(self) -> None:
+        """Nothing to free: a generator's memory is its own process's, never the learner's."""
+
+    def wake(self) -> None:
+        """Nothing to take back (see ``sleep``)."""
+
+
+class GeneratorProcess(_EngineOverJobs):
     """The run's handle on its generator process (see the module's docstring)."""
 
     def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None):
@@ -148,18 +163,6 @@ class GeneratorProcess:
             self.busy_intervals = [i for i in self.busy_intervals if i[1] is None or i[1] > end]
         clipped = [(max(start, began), min(end, ended if ended is not None else end)) for began, ended in intervals]
         return [(began, ended) for began, ended in clipped if ended > began]
-
-    # The rollout-engine protocol (trainer/rollout/base.py), for evaluations run through this process.
-
-    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None) -> Iterator[Generation]:
-        interval = getattr(progress, "interval_s", None) if progress is not None else None
-        yield from self.answers_of(self.submit(list(prompts), sampling, interval), progress)
-
-    def sleep(self) -> None:
-        """Nothing to free: the generator's memory is its own process's, never the learner's."""
-
-    def wake(self) -> None:
-        """Nothing to take back (see ``sleep``)."""
 
     def close(self) -> None:
         if self._process.is_alive():
@@ -268,7 +271,7 @@ class _RenumberedProgress:
         self._progress.update(self._owned[prompt_index], sample_index, tokens, text_so_far)
 
 
-class GeneratorPool:
+class GeneratorPool(_EngineOverJobs):
     """A rollout pool of several engines (trainer/ranks.py ``rollout_pool_devices``), one generator process each,
     as one generator: each batch's prompts are dealt out (prompt i to process i mod n, so a GRPO group stays on
     one engine), every process gets the same weights, and the answers come back under the batch's numbers.
@@ -355,16 +358,6 @@ class GeneratorPool:
                 total += ended - max(began, covered_to)
                 covered_to = ended
         return total
-
-    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None) -> Iterator[Generation]:
-        interval = getattr(progress, "interval_s", None) if progress is not None else None
-        yield from self.answers_of(self.submit(list(prompts), sampling, interval), progress)
-
-    def sleep(self) -> None:
-        """Nothing to free: the pool's memory is its processes' own, never the learner's."""
-
-    def wake(self) -> None:
-        """Nothing to take back (see ``sleep``)."""
 
     def close(self) -> None:
         for generator in self.generators:

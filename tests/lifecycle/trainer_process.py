@@ -45,3 +45,13 @@ def events_until_it_ends(trainer: subprocess.Popen, at_step_two: Callable[[], No
         if trainer.poll() is None:
             trainer.kill()
     return events
+
+
+def generator_process_of(launcher: subprocess.Popen):
+    """The one generator process (a multiprocessing spawn child) under ``launcher``."""
+    import psutil
+
+    children = psutil.Process(launcher.pid).children(recursive=True)
+    generators = [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+    assert len(generators) == 1, [child.cmdline() for child in children]
+    return generators[0]

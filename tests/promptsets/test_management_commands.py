@@ -58,6 +58,8 @@ def test_create_demo_promptset_is_idempotent_and_public(alice, capsys):
 
 @pytest.mark.django_db
 def test_the_same_command_creates_the_smoke_promptset_the_cpu_smoke_model_knows(alice):
+    from trainer.problems import Problem as TrainerProblem
+    from trainer.prompts import first_attempt_messages
     from trainer.smoke_model import SMOKE_PROBLEMS
 
     call_command("create_demo_promptset", "--owner", "alice")
@@ -66,6 +68,10 @@ def test_the_same_command_creates_the_smoke_promptset_the_cpu_smoke_model_knows(
     rows = list(promptset.latest_version.trainer_rows())
     assert [(row["problem_id"], row["formal_statement"]) for row in rows] == [
         (problem.problem_id, problem.formal_statement) for problem in SMOKE_PROBLEMS]
+    # The model knows its answers by heart, to the prompt's last character: a platform run must prompt as it learned.
+    exported = [TrainerProblem.from_dict(row) for row in rows]
+    assert [first_attempt_messages(problem) for problem in exported] == [
+        first_attempt_messages(problem) for problem in SMOKE_PROBLEMS]
 
 
 @pytest.mark.django_db

@@ -22,7 +22,7 @@ export function colour(index) {
  * function. New series (a format error category seen for the first time) rebuild the chart.
  */
 export class StepChart {
-  constructor(figure, { series = [], dynamicSeries = null, yLabel = "", yAtLeast = null } = {}) {
+  constructor(figure, { series = [], dynamicSeries = null, yLabel = "", yAtLeast = null, measuredNone = null } = {}) {
     this.figure = figure;
     this.rows = new Map();
     if (!figure) return; // this kind of run has no such chart (an SFT run has no rewards)
@@ -33,11 +33,14 @@ export class StepChart {
     // [low, high] the y axis always shows, for bounded values (shares, rewards): a constant 0 or 1
     // must not be drawn on uPlot's padded automatic range (0 to 100, or 0 to 2).
     this.yAtLeast = yAtLeast;
+    // (rows) => what to say when steps were measured and none has a value to draw (every share was 0), or null
+    this.measuredNone = measuredNone;
     this.plot = null;
     this.seriesKey = "";
     this.empty = figure.appendChild(document.createElement("p"));
     this.empty.className = "chart-empty";
-    this.empty.textContent = figure.dataset.empty || "No data yet.";
+    this.emptyText = figure.dataset.empty || "No data yet.";
+    this.empty.textContent = this.emptyText;
     new ResizeObserver(() => this.plot?.setSize(this.size())).observe(figure);
   }
 
@@ -59,7 +62,10 @@ export class StepChart {
     const sorted = [...this.rows.entries()].sort((a, b) => a[0] - b[0]);
     const series = this.currentSeries(sorted);
     this.empty.hidden = series.length > 0 && sorted.length > 0;
-    if (!series.length || !sorted.length) return;
+    if (!series.length || !sorted.length) {
+      this.empty.textContent = (this.measuredNone && this.measuredNone(sorted)) || this.emptyText;
+      return;
+    }
     const data = [sorted.map(([step]) => step), ...series.map((s) => sorted.map(([, v]) => {
       const value = s.pick(v);
       // Not measured (null, absent) is null: uPlot leaves a gap there instead of drawing a 0.
@@ -110,6 +116,12 @@ export function formatErrorSeries(rows) {
   const categories = new Set();
   for (const [, values] of rows) for (const name of Object.keys(values.format_errors || {})) categories.add(name);
   return [...categories].sort().map((name) => ({ label: name.toUpperCase(), pick: (v) => formatErrorShare(v, name) }));
+}
+
+/** What the format error chart says when the steps counted their answers and none failed the check. */
+export function noFormatErrors(rows) {
+  const counted = rows.some(([, values]) => values.format_errors && typeof values.rollouts === "number" && values.rollouts > 0);
+  return counted ? "No answer failed the format check." : null;
 }
 
 export function formatErrorShare(values, name) {

@@ -6,7 +6,7 @@
 // API now and then, so even a dropped final event still ends the run on the page.
 // Model output is untrusted: text nodes only.
 import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
-import { StepChart, evaluationSeries, formatErrorSeries, value } from "./_charts.js";
+import { StepChart, evaluationSeries, formatErrorSeries, noFormatErrors, value } from "./_charts.js";
 import { rolloutCard as storedRolloutCard } from "./_rollout_card.js";
 import { WritingPanel } from "./_writing.js";
 import { PhaseTimeline } from "./_phase_timeline.js";
@@ -38,7 +38,8 @@ const stepCharts = {
     { label: "first attempts", pick: value("reward/first_attempt") },
     { label: "retries", pick: value("reward/retry") }], yAtLeast: [0, 1] }),
   accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }], yAtLeast: [0, 1] }),
-  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers", yAtLeast: [0, 1] }),
+  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers", yAtLeast: [0, 1],
+                                                          measuredNone: noFormatErrors }),
   response_length: new StepChart(figure("response_length"), { series: [
     { label: "mean", pick: value("response_length/mean") }, { label: "max", pick: value("response_length/max") }], yLabel: "tokens" }),
   time_split: new StepChart(figure("time_split"), { series: [

@@ -82,3 +82,15 @@ def test_the_format_error_chart_draws_each_categorys_share_of_the_answers(page, 
     page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
     values = chart.locator(".u-legend .u-value").all_inner_texts()
     assert "0.125" in values  # step 3: 1 of 8 answers
+
+
+def test_a_run_whose_answers_all_passed_the_format_check_says_so_instead_of_no_data(page, alice, make_run):
+    run = make_run(state="succeeded", name="all well formed")
+    for step in (1, 2):
+        run.step_metrics.create(step=step, values={"rollouts": 4, "format_errors": {}})
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/runs/{run.pk}/")
+    chart = page.locator("[data-chart=format_errors]")
+    page.wait_for_function("() => document.querySelector('[data-chart=format_errors]').stepChart.rows.size === 2")
+    assert chart.locator(".chart-empty").inner_text() == "No answer failed the format check."
+    assert chart.locator("canvas").count() == 0  # nothing to draw, and no 0 drawn for a category never seen

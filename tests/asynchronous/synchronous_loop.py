@@ -1,7 +1,13 @@
 """The synchronous loop's exact numbers, recorded before asynchronous RL existed (tests/asynchronous/data).
 
-``python -m tests.asynchronous.synchronous_loop`` writes them again: do that only for a change meant to
-alter the synchronous loop's numbers, and say why in its commit.
+The answers, rewards and trained-sequence counts are the same on every x86 CPU. The losses, gradient norms
+and weights are not: ATen and oneDNN pick their float32 kernels by instruction set (AVX2 or AVX512), and
+those sum in another order, so the last bits differ. Those figures are therefore recorded once per compute
+dtype and kernel set, in a file named by both.
+
+``python -m tests.asynchronous.synchronous_loop`` writes the record of the kernel set it runs on (cap it with
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` to write the AVX2 one): do that only for a change meant
+to alter the synchronous loop's numbers, for every kernel set, and say why in its commit.
 """
 
 from __future__ import annotations
@@ -15,7 +21,25 @@ from pathlib import Path
 from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
 from trainer.problems import Problem
 
-RECORD = Path(__file__).parent / "data" / "synchronous_loop.json"
+RECORD_DIR = Path(__file__).parent / "data"
+STABLE_ACROSS_KERNEL_SETS = ("responses_sha256", "reward/mean", "learner/trained_sequences")
+
+
+def kernel_set() -> str:
+    """The instruction set ATen's CPU kernels use here: 'AVX512', 'AVX2', … (ATEN_CPU_CAPABILITY caps it)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def record_path(kernels: str | None = None) -> Path:
+    return RECORD_DIR / f"synchronous_loop.{synchronous_config().model.dtype}.{kernels or kernel_set()}.json"
+
+
+def stable_part(record: dict) -> dict:
+    """What no kernel set changes: the sampled answers, the rewards, how many sequences were trained."""
+    return {"responses_sha256": record["responses_sha256"],
+            "steps": [{name: step[name] for name in STABLE_ACROSS_KERNEL_SETS[1:]} for step in record["steps"]]}
 PROBLEMS = [Problem(f"p{i}", f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by") for i in range(4)]
 
 
@@ -57,6 +81,6 @@ def run_synchronous_loop(tokenizer, config=None) -> dict:
 if __name__ == "__main__":
     from trainer.models import smollm2_tokenizer
 
-    RECORD.parent.mkdir(exist_ok=True)
-    RECORD.write_text(json.dumps(run_synchronous_loop(smollm2_tokenizer()), indent=2) + "\n")
-    print(f"wrote {RECORD}")
+    path = record_path()
+    path.write_text(json.dumps(run_synchronous_loop(smollm2_tokenizer()), indent=2) + "\n")
+    print(f"wrote {path}")

@@ -16,6 +16,7 @@ from tests.verification.conftest import checked, make_config
 from trainer.verification.client import LeanVerifier
 from trainer.verification.shared_cache import PREFIX, RECENCY, SharedVerdictCache
 from trainer.verification.standin_server import StandinServerThread, StandinSettings
+from trainer.verification.verdicts import Verdict, VerificationResult
 
 PROOFS = ["norm_num", "decide", "rfl", "simp", "omega"]
 
@@ -95,6 +96,26 @@ def test_the_cache_keeps_at_most_its_size_dropping_the_least_recently_used(redis
     verdict_keys = [key for key in connection.scan_iter(PREFIX + "*")
                     if re.fullmatch(re.escape(PREFIX).encode() + rb"[0-9a-f]{64}", key)]
     assert len(verdict_keys) == 3
+
+
+def test_runs_storing_at_the_same_moment_leave_exactly_the_bound(redis_url):
+    """Each store trims what is over the bound; two stores that each saw the set over it must not both trim."""
+    verdict = VerificationResult(Verdict.VALID, is_standin_verdict=True)
+
+    async def store_racing():
+        caches = [SharedVerdictCache(redis_url, 3) for _ in range(8)]
+        await asyncio.gather(*(cache.put("server", f"norm_num -- {run} {n}", verdict)
+                               for run, cache in enumerate(caches) for n in range(5)))
+        for cache in caches:
+            await cache.aclose()
+        return caches
+
+    caches = asyncio.run(store_racing())
+    assert sum(cache.counts["stored"] for cache in caches) == 40
+    connection = redis.Redis.from_url(redis_url)
+    assert connection.zcard(RECENCY) == 3
+    assert len([key for key in connection.scan_iter(PREFIX + "*")
+                if re.fullmatch(re.escape(PREFIX).encode() + rb"[0-9a-f]{64}", key)]) == 3
 
 
 def test_a_redis_that_does_not_answer_leaves_the_verdicts_to_lean():

@@ -31,6 +31,18 @@ PREFIX = "lean-verdicts:v1:"
 RECENCY = PREFIX + "recency"  # sorted set: digest → last use (seconds since the epoch)
 NUMBERING = PREFIX + "numbering:"  # + server digest → the line numbering last probed on it
 
+# Store a verdict and trim to the bound in one step: two runs storing at once, each trimming by the size it
+# saw, would otherwise drop twice what is over the bound.
+STORE_AND_TRIM = """
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+if over > 0 then
+  local dropped = redis.call('ZPOPMIN', KEYS[2], over)
+  for i = 1, #dropped, 2 do redis.call('DEL', ARGV[5] .. dropped[i]) end
+end
+"""
+
 
 def server_digest(url: str, version: str) -> str:
     return hashlib.sha256(f"{url}\x00{version}".encode()).hexdigest()
@@ -75,6 +87,7 @@ class SharedVerdictCache:
         self.max_entries = max_entries
         self.counts: Counter[str] = Counter()
         self._redis = None
+        self._store_and_trim = None  # the script, registered on the client of this event loop
 
     @classmethod
     def from_environment(cls, max_entries: int) -> SharedVerdictCache | None:
@@ -107,15 +120,10 @@ class SharedVerdictCache:
         digest = verdict_digest(server_identity, checked_code)
         try:
             client = self._client()
-            async with client.pipeline(transaction=True) as pipeline:
-                pipeline.set(PREFIX + digest, encode(result))
-                pipeline.zadd(RECENCY, {digest: time.time()})
-                pipeline.zcard(RECENCY)
-                *_, size = await pipeline.execute()
-            if size > self.max_entries:
-                dropped = [member for member, _ in await client.zpopmin(RECENCY, size - self.max_entries)]
-                if dropped:
-                    await client.delete(*(PREFIX + (m.decode() if isinstance(m, bytes) else m) for m in dropped))
+            if self._store_and_trim is None:
+                self._store_and_trim = client.register_script(STORE_AND_TRIM)
+            await self._store_and_trim(keys=[PREFIX + digest, RECENCY],
+                                       args=[encode(result), digest, time.time(), self.max_entries, PREFIX])
             self.counts["stored"] += 1
         except Exception:  # noqa: BLE001 - the cache is an optimisation: the verdict stands without it
             self.counts["errors"] += 1
@@ -137,8 +145,10 @@ class SharedVerdictCache:
     def forget_connection(self) -> None:
         """For a new event loop: the old loop's connections cannot be used (nor closed) from it."""
         self._redis = None
+        self._store_and_trim = None
 
     async def aclose(self) -> None:
         if self._redis is not None:
             await self._redis.aclose()
             self._redis = None
+            self._store_and_trim = None

@@ -3,7 +3,8 @@
 Every plan (trainer/memory_plan.py) is only as good as its method, so ``python -m trainer
 memory-plan`` checks it (``validated``): the micro-step of a Qwen3-shaped model of 4 layers of
 hidden 512 (about 30M parameters, a 32,768-token vocabulary), one micro-batch of four packed
-sequences, 2,048 tokens, in the run's dtype with activation checkpointing, over 2 ranks under
+sequences, 2,048 tokens, in the run's dtype (float32 on a CPU without bfloat16 instructions, which
+would emulate it twenty times slower) with activation checkpointing, over 2 ranks under
 FSDP2: once on fake tensors (rank 0 of a fake group of 2), once for real as 2 CPU processes in a
 gloo group on this machine (``python -m trainer.memory_measurement measure``, one per rank), each
 rank's real peak read from the operating system (its resident high-water mark above what it held
@@ -48,16 +49,31 @@ VALIDATION_MICRO_BATCH_TOKENS = 2048
 VALIDATION_RANKS = 2
 
 
+def validation_dtype(config: RunConfig) -> tuple[str, str]:
+    """(the dtype the validation computes in, why): the run's GPU dtype where this CPU computes it natively.
+
+    The plan's method is the same in every dtype (its fake tensors carry it), so on a CPU that would emulate
+    bfloat16 (AVX2 only: about six minutes instead of twenty seconds for the step) the check runs in float32."""
+    from trainer.compute_dtype import cpu_bfloat16_verdict, cpu_report, resolve_compute_dtype
+
+    planned = resolve_compute_dtype(config.model.dtype, "cuda").dtype
+    is_fast, why = cpu_bfloat16_verdict(cpu_report())
+    if planned == "bfloat16" and not is_fast:
+        return "float32", f"float32 compute (not the run's bfloat16: {why})"
+    return planned, f"{planned} compute"
+
+
 def validation_config(config: RunConfig) -> RunConfig:
     """``config`` at a size this machine runs for real: 2 ranks, the validation's model, four 512-token sequences.
 
-    The run's dtype and optimizer settings stay; activation checkpointing is on, as the plan's
-    recipe runs it; the micro-batch is one of ``VALIDATION_MICRO_BATCH_TOKENS`` packed tokens.
+    The run's optimizer settings stay, and its dtype where this CPU computes it natively (``validation_dtype``);
+    activation checkpointing is on, as the plan's recipe runs it; the micro-batch is one of
+    ``VALIDATION_MICRO_BATCH_TOKENS`` packed tokens.
     """
     data = config.model_dump(mode="python")
     # The learner's method is what is checked: two ranks of learner, without an asynchronous run's rollout pool.
     data["cluster"] = {**data["cluster"], "num_gpus": VALIDATION_RANKS, "rollout_gpus": 0}
-    data["model"] = {**data["model"], "gradient_checkpointing": True}
+    data["model"] = {**data["model"], "gradient_checkpointing": True, "dtype": validation_dtype(config)[0]}
     data["rollout"] = {**data["rollout"], "engine": "transformers", "vllm_tensor_parallel_size": 1, "max_staleness": 0,
                        **VALIDATION_LENGTHS}
     data["retry"] = {**data["retry"], "max_prompt_tokens": VALIDATION_LENGTHS["max_prompt_tokens"]}
@@ -65,7 +81,7 @@ def validation_config(config: RunConfig) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
-def describe_validation(config: RunConfig, planned: LearnerMemory) -> str:
+def describe_validation(config: RunConfig, planned: LearnerMemory, dtype_why: str) -> str:
     """``validated["what"]``: the model, its tokens and ranks, and the machine, in words."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -76,8 +92,8 @@ def describe_validation(config: RunConfig, planned: LearnerMemory) -> str:
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     return (f"Qwen3-shaped model, {architecture.num_hidden_layers} layers of hidden {architecture.hidden_size}, "
-            f"vocabulary {architecture.vocab_size:,}, {parameters / 1e6:.1f}M parameters, {config.model.dtype} "
-            f"compute, float32 master weights, activation checkpointing; one micro-batch of "
+            f"vocabulary {architecture.vocab_size:,}, {parameters / 1e6:.1f}M parameters, {dtype_why}, "
+            f"float32 master weights, activation checkpointing; one micro-batch of "
             f"{planned.micro_batch_sequences} packed sequences, {planned.micro_batch_tokens:,} tokens; "
             f"{VALIDATION_RANKS} ranks under FSDP2 (gloo, one CPU process each); measured: the larger rank's "
             f"resident high-water mark above what it held after its imports and process-group start-up; "
@@ -95,7 +111,7 @@ def validate_on_cpu(config: RunConfig) -> dict[str, Any]:
     planned = plan_learner(small, transformers_config(*VALIDATION_ARCHITECTURE))
     measured = max(rank["peak_bytes"] for rank in measure_ranks(small))
     return {"predicted_mib": round(planned.peak_bytes / MIB, 1), "measured_mib": round(measured / MIB, 1),
-            "what": describe_validation(small, planned)}
+            "what": describe_validation(small, planned, validation_dtype(config)[1])}
 
 
 def measure_ranks(config: RunConfig) -> list[dict]:

@@ -5,6 +5,12 @@ Two ranks under FSDP2 (gloo), activation checkpointing, 4 layers of hidden 512, 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
+import pytest
 import torch
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
@@ -20,8 +26,40 @@ def test_the_planned_peak_of_a_two_rank_fsdp_step_is_within_a_quarter_of_the_mea
     assert validated["measured_mib"] > 29.4e6 * 16 / 2 / 2**20, validated
     what = validated["what"]
     for claim in ("4 layers of hidden 512", "2,048 tokens", "4 packed sequences", "2 ranks under FSDP2 (gloo",
-                  "activation checkpointing", "bfloat16 compute", "imports", "load average"):
+                  "activation checkpointing", "imports", "load average"):
         assert claim in what, (claim, what)
+    assert memory_measurement.validation_dtype(RunConfig.from_preset("h100x8"))[1] in what
+
+
+def computes_bfloat16_natively(env: dict) -> str:
+    return subprocess.run([sys.executable, "-c", "from trainer.compute_dtype import cpu_bfloat16_verdict, cpu_report; "
+                           "print(cpu_bfloat16_verdict(cpu_report())[0])"],
+                          capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+
+def validation_dtype_under(env: dict) -> list[str]:
+    """The validation's dtype and reason for the h100x8 preset (bfloat16), in a process with ``env``."""
+    script = ("import json; from trainer.config import RunConfig; from trainer.memory_measurement import "
+              "validation_config, validation_dtype; config = RunConfig.from_preset('h100x8'); "
+              "print(json.dumps([*validation_dtype(config), validation_config(config).model.dtype]))")
+    return json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                                     check=True).stdout)
+
+
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def test_on_a_cpu_that_would_emulate_bfloat16_the_validation_computes_in_float32_and_says_why():
+    dtype, why, configured = validation_dtype_under({**os.environ, **AVX2_ONLY})
+    assert (dtype, configured) == ("float32", "float32")
+    assert why.startswith("float32 compute (not the run's bfloat16: ") and "AVX2" in why
+
+
+def test_on_a_cpu_with_bfloat16_instructions_the_validation_computes_in_the_runs_bfloat16():
+    env = {key: value for key, value in os.environ.items() if key not in AVX2_ONLY}
+    if computes_bfloat16_natively(env) != "True":
+        pytest.skip("this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)")
+    assert validation_dtype_under(env) == ["bfloat16", "bfloat16 compute", "bfloat16"]
 
 
 def test_the_validation_runs_the_least_the_plans_claims_need():

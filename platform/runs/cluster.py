@@ -138,11 +138,23 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     }
 
 
-def requested_resources(config: RunConfig) -> dict[str, float]:
-    """What a run asks the cluster for: its GPUs, and ``cpus_per_worker`` for each GPU worker
+# Run kinds (runs.models.RunKind's values) whose trainer is one process on one device: SFT (trainer/sft.py)
+# and evaluation (trainer/evaluation_run.py). Plain strings: this module runs in the Ray image, without Django.
+ONE_GPU_KINDS = frozenset({"sft", "eval"})
+
+
+def gpus_used(num_gpus: int, kind: str = "rl") -> int:
+    """The GPUs a run of ``kind`` and ``cluster.num_gpus`` uses, so reserves from Ray and is charged against
+    quotas: every one for RL; at most one for SFT and evaluation, whose one process uses one GPU whatever
+    the preset's size (an h100x8 evaluation must not hold seven idle GPUs)."""
+    return min(num_gpus, 1) if kind in ONE_GPU_KINDS else num_gpus
+
+
+def requested_resources(config: RunConfig, kind: str = "rl") -> dict[str, float]:
+    """What a run asks the cluster for: its GPUs (gpus_used), and ``cpus_per_worker`` for each GPU worker
     (one worker in all for a CPU run). Dispatch and this check read the same numbers from here."""
-    workers = max(1, config.cluster.num_gpus)
-    return {"num_gpus": float(config.cluster.num_gpus), "num_cpus": float(config.cluster.cpus_per_worker * workers)}
+    gpus = gpus_used(config.cluster.num_gpus, kind)
+    return {"num_gpus": float(gpus), "num_cpus": float(config.cluster.cpus_per_worker * max(1, gpus))}
 
 
 def _count(value: float) -> str:
@@ -170,7 +182,7 @@ def _in_all(resources: dict[str, Any], key: str) -> str:
     return f"can grow to {count} in all (autoscaling)" if key in resources.get("autoscales", ()) else f"has {count} in all"
 
 
-def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]:
+def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
     """Why the run can never be scheduled on a cluster with ``available`` (cluster_resources, or
     reachable_resources for an autoscaling cluster).
 
@@ -179,7 +191,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
     field, the numbers, and what to change.
     """
     address = available.get("address", "the configured cluster")
-    requested = requested_resources(config)
+    requested = requested_resources(config, kind)
     problems: list[str] = []
     if available.get("alive_nodes", 0) == 0:
         return [f"the Ray cluster at {address} has no live nodes; start its head and workers, then launch the run again"]
@@ -211,7 +223,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
 
     cluster_cpus = float(available.get("num_cpus", 0.0))
     if requested["num_cpus"] > cluster_cpus:
-        workers = max(1, config.cluster.num_gpus)
+        workers = max(1, gpus_used(config.cluster.num_gpus, kind))
         cpus_each = int(cluster_cpus // workers)
         if cpus_each >= 1:
             fix = f"lower cluster.cpus_per_worker to at most {cpus_each} or add CPUs to the cluster"

@@ -92,7 +92,7 @@ def trainer_entrypoint(run) -> str:
 def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
-    requested = requested_resources(run.resolved_config)
+    requested = requested_resources(run.resolved_config, run.kind)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL,
                 # Lean's verdicts shared across runs (trainer/verification/shared_cache.py), in the same Redis.

@@ -94,6 +94,7 @@ from trainer.ranks import (
     EngineGroups,
     RankPosition,
     check_world_fits_config,
+    in_flight_share,
     owned_slot_indices,
     rollout_tensor_parallel_size,
 )
@@ -531,6 +532,13 @@ class DataParallelRun(TrainingRun):
         self._verifier_cache_counts = (0, 0)
 
     # --- start and end ---------------------------------------------------------------------------
+
+    def verifier_config(self):
+        # verifier.max_in_flight is the run's, shared by the ranks that score: every rank its share of the
+        # training step's scoring, or rank 0 all of it when a rollout pool feeds the run (rank 0 scores alone).
+        scoring_ranks = 1 if self.is_asynchronous else self.group.world_size
+        share = in_flight_share(self.config.verifier.max_in_flight, scoring_ranks, self.group.rank)
+        return self.config.verifier.model_copy(update={"max_in_flight": share})
 
     def run(self) -> RunStatus:
         if self.group.rank != 0:

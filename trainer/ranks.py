@@ -54,6 +54,19 @@ def check_cuda_for_gpus(num_gpus: int, environ: Mapping[str, str] = os.environ) 
     )
 
 
+# --- the run's shared budgets ------------------------------------------------------------------------
+
+
+def in_flight_share(max_in_flight: int, scoring_ranks: int, rank: int) -> int:
+    """This rank's part of verifier.max_in_flight, a budget for the whole run (the Lean server's REPLs are
+    sized by it, deploy/README.md): split as evenly as it goes, the first ranks taking the remainder, and
+    at least one proof per scoring rank, so a budget below the rank count holds one per rank."""
+    if rank >= scoring_ranks:
+        return max_in_flight  # a rank that scores nothing for the run: its budget is never drawn on
+    base, remainder = divmod(max_in_flight, scoring_ranks)
+    return max(1, base + (1 if rank < remainder else 0))
+
+
 # --- where this process stands --------------------------------------------------------------------
 
 

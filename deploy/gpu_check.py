@@ -1,50 +1,56 @@
-"""The proof for the day a GPU is lent: the recipe's learner step at its real size, against the memory plan.
+"""The proof for the day a GPU is lent: everything one GPU can show, in one run of under 8 minutes.
 
-Run it on one GPU (written for an H200, 141 GB, no internet, vLLM usually absent; it ends
-within 8 minutes):
+Run it on one GPU (written for an H200, 141 GB; no internet, no vLLM):
 
     python deploy/gpu_check.py --output gpu_check.json
 
-What it does, in order, printing as it goes and writing every figure to ``--output``:
+Each check runs in turn, prints as it goes, and records its figures (or why it failed) in the one
+JSON file ``--output``; a failed check does not stop the ones after it, and a check that would
+start past the deadline is skipped and says so. The last line names the checks that passed,
+failed and were skipped. Nothing is downloaded: the model is Qwen3-1.7B's architecture (the
+recipe's Kimina-Prover-Distill-1.7B) at random weights, with a tokenizer of its vocabulary built
+in memory.
 
-1. Builds Qwen3-1.7B's architecture (the recipe's Kimina-Prover-Distill-1.7B: hidden 2048,
-   28 layers, 16 heads, 8 KV heads, MLP 6144, vocabulary 151,936, tied embeddings) at random
-   weights, directly on the GPU, with a tokenizer of the same vocabulary built in memory.
-   Nothing is downloaded.
-2. The memory plan (trainer/memory_plan.py) predicts the peak of one learner micro-step of
-   one full-length sequence (8,192 prompt + 24,576 response tokens) on this one GPU, on fake
-   tensors, before anything real runs.
-3. The same step for real, through ``Learner.step`` (chunked log-probabilities, token-budget
-   micro-batches, the whole Dr.GRPO update), after a short warm-up step that creates AdamW's
-   states as they stand in a running job: the measured peak
-   (``torch.cuda.max_memory_allocated``) against the prediction, and the learner's tokens/s.
-4. The transformers engine generates (the rollout engine of a GPU without vLLM): tokens/s.
-5. With vLLM installed: vLLM loads the same random model, samples, takes the learner's weights
-   (``push_weights``) and its log-probabilities must move to the learner's. Without vLLM these
-   checks are skipped with a line that says so.
+The checks, in order (``CHECKS``):
 
-Exits 2 with the reason when no CUDA GPU is visible, 1 when a check fails, 0 otherwise.
+- ``cuda_fail_fast``: a run asking for a GPU, started with no GPU visible, fails at start naming
+  the cause (trainer/ranks.py: check_cuda_for_gpus) instead of training on the CPU.
+- ``bfloat16``: the GPU computes bfloat16, and ``model.dtype: auto`` resolves to it.
+- ``fsdp2_on_nccl``: one rank joins an NCCL process group, shards Qwen3-1.7B's widths (two
+  layers) with the learner's FSDP2 (trainer/sharding.py), and its loss and gradient norm equal
+  the unsharded model's.
+- ``learner_step``: the memory plan's prediction of one learner micro-step at the recipe's
+  lengths (8,192 + 24,576 tokens) beside the measured peak of ``Learner.step`` at the real
+  widths (it fails beyond ±25%), and the learner's tokens/s.
+- ``packed_attention``: the attention path the learner chose on CUDA, and two answers packed in
+  one micro-batch score as each alone.
+- ``transformers_engine``: the transformers engine generates; after a learner step and a weight
+  push, its log-probabilities of what it samples match the learner's (the train–inference gap).
+
+Exits 2 with the reason when no CUDA GPU is visible, 1 when a check failed or was skipped, 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
-from trainer import memory_plan
-from trainer.config import RunConfig
-from trainer.driver import release_cached_accelerator_memory
-from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of
-from trainer.rollout.base import SamplingSettings
-from trainer.rollout.engines import build_engine
+REPO_DIR = Path(__file__).resolve().parent.parent
+if str(REPO_DIR) not in sys.path:  # run as a file (python deploy/gpu_check.py): the trainer is importable
+    sys.path.insert(0, str(REPO_DIR))
 
-if __package__ in (None, ""):  # run as a file: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trainer import memory_plan  # noqa: E402 - after the path above
+from trainer.config import RunConfig  # noqa: E402
+from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of  # noqa: E402
+from trainer.rollout.base import SamplingSettings  # noqa: E402
+from trainer.rollout.engines import build_engine  # noqa: E402
 
 MODEL = "Qwen/Qwen3-1.7B"  # the architecture of AI-MO/Kimina-Prover-Distill-1.7B
 DEADLINE_S = 8 * 60
@@ -72,22 +78,24 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         print(f"gpu_check: {problem}", file=sys.stderr)
         return 2
-    figures: dict = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    import torch
+
+    figures: dict = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "gpu": torch.cuda.get_device_name(0),
+                     "gpu_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 1024**3, 1),
+                     "torch": torch.__version__, "cuda": torch.version.cuda, "checks": {}}
+    print(f"GPU: {figures['gpu']} ({figures['gpu_memory_gib']} GiB), torch {torch.__version__}, CUDA {torch.version.cuda}")
+    context = {"args": args, "config": _one_gpu_config(args, figures["gpu_memory_gib"]),
+               "tokenizer": _tokenizer_of_the_vocabulary()}
     started = time.perf_counter()
-    status = 0
     try:
-        _run_checks(args, figures, started)
-    except CheckFailed as failure:
-        figures["failed"] = str(failure)
-        print(f"\nFAILED: {failure}", file=sys.stderr)
-        status = 1
+        run_checks(CHECKS, context, figures["checks"], started)
     finally:
         figures["seconds"] = round(time.perf_counter() - started, 1)
-        Path(args.output).write_text(json.dumps(figures, indent=2))
+        Path(args.output).write_text(json.dumps(figures, indent=2, default=str))
         print(f"\nfigures written to {args.output} ({figures['seconds']:.0f} s in all)")
-    if status == 0:
-        print("all GPU checks passed")
-    return status
+        print(summary_line(figures["checks"]))
+    return 0 if all(result["outcome"] == "passed" for result in figures["checks"].values()) else 1
 
 
 def _missing_requirement() -> str | None:
@@ -99,38 +107,217 @@ def _missing_requirement() -> str | None:
     return None
 
 
-def _run_checks(args: argparse.Namespace, figures: dict, started: float) -> None:
-    import importlib.util
+def run_checks(checks, context: dict, results: dict, started: float, deadline_s: float = DEADLINE_S) -> None:
+    """Each check in turn, its figures or its failure in ``results[name]``; a failure never stops the next one,
+    and none starts past the deadline (the lent GPU goes back at a fixed time)."""
+    for name, check in checks:
+        elapsed = time.perf_counter() - started
+        if elapsed > deadline_s:
+            results[name] = {"outcome": "skipped", "reason": f"{elapsed:.0f} s gone of the {deadline_s:.0f} s allowed"}
+            print(f"\n[{name}] skipped: out of time")
+            continue
+        print(f"\n[{name}]")
+        check_started = time.perf_counter()
+        try:
+            results[name] = {"outcome": "passed", **check(context)}
+        except Exception as error:  # noqa: BLE001 - one check's failure is its figure; the next one still runs
+            reason = str(error) if isinstance(error, CheckFailed) else f"{type(error).__name__}: {error}"
+            results[name] = {"outcome": "failed", "reason": reason, "traceback": traceback.format_exc()[-4000:]}
+            print(f"    FAILED: {reason}", file=sys.stderr)
+        results[name]["seconds"] = round(time.perf_counter() - check_started, 1)
 
+
+def summary_line(results: dict) -> str:
+    """The last line printed: which checks passed, which failed, which were skipped."""
+    by_outcome = {outcome: [name for name, result in results.items() if result["outcome"] == outcome]
+                  for outcome in ("passed", "failed", "skipped")}
+    parts = [f"{outcome} {len(names)} ({', '.join(names)})" if names else f"{outcome} 0"
+             for outcome, names in by_outcome.items()]
+    return f"gpu_check: {len(by_outcome['passed'])}/{len(results)} checks passed; " + "; ".join(parts)
+
+
+# --- the checks ------------------------------------------------------------------------------------------------
+
+
+def check_cuda_fail_fast(context: dict) -> dict:
+    """`trainer run` with one GPU asked for and none visible: it must fail at start and name the cause."""
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
+        promptset = Path(folder) / "problems.jsonl"
+        promptset.write_text(json.dumps({"problem_id": "p", "formal_statement": STATEMENT}) + "\n")
+        environment = {name: value for name, value in os.environ.items() if name != "TRAINER_CPU_STANDS_IN_FOR_GPUS"}
+        environment.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(REPO_DIR))
+        started = time.perf_counter()
+        result = subprocess.run(
+            [sys.executable, "-m", "trainer", "run", "--preset", "cpu-demo", "--set", "cluster.num_gpus=1",
+             "--promptset", str(promptset), "--output", str(Path(folder) / "run")],
+            cwd=REPO_DIR, env=environment, capture_output=True, text=True, timeout=120)
+        seconds = time.perf_counter() - started
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    reason = events[-1]["payload"].get("reason", "") if events and events[-1]["type"] == "run_finished" else ""
+    print(f"    exit {result.returncode} after {seconds:.1f} s: {reason or result.stderr[-300:]}")
+    if result.returncode == 0 or "no working CUDA" not in reason:
+        raise CheckFailed(f"a one-GPU run without a visible GPU did not fail at start naming the cause "
+                          f"(exit {result.returncode}, reason {reason!r})")
+    return {"exit_code": result.returncode, "reason": reason, "seconds_to_fail": round(seconds, 1)}
+
+
+def check_bfloat16(context: dict) -> dict:
     import torch
 
-    figures["gpu"] = torch.cuda.get_device_name(0)
-    figures["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 1024**3, 1)
-    figures["torch"] = torch.__version__
-    print(f"GPU: {figures['gpu']} ({figures['gpu_memory_gib']} GiB), torch {torch.__version__}")
-    config = _one_gpu_config(args, figures["gpu_memory_gib"])
-    tokenizer = _tokenizer_of_the_vocabulary()
+    from trainer.compute_dtype import resolve_compute_dtype
 
-    figures["plan"] = _plan(config)
-    _deadline(started, "the memory plan")
-    learner = _learner(config, tokenizer, figures)
-    figures["learner"] = _learner_step(learner, config, figures["plan"])
-    _deadline(started, "the learner step")
-    figures["transformers_engine"] = _transformers_generation(config, learner, tokenizer, args)
-    _deadline(started, "the transformers engine")
-    if importlib.util.find_spec("vllm") is None:
-        line = "vLLM is not installed here: skipping the vLLM checks (sampling, weight push, log-prob agreement)"
-        print(f"\n[5] {line}")
-        figures["vllm"] = {"skipped": line}
-    else:
-        figures["vllm"] = _vllm_checks(config, learner, tokenizer, args)
-    _deadline(started, "the vLLM checks")
+    resolved = resolve_compute_dtype("auto", "cuda")
+    left = torch.randn(1024, 1024, device="cuda")
+    right = torch.randn(1024, 1024, device="cuda")
+    exact = left @ right
+    error = ((left.bfloat16() @ right.bfloat16()).float() - exact).abs().max().item() / exact.abs().max().item()
+    print(f"    bf16 supported: {torch.cuda.is_bf16_supported()}; auto resolves to {resolved.dtype}; "
+          f"1024² matmul relative error {error:.2e}")
+    if not torch.cuda.is_bf16_supported() or resolved.dtype != "bfloat16":
+        raise CheckFailed(f"bfloat16 is not this GPU's compute dtype (auto resolves to {resolved.dtype}: {resolved.reason})")
+    if error > 2e-2:
+        raise CheckFailed(f"a bfloat16 matmul is off by {error:.2e} of its largest value")
+    return {"is_bf16_supported": True, "auto_resolves_to": resolved.dtype, "matmul_relative_error": error}
 
 
-def _deadline(started: float, after: str) -> None:
-    elapsed = time.perf_counter() - started
-    if elapsed > DEADLINE_S:
-        raise CheckFailed(f"{elapsed:.0f} s after {after}: over the {DEADLINE_S} s this check may take")
+def check_fsdp2_on_nccl(context: dict) -> dict:
+    """One rank on NCCL: the learner's FSDP2 sharding of Qwen3-1.7B's widths (two layers) computes as the plain model."""
+    import copy
+
+    import torch
+    import torch.distributed as dist
+    from transformers import AutoModelForCausalLM
+
+    from deploy.services import free_port
+    from trainer.sharding import shard_with_fsdp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        total = torch.ones(4, device="cuda")
+        dist.all_reduce(total)
+        architecture = architecture_of(context["config"])
+        architecture.num_hidden_layers = 2
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            plain = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+        sharded = shard_with_fsdp(copy.deepcopy(plain), torch.bfloat16)
+        input_ids = torch.randint(3, architecture.vocab_size, (1, 1024), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            plain_loss = plain(input_ids=input_ids, labels=input_ids).loss
+        plain_loss.backward()
+        sharded_loss = sharded(input_ids=input_ids, labels=input_ids).loss
+        sharded_loss.backward()
+        plain_norm = _gradient_norm(plain)
+        sharded_norm = _gradient_norm(sharded)
+    finally:
+        dist.destroy_process_group()
+    figures = {"nccl_version": ".".join(map(str, torch.cuda.nccl.version())), "all_reduce": total.tolist(),
+               "plain_loss": plain_loss.item(), "sharded_loss": sharded_loss.item(),
+               "plain_grad_norm": plain_norm, "sharded_grad_norm": sharded_norm}
+    print(f"    NCCL {figures['nccl_version']}: loss {figures['plain_loss']:.4f} plain, {figures['sharded_loss']:.4f} "
+          f"sharded; gradient norm {plain_norm:.4f} plain, {sharded_norm:.4f} sharded")
+    if total.tolist() != [1.0] * 4:
+        raise CheckFailed(f"an all-reduce over one NCCL rank changed its tensor: {total.tolist()}")
+    if abs(figures["plain_loss"] - figures["sharded_loss"]) > 2e-2 * abs(figures["plain_loss"]):
+        raise CheckFailed(f"FSDP2's loss {figures['sharded_loss']:.4f} differs from the plain model's {figures['plain_loss']:.4f}")
+    if abs(plain_norm - sharded_norm) > 5e-2 * plain_norm:
+        raise CheckFailed(f"FSDP2's gradient norm {sharded_norm:.4f} differs from the plain model's {plain_norm:.4f}")
+    return figures
+
+
+def _gradient_norm(model) -> float:
+    squares = 0.0
+    for parameter in model.parameters():
+        if parameter.grad is not None:
+            gradient = parameter.grad.full_tensor() if hasattr(parameter.grad, "full_tensor") else parameter.grad
+            squares += float(gradient.float().pow(2).sum())
+    return squares ** 0.5
+
+
+def check_learner_step(context: dict) -> dict:
+    """The memory plan's prediction, then the step for real at the real widths and lengths: measured beside planned."""
+    config = context["config"]
+    plan = _plan(config)
+    context["learner"] = _learner(config, context["tokenizer"], context)
+    return {"plan": plan, **_learner_step(context["learner"], config, plan),
+            "parameters": context.get("parameters")}
+
+
+def check_packed_attention(context: dict) -> dict:
+    """The learner's attention on CUDA, and packing: two answers in one micro-batch score as each alone."""
+    import torch
+
+    learner = _learner_of(context)
+    first, second = _sequences(context["config"], 512, 1024)
+    packed = learner.old_logprobs([[first, second]])  # one micro-batch: the budget holds both
+    alone = {**learner.old_logprobs([[first]]), **learner.old_logprobs([[second]])}
+    difference = max(float((packed[key] - alone[key]).abs().max()) for key in packed)
+    path = learner.attention_path.implementation if learner.attention_path is not None else "not packing"
+    print(f"    {learner.attention_note}\n    packed against alone: max |Δ log-prob| {difference:.2e}")
+    torch.cuda.empty_cache()
+    if difference > 5e-2:
+        raise CheckFailed(f"packed answers score differently from each alone: max |Δ log-prob| {difference:.3f} "
+                          f"on the {path} path")
+    return {"attention_path": path, "note": learner.attention_note, "packed_vs_alone_max_abs_diff": difference}
+
+
+def check_transformers_engine(context: dict) -> dict:
+    """Generation's speed, then the weight push: after the learner moves, the engine's log-probabilities of what it
+    samples are far from the learner's until the push, and as close as at the start after it (the gap that
+    Learner.step measures, trainer/rollout/gap.py)."""
+    args, learner = context["args"], _learner_of(context)
+    generation = _transformers_generation(context["config"], learner, context["tokenizer"], args)
+    engine = build_engine(context["config"], learner.model, context["tokenizer"])  # a bfloat16 copy of the learner
+    try:
+        sampling = SamplingSettings(n=4, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=128, seed=1)
+        prompt_ids = _check_prompt(context["tokenizer"])
+        fresh = learner.step(_sampled_sequences(engine, prompt_ids, sampling))
+        learner.optimizer.param_groups[0]["lr"] = 1e-3  # for this check only: the step must visibly move the model
+        learner.step(_sequences(context["config"], 64, 64, vocabulary=learner.model.config.vocab_size))
+        stale = learner.step(_sampled_sequences(engine, prompt_ids, sampling))  # the copy still has the old weights
+        engine.push_weights(learner.model)
+        pushed = learner.step(_sampled_sequences(engine, prompt_ids, sampling))
+    finally:
+        engine.close()
+    gap = {"fresh_mean": fresh["logprob_abs_diff_mean"], "stale_mean": stale["logprob_abs_diff_mean"],
+           "pushed_mean": pushed["logprob_abs_diff_mean"], "pushed_max": pushed["logprob_abs_diff_max"]}
+    print(f"    train–inference gap (mean nats): {gap['fresh_mean']:.4f} at the start, {gap['stale_mean']:.4f} after the "
+          f"learner moved, {gap['pushed_mean']:.4f} after the push (max {gap['pushed_max']:.4f})")
+    if not gap["pushed_mean"] < gap["stale_mean"] / 2:
+        raise CheckFailed(f"the push did not close the gap ({gap['stale_mean']:.4f} → {gap['pushed_mean']:.4f} nats): "
+                          "the engine does not sample from the pushed weights")
+    if gap["pushed_mean"] > 2 * gap["fresh_mean"] + 1e-3:
+        raise CheckFailed(f"after the push the gap is {gap['pushed_mean']:.4f} nats, against {gap['fresh_mean']:.4f} "
+                          "at the start: the pushed weights are not the learner's")
+    return {"generation": generation, "gap": gap}
+
+
+def _sampled_sequences(engine, prompt_ids: list[int], sampling: SamplingSettings):
+    """What the engine sampled, as the learner trains it, with the engine's log-probabilities for the gap."""
+    from trainer.batching import TrainingSequence
+
+    return [TrainingSequence(prompt_ids=prompt_ids, response_ids=list(generation.token_ids),
+                             advantage=0.5 if index % 2 == 0 else -0.5, group_key="g0", rollout_key=f"s{index}",
+                             sampled_logprobs=generation.logprobs)
+            for index, generation in enumerate(engine.generate([prompt_ids], sampling))]
+
+
+def _learner_of(context: dict):
+    if "learner" not in context:
+        raise CheckFailed("needs the learner of the learner_step check, which did not build it")
+    return context["learner"]
+
+
+CHECKS = [
+    ("cuda_fail_fast", check_cuda_fail_fast),
+    ("bfloat16", check_bfloat16),
+    ("fsdp2_on_nccl", check_fsdp2_on_nccl),
+    ("learner_step", check_learner_step),
+    ("packed_attention", check_packed_attention),
+    ("transformers_engine", check_transformers_engine),
+]
 
 
 def _one_gpu_config(args: argparse.Namespace, gpu_memory_gib: float):
@@ -194,14 +381,13 @@ def _learner(config, tokenizer, figures: dict):
     return learner
 
 
-def _sequences(config, prompt_tokens: int, response_tokens: int, count: int = 2):
+def _sequences(config, prompt_tokens: int, response_tokens: int, count: int = 2, vocabulary: int = 151_000):
     """Full-length sequences with advantages of both signs (no Lean here: the rewards are made up, and labelled so)."""
     import random
 
     from trainer.batching import TrainingSequence
 
     rng = random.Random(0)
-    vocabulary = 151_000
     return [TrainingSequence(prompt_ids=[rng.randrange(3, vocabulary) for _ in range(prompt_tokens)],
                              response_ids=[rng.randrange(3, vocabulary) for _ in range(response_tokens)],
                              advantage=0.5 if index % 2 == 0 else -0.5, group_key="g0", rollout_key=f"r{index}")
@@ -267,69 +453,6 @@ def _timed_generation(engine, prompt_ids: list[int], args) -> tuple[int, int, fl
     if len(generations) != args.samples * args.prompts:
         raise CheckFailed(f"expected {args.samples * args.prompts} samples, got {len(generations)}")
     return len(generations), tokens, seconds
-
-
-def _vllm_checks(config, learner, tokenizer, args) -> dict:
-    """vLLM serves the random model, samples, takes the learner's weights, and then scores text as the learner does."""
-    import torch
-    import vllm
-
-    from trainer.rollout.vllm_engine import VllmEngine
-
-    print(f"\n[5] vLLM {vllm.__version__}: sampling, the hand-over and the weight push")
-    with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
-        learner.model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        vllm_config = RunConfig.model_validate({**config.model_dump(mode="python"),
-                                                "model": {**config.model.model_dump(), "name_or_path": folder},
-                                                "rollout": {**config.rollout.model_dump(), "engine": "vllm",
-                                                            "vllm_gpu_memory_utilization": 0.4}})
-        torch.cuda.empty_cache()
-        engine = VllmEngine.from_config(vllm_config, learner.model, tokenizer)
-        try:
-            prompt_ids = _check_prompt(tokenizer)
-            _, tokens, seconds = _timed_generation(engine, prompt_ids, args)
-
-            fixed = prompt_ids[:64]
-            before = _vllm_token_logprobs(engine, fixed)
-            engine.sleep()
-            learner.optimizer.param_groups[0]["lr"] = 1e-3  # for this check only: one step must visibly move the model
-            learner.step(_sequences(config, 64, 64))
-            release_cached_accelerator_memory()
-            started = time.perf_counter()
-            engine.push_weights(learner.model)
-            push_seconds = time.perf_counter() - started
-            after = _vllm_token_logprobs(engine, fixed)
-            learner_now = _learner_token_logprobs(learner, fixed)
-        finally:
-            engine.close()
-    gap_before = statistics.fmean(abs(a - b) for a, b in zip(before, learner_now))
-    gap_after = statistics.fmean(abs(a - b) for a, b in zip(after, learner_now))
-    print(f"    weights pushed in {push_seconds:.2f} s; mean |vLLM − learner| log-prob {gap_before:.4f} nats before "
-          f"the push, {gap_after:.4f} after")
-    if not gap_after < gap_before:
-        raise CheckFailed(f"vLLM did not move toward the learner ({gap_before:.4f} → {gap_after:.4f} nats)")
-    return {"tokens_per_second": round(tokens / seconds, 1), "weight_push_seconds": round(push_seconds, 2),
-            "logprob_gap_before_push": gap_before, "logprob_gap_after_push": gap_after}
-
-
-def _vllm_token_logprobs(engine, token_ids: list[int]) -> list[float]:
-    import vllm
-
-    engine.wake()
-    params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-    (output,) = engine.llm.generate([{"prompt_token_ids": token_ids}], sampling_params=params, use_tqdm=False)
-    return [entry[token].logprob for token, entry in zip(token_ids[1:], output.prompt_logprobs[1:])]
-
-
-def _learner_token_logprobs(learner, token_ids: list[int]) -> list[float]:
-    import torch
-
-    with torch.no_grad(), learner._autocast():
-        input_ids = torch.tensor([token_ids], device=learner.device)
-        logits = learner.model(input_ids=input_ids, use_cache=False).logits[0, :-1].float()  # (T-1, V)
-    log_probs = torch.log_softmax(logits, dim=-1)
-    return log_probs.gather(-1, input_ids[0, 1:].unsqueeze(-1)).squeeze(-1).tolist()
 
 
 def cli(argv: list[str] | None = None) -> int:

@@ -54,6 +54,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Dataset folders the platform's own processes may import from (tests/promptsets put theirs here).
 os.environ.setdefault("PROMPTSET_IMPORT_ROOTS", str(_root / "datasets"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# CPU processes stand in for the GPUs of the layouts under test (several learner ranks, a rollout pool);
+# without it a run with cluster.num_gpus > 0 refuses to start on this GPU-less machine (trainer/ranks.py).
+os.environ.setdefault("TRAINER_CPU_STANDS_IN_FOR_GPUS", "1")
 
 os.environ["LEANRL_TEST_SERVICES_SET"] = ",".join(sorted(set(os.environ) - _already_set))
 

@@ -12,6 +12,10 @@ A checkpoint is a folder ``<output>/checkpoints/step_000005/``:
 Beside the checkpoints, the run folder keeps two records a later attempt reads: the last event
 number the run published (``last_event_seq.json``) and its evaluations (``evaluations.jsonl``).
 
+Resuming reads the ``.pt`` files as data only (``load_plain_data``: PyTorch's weights-only unpickler,
+admitting the trainer's own records by name) and the weights from safetensors, so a checkpoint on
+the shared artifacts volume cannot run code in the trainer that resumes from it.
+
 It is written to a temporary sibling folder and renamed into place only when complete,
 so a run stopped mid-save (SIGTERM from Ray's stop_job) leaves no half-written checkpoint.
 """
@@ -90,9 +94,11 @@ def capture_global_rng_states() -> dict:
     import numpy
     import torch
 
+    kind, keys, position, has_gauss, cached_gaussian = numpy.random.get_state()
     states = {
         "python": random.getstate(),
-        "numpy": numpy.random.get_state(),
+        # Plain ints, not an ndarray: a safe load (weights_only) refuses numpy's own pickles.
+        "numpy": (kind, [int(key) for key in keys], position, has_gauss, cached_gaussian),
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -107,7 +113,8 @@ def restore_global_rng_states(states: dict) -> None:
     if "python" in states:
         random.setstate(states["python"])
     if "numpy" in states:
-        numpy.random.set_state(states["numpy"])
+        kind, keys, *rest = states["numpy"]
+        numpy.random.set_state((kind, numpy.asarray(keys, dtype=numpy.uint32), *rest))
     if "torch" in states:
         torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
@@ -189,7 +196,6 @@ def save_checkpoint(
 
 def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) -> TrainerState:
     """Load weights (and optimizer state, if given) into the live objects; returns the rest."""
-    import torch
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
@@ -206,10 +212,9 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) ->
     _check_only_tied_weights_missing(model, result.missing_keys, result.unexpected_keys, folder)
     _retie_weights(model)
     if optimizer is not None:
-        # Our own file, written by save_checkpoint: it holds plain Python containers and tensors.
-        optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=False)
+        optimizer_state = load_plain_data(folder / "optimizer.pt")
         set_optimizer_state_dict(model, optimizer, optimizer_state, options=_full_state_dict_options())
-    saved = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
+    saved = load_plain_data(folder / "trainer_state.pt")
     return TrainerState(
         step=saved["step"],
         next_event_seq=saved["next_event_seq"],
@@ -219,6 +224,38 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) ->
         extra=saved.get("extra", {}),
         verifier_state=saved.get("verifier_state"),
     )
+
+
+def _checkpoint_data_classes() -> list:
+    """The trainer's own records a checkpoint keeps (in-flight prompt slots, cached verdicts): plain fields, no code."""
+    from trainer.problems import Problem
+    from trainer.rollouts import PromptSlot
+    from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+
+    return [Problem, PromptSlot, LeanMessage, Verdict, VerificationResult]
+
+
+def load_plain_data(path: Path):
+    """A checkpoint's ``.pt`` file as data: tensors, Python containers and the trainer's own records, nothing else.
+
+    The artifacts volume is shared: whoever can write a checkpoint there must not be able to run code
+    in the trainer that resumes from it, as a full unpickling (``weights_only=False``) would let them.
+    Weights are never read from here: they load from the model folder's safetensors.
+    """
+    import pickle
+
+    import torch
+
+    try:
+        with torch.serialization.safe_globals(_checkpoint_data_classes()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"refusing to load {str(path)!r}: it holds more than tensors and plain data ({str(error).splitlines()[0]}), "
+            "so loading it could run code. A checkpoint written before checkpoints became plain data (or one someone "
+            "altered) cannot be resumed; start a new run from its weights instead (model.init_checkpoint set to the "
+            "checkpoint's model folder, which loads only safetensors)"
+        ) from None
 
 
 def _tied_parameter_names(model) -> set[str]:

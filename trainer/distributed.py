@@ -94,11 +94,13 @@ from trainer.ranks import (
     EngineGroups,
     RankPosition,
     check_world_fits_config,
+    in_flight_share,
     owned_slot_indices,
     rollout_tensor_parallel_size,
 )
 from trainer.rollout.base import rollout_dtype
 from trainer.rollout.engines import build_engine
+from trainer.rollout.gap import combine_train_inference_gaps
 from trainer.rollout.replica import ReplicaRolloutEngine
 from trainer.rollouts import Rollout
 
@@ -496,7 +498,7 @@ def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
     Each rank's loss is its part of the batch scaled by world_size (the learner's micro-batch
     scale), so their mean is the batch's loss; tokens and sequences add up; clip fractions are
     recounted over all tokens (None when no rank trained a token); the gradient norm is already
-    global (clipping reduces it).
+    global (clipping reduces it); the train–inference gap covers every rank's tokens.
     """
     combined = dict(per_rank[0])
     tokens = sum(metrics["tokens"] for metrics in per_rank)
@@ -506,6 +508,7 @@ def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
     for name in ("clip_low", "clip_high", "dual_clip"):
         combined[f"{name}_tokens"] = sum(metrics[f"{name}_tokens"] for metrics in per_rank)
     combined["seconds"] = max(metrics["seconds"] for metrics in per_rank)
+    combined.update(combine_train_inference_gaps(per_rank))
     return with_token_rates(combined)
 
 
@@ -530,6 +533,13 @@ class DataParallelRun(TrainingRun):
 
     # --- start and end ---------------------------------------------------------------------------
 
+    def verifier_config(self):
+        # verifier.max_in_flight is the run's, shared by the ranks that score: every rank its share of the
+        # training step's scoring, or rank 0 all of it when a rollout pool feeds the run (rank 0 scores alone).
+        scoring_ranks = 1 if self.is_asynchronous else self.group.world_size
+        share = in_flight_share(self.config.verifier.max_in_flight, scoring_ranks, self.group.rank)
+        return self.config.verifier.model_copy(update={"max_in_flight": share})
+
     def run(self) -> RunStatus:
         if self.group.rank != 0:
             return super().run()
@@ -542,6 +552,7 @@ class DataParallelRun(TrainingRun):
         if self._is_cancelling:
             return
         self._is_cancelling = True
+        self._start_stop_deadline("SIGTERM")
         raise RunCancelled()
 
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:

@@ -308,10 +308,14 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if self.scorer is None:
             self.scorer = self._lean_scorer()
 
+    def verifier_config(self):
+        """This process's Lean client settings: the run's (a data-parallel rank takes its share of them)."""
+        return self.config.verifier
+
     def _lean_scorer(self):
         # The server's URL names its Lean environment in the verdict cache.
         self.verifier = LeanVerifier(
-            self.config.verifier, environment=self.config.verifier.url,
+            self.verifier_config(), environment=self.config.verifier.url,
             allow_native_decide=self.config.reward.allow_native_decide,
             shared_cache=SharedVerdictCache.from_environment(self.config.verifier.shared_cache_size),
         )

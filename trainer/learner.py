@@ -185,6 +185,8 @@ class Learner:
         self.tokenizer = tokenizer
         # Joined first: it picks this rank's GPU, which the model must then move to.
         self.is_sharded = init_distributed_from_env(config.cluster.num_gpus)
+        # The CPU with num_gpus > 0 only where the run's start allowed it (check_cuda_for_gpus: a named CPU
+        # stand-in for GPUs) or for the memory plan's fake tensors; a real run without CUDA never gets here.
         is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
         self.device = torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
         self.compute_dtype = resolve_compute_dtype(config.model.dtype, self.device.type).torch_dtype()

@@ -6,17 +6,42 @@ RUN_STARTED and its work), and whatever happens publishes RUN_FINISHED: ``succee
 ``cancelled`` on SIGTERM (Ray's stop_job) or SIGINT (Ctrl-C). Then it keeps the last event number
 beside the checkpoints, so that a later attempt numbers its events after these. Files are never
 half-written by a cancel: checkpoints are renamed into place only when complete.
+
+A cancel is bounded in time. Ray stops a job with SIGTERM, waits RAY_JOB_STOP_WAIT_TIME_S (3 s by
+default; the platform sends the setting with every job) and then SIGKILLs it, so a run whose
+tear-down outlasts that (vLLM's engines, a generator process, a peer in a collective) would die
+without its end. On SIGTERM a deadline starts: if the run has not published its end when it passes
+(``stop_deadline_s``, inside Ray's wait), a watchdog thread publishes the cancelled end, delivers
+it and exits the process.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainer.checkpoint import record_last_event_seq
-from trainer.events import EventPublisher, EventType, RunStatus
+from trainer.commands import EXIT_CANCELLED
+from trainer.events import EventPublisher, EventType, RunStatus, finish_delivery
+
+# Ray's name and default (ray/dashboard/modules/job/job_supervisor.py: DEFAULT_RAY_JOB_STOP_WAIT_TIME_S = 3),
+# read by the job's supervisor, whose environment the trainer inherits.
+STOP_WAIT_VARIABLE = "RAY_JOB_STOP_WAIT_TIME_S"
+RAY_DEFAULT_STOP_WAIT_S = 3.0
+
+
+def stop_deadline_s(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a cancelled run may take to end: Ray's wait less a margin for the last events to reach
+    Redis (5 s, or half of a wait shorter than 10 s)."""
+    try:
+        wait = float(environ.get(STOP_WAIT_VARIABLE, RAY_DEFAULT_STOP_WAIT_S))
+    except ValueError:
+        wait = RAY_DEFAULT_STOP_WAIT_S
+    return max(wait - 5.0, wait / 2) if wait >= 10 else wait / 2
 
 
 class RunCancelled(BaseException):
@@ -38,6 +63,9 @@ class RunLifecycle:
     output_dir: Path
     install_signal_handlers: bool = True
     step: int = 0
+    _end_lock: threading.Lock | None = None
+    _has_published_end: bool = False
+    _stop_deadline: threading.Timer | None = None
 
     def live(self) -> None:
         """Set up, publish RUN_STARTED, and do the run's work; returning means it succeeded."""
@@ -63,11 +91,45 @@ class RunLifecycle:
         return RunStatus.FAILED, f"{type(error).__name__}: {error}"
 
     def _on_sigterm(self, signum, frame) -> None:
-        raise RunCancelled("SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM")
+        signal_name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+        if signum == signal.SIGTERM:
+            self._start_stop_deadline(signal_name)
+        raise RunCancelled(signal_name)
+
+    def _start_stop_deadline(self, signal_name: str) -> None:
+        """Ray's SIGKILL follows its SIGTERM: from now on the run has stop_deadline_s() to publish its end."""
+        if self._stop_deadline is not None:
+            return
+        deadline_s = stop_deadline_s()
+        self._stop_deadline = threading.Timer(deadline_s, self._end_before_the_kill, (signal_name, deadline_s))
+        self._stop_deadline.daemon = True
+        self._stop_deadline.start()
+
+    def _end_before_the_kill(self, signal_name: str, deadline_s: float) -> None:
+        """The watchdog: the run's shutdown outlasted its deadline; publish its cancelled end before Ray's SIGKILL."""
+        if not self._claim_the_end():
+            return
+        self.publisher.publish(EventType.RUN_FINISHED, {
+            "status": RunStatus.CANCELLED.value, "step": self.step, **self.finished_payload(RunStatus.CANCELLED),
+            "reason": (f"stopped by {signal_name} during step {self.step}; its shutdown outlasted {deadline_s:g} s "
+                       f"(within Ray's {STOP_WAIT_VARIABLE}) and was cut short")})
+        record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
+        sink = self.publisher.sink
+        finish_delivery(getattr(sink, "sink", sink))  # under the SequenceRecorder, the buffered stream
+        os._exit(EXIT_CANCELLED)
+
+    def _claim_the_end(self) -> bool:
+        """Whether this caller publishes RUN_FINISHED: the first one, the run's own end or the watchdog's."""
+        with self._end_lock:
+            if self._has_published_end:
+                return False
+            self._has_published_end = True
+            return True
 
     def run(self) -> RunStatus:
         """Live, then end with RUN_FINISHED, whatever happens."""
         previous_handlers = {}
+        self._end_lock = threading.Lock()
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -87,6 +149,10 @@ class RunLifecycle:
             self.tear_down()
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
+        if not self._claim_the_end():
+            return status  # the watchdog is ending the process with the run's cancelled end
+        if self._stop_deadline is not None:
+            self._stop_deadline.cancel()
         self.publisher.publish(EventType.RUN_FINISHED, {
             "status": status.value, "reason": reason, "step": self.step, **self.finished_payload(status)})
         record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)

@@ -145,7 +145,8 @@ def load_policy(config: ModelConfig, seed: int = 0):
                 f"model.init_checkpoint {str(folder)!r} is not a Hugging Face model folder (no config.json); "
                 "point it at a folder written by `python -m trainer export`"
             )
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        # Safetensors only: a pickled weights file dropped into a shared folder would be code, not weights.
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, use_safetensors=True)
         tokenizer = AutoTokenizer.from_pretrained(folder)
     elif config.source is ModelSource.TINY_RANDOM:
         model, tokenizer = tiny_random_policy(seed)

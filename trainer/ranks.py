@@ -16,6 +16,57 @@ from trainer.config import RolloutEngineKind, RunConfig
 from trainer.staleness import asynchronous_layout_refusal, learner_gpus
 
 
+# --- the GPUs a run asks for ----------------------------------------------------------------------
+
+# Tests and the CPU stand-ins of a GPU layout (several learner ranks and a rollout pool, on gloo and CPU)
+# set it: there, CPU processes stand in for the GPUs cluster.num_gpus counts, and say so by this name.
+CPU_STANDS_IN_FOR_GPUS = "TRAINER_CPU_STANDS_IN_FOR_GPUS"
+# CUDA 13.0's minimum Linux driver: requirements-gpu.lock pins torch's CUDA 13.0 wheels (nvidia-cuda-runtime 13.0).
+MINIMUM_NVIDIA_DRIVER = "580"
+
+
+def check_cuda_for_gpus(num_gpus: int, environ: Mapping[str, str] = os.environ) -> None:
+    """Fail at start when a run asks for GPUs that this node's PyTorch cannot use.
+
+    Without it the learner, SFT and torch.distributed would quietly fall back to the CPU and gloo,
+    and a run people pay GPUs for would crawl on the host instead of failing with the cause.
+    """
+    if num_gpus <= 0 or environ.get(CPU_STANDS_IN_FOR_GPUS) == "1":
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    if torch.version.cuda is None:
+        cause = f"this PyTorch ({torch.__version__}) is a CPU-only build; install requirements-gpu.lock"
+    else:
+        try:
+            torch.cuda.init()
+            cause = f"PyTorch (CUDA {torch.version.cuda}) sees no GPU"
+        except Exception as error:  # noqa: BLE001 - its message is the cause (no driver, a driver too old, ...)
+            cause = f"PyTorch (CUDA {torch.version.cuda}) cannot start CUDA: {error}"
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            cause += f" (CUDA_VISIBLE_DEVICES={visible!r})"
+    raise RuntimeError(
+        f"cluster.num_gpus is {num_gpus} but this node has no working CUDA: {cause}. Run it on a GPU node with "
+        f"the NVIDIA driver {MINIMUM_NVIDIA_DRIVER} or newer, or set cluster.num_gpus=0 to run on the CPU"
+    )
+
+
+# --- the run's shared budgets ------------------------------------------------------------------------
+
+
+def in_flight_share(max_in_flight: int, scoring_ranks: int, rank: int) -> int:
+    """This rank's part of verifier.max_in_flight, a budget for the whole run (the Lean server's REPLs are
+    sized by it, deploy/README.md): split as evenly as it goes, the first ranks taking the remainder, and
+    at least one proof per scoring rank, so a budget below the rank count holds one per rank."""
+    if rank >= scoring_ranks:
+        return max_in_flight  # a rank that scores nothing for the run: its budget is never drawn on
+    base, remainder = divmod(max_in_flight, scoring_ranks)
+    return max(1, base + (1 if rank < remainder else 0))
+
+
 # --- where this process stands --------------------------------------------------------------------
 
 

@@ -232,6 +232,7 @@ class SupervisedFineTuning(RunLifecycle):
                 "warning",
             )
         self.total_steps = sft.epochs * math.ceil(len(self.examples) / sft.batch_sequences)
+        # Without CUDA, num_gpus > 0 got here only as a named CPU stand-in (check_cuda_for_gpus refused the rest).
         use_gpu = self.config.cluster.num_gpus > 0 and torch.cuda.is_available()
         self.device = torch.device("cuda") if use_gpu else torch.device("cpu")
         self.compute_dtype = resolve_compute_dtype(self.config.model.dtype, self.device.type)

@@ -120,6 +120,16 @@ TRAINER_PYTHON = os.environ.get("TRAINER_PYTHON", sys.executable)
 # Folders on the server that people may import a dataset folder from (separated like PATH); none by default,
 # so no one can make the server read a path of their choosing.
 PROMPTSET_IMPORT_ROOTS = [Path(p) for p in os.environ.get("PROMPTSET_IMPORT_ROOTS", "").split(os.pathsep) if p]
+# An autoscaling cluster (KubeRay with minReplicas 0) may have no GPU worker alive when a run is dispatched.
+# These say how far it grows: GPUs and CPUs in all with every worker group at its maxReplicas (and the head).
+# Set them and dispatch checks a run against that ceiling, not the live nodes' totals, and submits it: Ray keeps
+# the job pending and the autoscaler adds the nodes. Unset (the default): the cluster is what is alive now.
+RAY_AUTOSCALING_MAX_GPUS = float(os.environ["RAY_AUTOSCALING_MAX_GPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_GPUS") else None
+RAY_AUTOSCALING_MAX_CPUS = float(os.environ["RAY_AUTOSCALING_MAX_CPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_CPUS") else None
+# Sent with every job as Ray's RAY_JOB_STOP_WAIT_TIME_S: how long Ray waits after a stop's SIGTERM before it
+# SIGKILLs the job (Ray's default, 3 s, is shorter than tearing vLLM down or leaving a collective). The trainer
+# publishes its cancelled end within it (trainer/lifecycle.py: stop_deadline_s).
+RAY_JOB_STOP_WAIT_TIME_S = int(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", "60"))
 # Every call to Ray's head gives up after this many seconds: a slow head must not stall a worker or the sweeper.
 RAY_CALL_TIMEOUT_S = float(os.environ.get("RAY_CALL_TIMEOUT_S", "10"))
 # The sweeper (manage.py sweep_runs): how often it looks, and how long a run may wait in each state

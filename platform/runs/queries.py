@@ -307,7 +307,7 @@ def waiting_reason(run: Run, viewer) -> str:
         return f"Starting: the Ray cluster did not say how the job is doing ({error})."
     if status.state != "PENDING":
         return f"Starting: the Ray job is {status.state.lower()}; the trainer is loading the model."
-    wanted = cluster.requested_resources(run.resolved_config)
+    wanted = cluster.requested_resources(run.resolved_config, run.kind)
     needs = f"{wanted['num_cpus']:g} CPU{'s' if wanted['num_cpus'] != 1 else ''}"
     if wanted["num_gpus"]:
         needs += f" and {wanted['num_gpus']:g} GPU{'s' if wanted['num_gpus'] != 1 else ''}"

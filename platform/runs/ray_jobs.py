@@ -17,6 +17,7 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
+from trainer.lifecycle import STOP_WAIT_VARIABLE
 from trainer.staleness import learner_gpus
 from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
@@ -92,11 +93,13 @@ def trainer_entrypoint(run) -> str:
 def submit(run) -> str:
     """Submit the run's current attempt; returns its job id. Submitting an attempt twice (a dispatch
     retried after a worker died) adopts the job the first submission started."""
-    requested = requested_resources(run.resolved_config)
+    requested = requested_resources(run.resolved_config, run.kind)
     env_vars = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                 EVENTS_URL_VARIABLE: settings.TRAINER_REDIS_URL,
                 # Lean's verdicts shared across runs (trainer/verification/shared_cache.py), in the same Redis.
-                VERDICT_CACHE_URL_VARIABLE: settings.TRAINER_REDIS_URL}
+                VERDICT_CACHE_URL_VARIABLE: settings.TRAINER_REDIS_URL,
+                # Read by the job's supervisor (SIGTERM, then SIGKILL this much later) and by the trainer it starts.
+                STOP_WAIT_VARIABLE: str(settings.RAY_JOB_STOP_WAIT_TIME_S)}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
     env_vars.update(settings.TRACKING_ENVIRONMENT)

@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.cluster import gpus_used
 from runs.models import FINAL_STATES, QueueState, Quota, Run, RunState
 from runs.signals import run_admitted
 
@@ -51,7 +52,8 @@ class Usage:
 
 
 def run_gpus(run: Run) -> int:
-    return int((run.config.get("cluster") or {}).get("num_gpus", 0) or 0)
+    """What the run holds while it runs: what dispatch reserves from Ray for it (cluster.gpus_used)."""
+    return gpus_used(int((run.config.get("cluster") or {}).get("num_gpus", 0) or 0), run.kind)
 
 
 def user_limits(user) -> Limits:

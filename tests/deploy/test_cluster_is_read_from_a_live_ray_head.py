@@ -25,7 +25,7 @@ def test_a_configured_run_is_checked_against_the_live_head_before_submission(loc
     assert resource_problems(two_gpu_run, resources) == []
     assert resource_problems(greedy_run, resources) == [
         f"the run asks for 4 CPUs (cluster.cpus_per_worker 2 × 2 workers) but the cluster at "
-        f"{local_ray_head.dashboard_url} has 2; lower cluster.cpus_per_worker to at most 1 or add CPUs to the cluster"
+        f"{local_ray_head.dashboard_url} has 2 in all; lower cluster.cpus_per_worker to at most 1 or add CPUs to the cluster"
     ]
     assert any("asks for 8 GPUs" in problem and "has 2 in all" in problem
                for problem in resource_problems(eight_gpu_run, resources))

@@ -29,7 +29,8 @@ def test_ratios_of_exactly_one_half_and_two_are_inside_the_bounds():
 
 def test_answers_without_engine_log_probabilities_are_left_out_and_none_at_all_gives_none():
     assert train_inference_gap([(torch.tensor([-1.0]), None)]) == {
-        "logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None}
+        "logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None,
+        "logprob_diff_tokens": 0}
     gap = train_inference_gap([(torch.tensor([-1.0]), None), (torch.tensor([-3.0]), [-2.0])])
     assert gap["logprob_abs_diff_mean"] == pytest.approx(1.0)
 

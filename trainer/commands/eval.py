@@ -21,6 +21,7 @@ from trainer.driver import TrainingRun
 from trainer.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
 from trainer.events import DiscardSink, EventPublisher
 from trainer.problems import load_problems_jsonl
+from trainer.ranks import check_cuda_for_gpus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
         config = RunConfig.model_validate(
             {**config.model_dump(mode="python"), "model": {**config.model.model_dump(), "init_checkpoint": str(folder)}}
         )
+        check_cuda_for_gpus(config.cluster.num_gpus)
         problems = load_problems_jsonl(args.promptset)
         output = Path(args.output) if args.output else None
         if output is not None and not output.parent.is_dir():

@@ -25,6 +25,7 @@ from trainer.commands.run import (
 from trainer.driver import RunStatus
 from trainer.evaluation_run import evaluate_to_events
 from trainer.events import configure_sink
+from trainer.ranks import check_cuda_for_gpus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,7 @@ def _evaluate(args: argparse.Namespace, sink) -> int:
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)
+        check_cuda_for_gpus(config.cluster.num_gpus)
         problems = read_problems(args.promptset, "--promptset")
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error) from None

@@ -27,7 +27,7 @@ from trainer.fields import parse_config_assignments
 from trainer.live import live_sink_for
 from trainer.problems import load_problems_jsonl
 from trainer.progress import show_progress
-from trainer.ranks import check_launch_fits_config, torchrun_position
+from trainer.ranks import check_cuda_for_gpus, check_launch_fits_config, torchrun_position
 from trainer.ray_metrics import export_to_ray
 from trainer.tracking import attach_trackers
 
@@ -197,6 +197,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
         config = resolve_config(args)
         configure_sink(sink, config.events)
         check_launch_fits_config(config, position)
+        check_cuda_for_gpus(config.cluster.num_gpus)
         problems = read_problems(args.promptset, "--promptset")
         eval_problems = read_problems(args.eval_promptset, "--eval-promptset") if args.eval_promptset else None
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why

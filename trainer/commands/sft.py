@@ -27,6 +27,7 @@ from trainer.commands.run import (
 from trainer.demonstrations import demonstrations_for, write_demonstrations
 from trainer.driver import RunStatus
 from trainer.events import configure_sink
+from trainer.ranks import check_cuda_for_gpus
 from trainer.sft import SupervisedFineTuning, load_demonstrations
 from trainer.smoke_model import with_smoke_model
 
@@ -80,6 +81,7 @@ def _run(args: argparse.Namespace, sink) -> int:
     try:
         config = with_smoke_model(resolve_config(args))  # the cpu-smoke preset's model, built on first use
         configure_sink(sink, config.events)
+        check_cuda_for_gpus(config.cluster.num_gpus)
         conversations = load_conversations(args, config, output)
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error, kind="sft") from None

@@ -9,7 +9,9 @@ temperature, a precision bug. Each step reports, over response tokens:
 
 - ``logprob_abs_diff_mean`` and ``logprob_abs_diff_max``: |log π_learner − log π_engine|;
 - ``ratio_outside_share``: the share of tokens whose ratio exp(learner − engine) falls outside
-  [0.5, 2], where one policy finds the token more than twice as likely as the other.
+  [0.5, 2], where one policy finds the token more than twice as likely as the other;
+- ``logprob_diff_tokens``: how many tokens these are, so that data-parallel ranks' figures
+  combine into the run's (``combine_train_inference_gaps``).
 
 Both sides must mean the same distribution: the engines report log-probabilities after the
 temperature (``Generation.logprobs``), as the learner divides its logits by it. Top-p below 1
@@ -44,11 +46,32 @@ def train_inference_gap(pairs: Iterable[tuple[torch.Tensor, Sequence[float] | No
             )
         differences.append(learner - engine)
     if not differences or not sum(d.numel() for d in differences):
-        return {"logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None}
+        return {"logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None,
+                "logprob_diff_tokens": 0}
     log_ratio = torch.cat(differences)  # (N,) log(π_learner / π_engine)
     low, high = (math.log(bound) for bound in RATIO_BOUNDS)
     return {
         "logprob_abs_diff_mean": float(log_ratio.abs().mean()),
         "logprob_abs_diff_max": float(log_ratio.abs().max()),
         "ratio_outside_share": float(((log_ratio < low) | (log_ratio > high)).float().mean()),
+        "logprob_diff_tokens": int(log_ratio.numel()),
+    }
+
+
+def combine_train_inference_gaps(per_rank: Sequence[dict]) -> dict[str, float | None]:
+    """The run's gap from each data-parallel rank's (train_inference_gap's figures over its share of the batch):
+    means weighted by each rank's tokens, the max of the maxes; None where no rank measured a token.
+
+    Every rank's share counts: a push that missed one rank's engine shows in the run's figures.
+    """
+    measured = [gap for gap in per_rank if gap.get("logprob_diff_tokens")]
+    tokens = sum(gap["logprob_diff_tokens"] for gap in measured)
+    if not tokens:
+        return {"logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None,
+                "logprob_diff_tokens": 0}
+    return {
+        "logprob_abs_diff_mean": sum(gap["logprob_abs_diff_mean"] * gap["logprob_diff_tokens"] for gap in measured) / tokens,
+        "logprob_abs_diff_max": max(gap["logprob_abs_diff_max"] for gap in measured),
+        "ratio_outside_share": sum(gap["ratio_outside_share"] * gap["logprob_diff_tokens"] for gap in measured) / tokens,
+        "logprob_diff_tokens": tokens,
     }

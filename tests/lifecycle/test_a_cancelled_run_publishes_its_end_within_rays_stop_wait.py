@@ -1,0 +1,130 @@
+"""Ray stops a job with SIGTERM and SIGKILLs it RAY_JOB_STOP_WAIT_TIME_S later (3 s by default): the platform
+sends a longer wait with every job, and a cancelled run publishes its "cancelled" end within it, however
+long its own shutdown would take."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from deploy.services import REPO_DIR
+from trainer.events import stream_key
+from trainer.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
+
+# A stand-in for a run whose tear-down hangs (vLLM's engines, a generator process, a peer in a collective):
+# the lifecycle is the trainer's own, the work and the tear-down are sleeps.
+HANGING_TEAR_DOWN = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from trainer.events import EventPublisher, EventType, StdoutSink
+    from trainer.lifecycle import RunLifecycle
+
+    class HangingTearDown(RunLifecycle):
+        def __init__(self):
+            self.publisher = EventPublisher("hang", StdoutSink())
+            self._seq_recorder = self.publisher.record_sequence()
+            self.output_dir = Path(sys.argv[1])
+
+        def live(self):
+            self.publisher.publish(EventType.RUN_STARTED, {})
+            time.sleep(600)
+
+        def tear_down(self):
+            time.sleep(600)
+
+    HangingTearDown().run()
+""")
+
+
+def test_the_deadline_lies_inside_rays_wait_with_room_for_the_last_events():
+    assert stop_deadline_s({}) == 1.5  # Ray's default wait, 3 s
+    assert stop_deadline_s({STOP_WAIT_VARIABLE: "60"}) == 55.0
+    assert stop_deadline_s({STOP_WAIT_VARIABLE: "4"}) == 2.0
+
+
+def test_a_run_whose_tear_down_hangs_still_publishes_its_cancelled_end_within_the_deadline(tmp_path):
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "4", "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen([sys.executable, "-c", HANGING_TEAR_DOWN, str(tmp_path)], cwd=REPO_DIR,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        assert json.loads(process.stdout.readline())["type"] == "run_started"
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - stopped_at
+        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 143 and took < 4, (code, took, process.stderr.read()[-2000:])  # before Ray's SIGKILL at 4 s
+    [finished] = [event for event in events if event["type"] == "run_finished"]
+    assert finished["payload"]["status"] == "cancelled"
+    assert "its shutdown outlasted 2 s" in finished["payload"]["reason"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ray_waits_the_platforms_stop_wait_before_it_kills_a_cancelled_job(make_admitted_run, ray_head, settings,
+                                                                           tmp_path):
+    from runs import actions
+    from tests.runs.jobs import wait_for_job
+
+    evidence = tmp_path / "ended-in-its-own-time"
+    # Six seconds to shut down: longer than Ray's default wait, shorter than the platform's.
+    trainer = tmp_path / "slow-to-stop-trainer"
+    trainer.write_text(f"#!/bin/sh\ntrap 'sleep 6; touch {evidence}; exit 143' TERM\n"
+                       "while true; do sleep 0.2; done\n")
+    trainer.chmod(0o755)
+    settings.TRAINER_PYTHON = str(trainer)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"RUNNING"})
+    time.sleep(1)  # the trap is set once the shell has started
+    assert actions.cancel_run(run)
+    wait_for_job(run.ray_job_id, {"STOPPED"}, timeout=60)
+    assert evidence.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trainer_run_cancelled_through_ray_publishes_its_cancelled_end(make_admitted_run, ray_head, lean_standin,
+                                                                         settings):
+    import redis
+
+    from runs import actions
+    from tests.runs.jobs import wait_for_job
+    from trainer.config import RunConfig
+
+    config = RunConfig.from_preset("cpu-demo", {
+        "model": {"source": "tiny_random"}, "schedule": {"total_steps": 1000, "eval_every": 0},
+        "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 8},
+        "verifier": {"url": lean_standin.url}})
+    run = make_admitted_run(config=config.to_json_dict())
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    assert run.ray_job_id, run.failure_reason
+    client = redis.Redis.from_url(settings.TRAINER_REDIS_URL)
+
+    def events():
+        return [json.loads(fields[b"event"]) for _, fields in client.xrange(stream_key(str(run.pk)))]
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any(e["type"] == "step_started" for e in events()):
+        assert not ray_jobs_ended(run.ray_job_id), [(e["type"], e["payload"]) for e in events()]
+        time.sleep(1)
+    assert actions.cancel_run(run)
+    wait_for_job(run.ray_job_id, {"STOPPED"}, timeout=90)
+    finished = [e for e in events() if e["type"] == "run_finished"]
+    assert [e["payload"]["status"] for e in finished] == ["cancelled"], [e["type"] for e in events()]
+    assert finished[0]["payload"]["reason"].startswith("stopped by SIGTERM")
+
+
+def ray_jobs_ended(job_id: str) -> bool:
+    from runs import ray_jobs
+
+    return ray_jobs.status(job_id).is_terminal

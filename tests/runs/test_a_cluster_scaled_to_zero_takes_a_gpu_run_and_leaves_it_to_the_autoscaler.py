@@ -1,0 +1,58 @@
+"""On an autoscaling cluster scaled to zero (KubeRay, minReplicas 0, a head with no CPUs), a GPU run is
+submitted and waits for the autoscaler, instead of failing because no GPU worker is alive yet.
+
+The suite's local Ray head stands in for such a cluster: it has no GPU, so a run of 8 GPUs can only
+wait there, exactly as on KubeRay before the autoscaler has added the worker Ray asked it for.
+"""
+
+import pytest
+
+from runs import actions, ray_jobs
+from runs.cluster import reachable_resources, resource_problems
+from runs.models import RunState
+from tests.runs.jobs import wait_for_job
+from trainer.config import RunConfig
+
+# What deploy/k8s/20-raycluster.yaml reaches: the h100x8 group at maxReplicas 4, 8 GPUs and 96 CPUs each.
+KUBERAY_MAX = {"num_gpus": 32.0, "num_cpus": 384.0}
+# Its live totals once the GPU workers have scaled to zero: the head alone, with num-cpus "0".
+SCALED_TO_ZERO = {"address": "http://lean-rl-head-svc:8265", "alive_nodes": 1, "num_cpus": 0.0, "num_gpus": 0.0,
+                  "max_gpus_per_node": 0.0, "memory_bytes": 3e10, "object_store_memory_bytes": 1e10,
+                  "accelerator_types": []}
+
+
+def test_the_h100x8_preset_fits_a_cluster_scaled_to_zero_that_autoscales():
+    assert resource_problems(RunConfig.from_preset("h100x8"), reachable_resources(SCALED_TO_ZERO, KUBERAY_MAX)) == []
+
+
+def test_a_run_beyond_what_the_autoscaler_can_reach_is_still_refused_saying_so():
+    config = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 64}})
+    problems = resource_problems(config, reachable_resources(SCALED_TO_ZERO, KUBERAY_MAX))
+    assert any("asks for 64 GPUs" in p and "can grow to 32 in all (autoscaling)" in p for p in problems)
+
+
+def test_a_cluster_that_does_not_autoscale_is_what_is_alive_now():
+    problems = resource_problems(RunConfig.from_preset("h100x8"), reachable_resources(SCALED_TO_ZERO, None))
+    assert any("asks for 8 GPUs" in p and "has 0 in all" in p and "RAY_AUTOSCALING_MAX_GPUS" in p for p in problems)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dispatch_submits_a_gpu_run_to_a_cluster_without_gpus_that_autoscales_and_ray_holds_it_pending(
+        make_admitted_run, ray_head, settings):
+    settings.TRAINER_PYTHON = "/bin/true"  # were the job ever placed, it would end at once
+    settings.RAY_AUTOSCALING_MAX_GPUS = KUBERAY_MAX["num_gpus"]
+    settings.RAY_AUTOSCALING_MAX_CPUS = KUBERAY_MAX["num_cpus"]
+    run = make_admitted_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    try:
+        assert run.state == RunState.STARTING, run.failure_reason
+        assert run.ray_job_id == f"run-{run.pk}-attempt-1"
+        # Accepted, and waiting for 8 GPUs: what makes Ray's autoscaler ask KubeRay for a worker.
+        assert wait_for_job(run.ray_job_id, {"PENDING", "FAILED"}).state == "PENDING"
+        assert ray_jobs.status(run.ray_job_id).state == "PENDING"
+    finally:
+        if run.ray_job_id:
+            # Fire and forget: Ray delivers a stop to the job's supervisor once it is placed, and this head will
+            # never place it; Ray fails it after RAY_JOB_START_TIMEOUT_SECONDS. Pending, it holds nothing.
+            ray_jobs.stop(run.ray_job_id)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import importlib
 import sys
 import types
 from dataclasses import dataclass, field
@@ -212,19 +211,17 @@ class FakeVllmLLM:
 
     EOS = FAKE_EOS
     instances: list = []
-    in_process = True
     abort_reason: str | None = None
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.log: list = []
         self.model = FakeVllmModel(self.log)
-        self.rpc_buckets: list = []
-        executor = None
-        if self.in_process:
-            worker = FakeVllmWorkerReload()
-            worker.model_runner = types.SimpleNamespace(model=self.model)
-            executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
+        # Always an engine core in this process: an engine out of process is tested on the real vLLM
+        # (test_vllm_engine_out_of_process_takes_a_push_whose_buckets_split_fused_layers.py).
+        worker = FakeVllmWorkerReload()
+        worker.model_runner = types.SimpleNamespace(model=self.model)
+        executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
         self.llm_engine = FakeVllmEngineLoop(self.log, executor, self.abort_reason)
         FakeVllmLLM.instances.append(self)
 
@@ -236,18 +233,6 @@ class FakeVllmLLM:
 
     def reset_prefix_cache(self):
         self.log.append(("reset_prefix_cache",))
-
-    def collective_rpc(self, method, args=(), kwargs=None):
-        # As vLLM does it without insecure serialization: a method name, looked up on a worker
-        # class built with the extension the engine named by its qualified name.
-        assert isinstance(method, str), "a Python callable would need VLLM_ALLOW_INSECURE_SERIALIZATION"
-        module_name, _, class_name = self.kwargs["worker_extension_cls"].rpartition(".")
-        extension = getattr(importlib.import_module(module_name), class_name)
-        worker = type("FakeVllmWorker", (extension, FakeVllmWorkerReload), {})()
-        worker.model_runner = types.SimpleNamespace(model=self.model)
-        (bucket,) = args
-        self.rpc_buckets.append(bucket)
-        return [getattr(worker, method)(*args, **(kwargs or {}))]
 
 
 def fake_vllm_modules() -> dict[str, types.ModuleType]:

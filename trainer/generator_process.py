@@ -21,6 +21,7 @@ own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one gen
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import queue
@@ -82,9 +83,12 @@ class GeneratorProcess(_EngineOverJobs):
         context = multiprocessing.get_context("spawn")
         self._commands = context.Queue()
         self._results = context.Queue()
+        # Not daemonic: vLLM starts a tensor-parallel engine's workers as processes of their own, and Python refuses
+        # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
+        # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
         self._process = context.Process(
             target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices),
-            name="leanrl-generator", daemon=True,
+            name="leanrl-generator", daemon=False,
         )
         self._jobs: dict[int, GenerationJob] = {}
         self._job_ids = itertools.count(1)
@@ -94,6 +98,8 @@ class GeneratorProcess(_EngineOverJobs):
         self.pushed_version: int | None = None
         self.busy_intervals: list[list[float | None]] = []  # [start, end] of each job, time.time(); end None while busy
         self._process.start()
+        # Before multiprocessing's own exit handler, which would wait forever for a non-daemonic child still serving.
+        atexit.register(self.close)
         self._reader = threading.Thread(target=self._read_results, name="generator-results", daemon=True)
         self._reader.start()
         if not self._ready.wait(START_TIMEOUT_S) or self._failure:
@@ -165,6 +171,7 @@ class GeneratorProcess(_EngineOverJobs):
         return [(began, ended) for began, ended in clipped if ended > began]
 
     def close(self) -> None:
+        atexit.unregister(self.close)
         if self._process.is_alive():
             try:
                 self._commands.put(("stop",))

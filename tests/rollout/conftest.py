@@ -205,6 +205,10 @@ class FakeVllmWorkerReload:
         assert is_checkpoint_format, "the learner's weights are in checkpoint format"
         self.model_runner.model.load_weights(weights_iterator)
 
+    def refresh_tied_output_layers(self):
+        """The worker extension's repack of a tied output layer after a reload: the stand-in packs nothing."""
+        return 0
+
 
 class FakeVllmLLM:
     """Records construction, sleep/wake and weight loads; generates by the FakeVllmRequest script."""

@@ -341,6 +341,8 @@ class VllmEngine:
             # among them) repack weights for their kernels after loading, dropping the loaders a bare
             # load_weights would call; the reload restores them, loads, and repacks again.
             worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+            # A method of the worker extension, which vLLM mixes into this worker too.
+            worker.refresh_tied_output_layers()
         else:
             self._send_to_workers(weights)
         self._llm.reset_prefix_cache()  # cached prefixes were computed with the old weights

@@ -55,6 +55,34 @@ def decoded_weights(encoded: Iterable[EncodedWeight]) -> Iterator[tuple[str, tor
         yield name, flat.view(getattr(torch, dtype)).reshape(shape)
 
 
+def reprocess_tied_output_layers(model: torch.nn.Module) -> int:
+    """Repack an output layer that shares its weight with the input embedding, after a reload; returns how many.
+
+    vLLM's reload processes a layer only when it is given weights (its reload package's "Limitations": a tied
+    parameter reflects the processing of one parent layer only). A tied ``lm_head`` is never given any (the model's
+    ``load_weights`` skips it), and on CPU its processing is a repack for the CPU's matrix kernels
+    (``UnquantizedEmbeddingMethod`` → ``dispatch_cpu_unquantized_gemm``): without this the new embedding would be
+    read in, and the output layer would go on computing logits from the packed copy of the first weights.
+    Elsewhere that processing does nothing, so this is harmless there.
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    owners: dict[int, list[torch.nn.Module]] = {}
+    for module in model.modules():
+        weight = module._parameters.get("weight")
+        if weight is not None:
+            owners.setdefault(id(weight), []).append(module)
+    reprocessed = 0
+    for modules in owners.values():
+        if len(modules) < 2:
+            continue
+        for module in modules:
+            if isinstance(getattr(module, "quant_method", None), UnquantizedEmbeddingMethod):
+                module.quant_method.process_weights_after_loading(module)
+                reprocessed += 1
+    return reprocessed
+
+
 class LearnerWeightsReceiver:
     """Mixed into each vLLM worker: loads the learner's weights by checkpoint name, every rank keeping its own
     tensor-parallel shard (the model's own ``load_weights`` decides)."""
@@ -81,8 +109,16 @@ class LearnerWeightsReceiver:
 
         with set_current_vllm_config(self.vllm_config):
             finalize_layerwise_reload(self.model_runner.get_model(), self.vllm_config.model_config)
+        self.refresh_tied_output_layers()
         # What the model runner's own reload_weights clears after loading: state computed from the old weights.
         for reset in ("reset_lora_state", "reset_encoder_cache", "reset_mm_cache"):
             method = getattr(self.model_runner, reset, None)
             if callable(method):
                 method()
+
+    def refresh_tied_output_layers(self) -> int:
+        """After every reload, this one or ``Worker.reload_weights`` (see ``reprocess_tied_output_layers``)."""
+        from vllm.config import set_current_vllm_config
+
+        with set_current_vllm_config(self.vllm_config):
+            return reprocess_tied_output_layers(self.model_runner.get_model())

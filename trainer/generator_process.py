@@ -80,6 +80,7 @@ class GeneratorProcess(_EngineOverJobs):
         ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run)."""
         import torch.multiprocessing as multiprocessing
 
+        self._config = config
         context = multiprocessing.get_context("spawn")
         self._commands = context.Queue()
         self._results = context.Queue()
@@ -114,7 +115,7 @@ class GeneratorProcess(_EngineOverJobs):
 
     def push_state_dict(self, state_dict, version: int | None = None) -> None:
         """Send a copy of these full weights (a sharded learner gathers them first: trainer/distributed.py)."""
-        self.push_packed(packed_weights(state_dict), version)
+        self.push_packed(packed_weights(state_dict, push_dtype(self._config)), version)
 
     def push_packed(self, packed, version: int | None = None) -> None:
         """``packed_weights``' output, which a pool packs once for all its processes."""
@@ -314,7 +315,7 @@ class GeneratorPool(_EngineOverJobs):
         self.push_state_dict(model.state_dict(), version)
 
     def push_state_dict(self, state_dict, version: int | None = None) -> None:
-        packed = packed_weights(state_dict)
+        packed = packed_weights(state_dict, push_dtype(self.generators[0]._config))
         for generator in self.generators:
             generator.push_packed(packed, version)
 
@@ -371,12 +372,26 @@ class GeneratorPool(_EngineOverJobs):
             generator.close()
 
 
-def packed_weights(state_dict) -> list[tuple[list[tuple[str, tuple]], Any]]:
-    """A copy of ``state_dict`` as one flat CPU tensor per dtype: one shared-memory segment each, not one per tensor."""
+def push_dtype(config: RunConfig) -> Any:
+    """The dtype weights travel to a generator in: vLLM's serving dtype, which it casts every pushed weight to anyway
+    (half the host memory of the learner's float32 master weights in /dev/shm, at bfloat16); a transformers engine
+    samples from the weights as the learner keeps them (None: unchanged)."""
+    if config.rollout.engine is not RolloutEngineKind.VLLM:
+        return None
+    from trainer.compute_dtype import compute_dtype_of
+
+    return compute_dtype_of(config).torch_dtype()
+
+
+def packed_weights(state_dict, dtype: Any = None) -> list[tuple[list[tuple[str, tuple]], Any]]:
+    """A copy of ``state_dict`` as one flat CPU tensor per dtype: one shared-memory segment each, not one per tensor;
+    floating-point tensors cast to ``dtype`` when given."""
     import torch
 
     by_dtype: dict = {}
     for name, tensor in state_dict.items():
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.detach().to(dtype)
         by_dtype.setdefault(tensor.dtype, []).append((name, tensor))
     return [([(name, tuple(tensor.shape)) for name, tensor in named],
              torch.cat([tensor.detach().reshape(-1).to("cpu") for _, tensor in named]))
@@ -462,8 +477,10 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
             if command[0] == "stop":
                 break
             if command[0] == "weights":
-                _, _version, packed = command
-                model.load_state_dict(unpacked_weights(packed))
+                model.load_state_dict(unpacked_weights(command[2]))
+                # Unmapped before the next command is awaited: a push left referenced here would stay in /dev/shm
+                # beside the next one while that is received.
+                del command
                 engine.push_weights(model)
                 continue
             _, job_id, prompt_ids, sampling, progress_interval_s = command

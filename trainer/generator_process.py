@@ -75,9 +75,12 @@ class _EngineOverJobs:
 class GeneratorProcess(_EngineOverJobs):
     """The run's handle on its generator process (see the module's docstring)."""
 
-    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None):
+    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
+                 wait: bool = True):
         """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
-        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run)."""
+        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``wait`` False returns
+        once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all its engines
+        at once)."""
         import torch.multiprocessing as multiprocessing
 
         self._config = config
@@ -103,7 +106,15 @@ class GeneratorProcess(_EngineOverJobs):
         atexit.register(self.close)
         self._reader = threading.Thread(target=self._read_results, name="generator-results", daemon=True)
         self._reader.start()
-        if not self._ready.wait(START_TIMEOUT_S) or self._failure:
+        self._started_at = time.monotonic()
+        self.ready_at: float | None = None  # time.time() when the child said its engine is built
+        if wait:
+            self.wait_until_ready()
+
+    def wait_until_ready(self) -> None:
+        """Until the child has built its model and engine; START_TIMEOUT_S from its start at most."""
+        left = START_TIMEOUT_S - (time.monotonic() - self._started_at)
+        if not self._ready.wait(max(left, 0.0)) or self._failure:
             self.close()
             raise GeneratorFailed(self._failure or f"the generator process did not start within {START_TIMEOUT_S:.0f} s")
 
@@ -202,6 +213,7 @@ class GeneratorProcess(_EngineOverJobs):
                 return
             kind = message[0]
             if kind == "ready":
+                self.ready_at = time.time()
                 self._ready.set()
             elif kind == "error":
                 self._fail(f"the generator process failed:\n{message[1]}")
@@ -295,8 +307,12 @@ class GeneratorPool(_EngineOverJobs):
     def start(cls, config: RunConfig, tokenizer, *, seed: int, devices: list[str]) -> GeneratorPool:
         generators: list[GeneratorProcess] = []
         try:
+            # All started before any is waited for: each engine loads its model and starts vLLM on its own GPUs.
             for visible_devices in devices:
-                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices))
+                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices,
+                                                   wait=False))
+            for generator in generators:
+                generator.wait_until_ready()
         except BaseException:
             for generator in generators:
                 generator.close()
@@ -454,6 +470,14 @@ def _become_a_process_alone(visible_devices: str | None) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
 
 
+def pool_engine_config(config: RunConfig) -> RunConfig:
+    """The config a rollout pool's engine is built with: vLLM's sleep mode off. A pool's GPUs hold no learner, so
+    its engine never sleeps, and sleep mode would only put vLLM's memory under its own allocator for nothing."""
+    if not config.rollout.vllm_enable_sleep_mode:
+        return config
+    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"vllm_enable_sleep_mode": False})})
+
+
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
           visible_devices: str | None = None) -> None:
     """The generator process's body (see the module's docstring)."""
@@ -470,7 +494,7 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
             if torch.cuda.is_available():
                 # transformers samples from this copy itself; vLLM loads its own onto the GPUs from it.
                 model.to("cuda")
-        engine = build_engine(config, model, tokenizer)
+        engine = build_engine(pool_engine_config(config) if visible_devices else config, model, tokenizer)
         results.put(("ready",))
         while True:
             command = commands.get()

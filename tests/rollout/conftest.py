@@ -237,6 +237,7 @@ class FakeVllmLLM:
 
     def reset_prefix_cache(self):
         self.log.append(("reset_prefix_cache",))
+        return True  # vLLM's answer when no request holds cache blocks
 
 
 def fake_vllm_modules() -> dict[str, types.ModuleType]:

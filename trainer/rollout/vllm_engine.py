@@ -345,7 +345,12 @@ class VllmEngine:
             worker.refresh_tied_output_layers()
         else:
             self._send_to_workers(weights)
-        self._llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+        # Cached prefixes were computed with the old weights; vLLM refuses (False) while requests hold cache blocks.
+        if self._llm.reset_prefix_cache() is False:
+            raise RuntimeError(
+                "vLLM did not reset its prefix cache after a weight push: requests were still running, so the next "
+                "answers could reuse keys and values of the old weights; push only between generate calls"
+            )
         self._are_weights_discarded = False
         self.weight_pushes += 1
 

@@ -332,8 +332,7 @@ class VllmEngine:
         self.load_weights(iter_full_weights(model, dtype=self._dtype))
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Load full tensors by checkpoint name: the learner's own (``push_weights``), or those broadcast to a
-        rollout pool (trainer/weight_broadcast.py ``WeightBroadcaster.receive_into``)."""
+        """Load full tensors by checkpoint name (``push_weights`` gives the learner's own)."""
         self._wake(_WEIGHTS)  # writing into offloaded memory would be lost at wake-up
         worker = _in_process_worker(self._llm)
         if worker is not None:

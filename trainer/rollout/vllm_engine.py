@@ -109,6 +109,9 @@ class VllmEngine:
         # The engine core must live in this process for push_weights to write into its
         # parameters directly; an operator can still choose otherwise, except under torchrun.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        # vLLM logs to standard output by default, where `python -m trainer run` writes its events, one JSON object
+        # a line; read before vLLM configures its logger at import, and inherited by its worker processes.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if distributed_executor_backend == "external_launcher" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
             raise ValueError(
                 "VLLM_ENABLE_V1_MULTIPROCESSING is set to "

@@ -21,6 +21,7 @@ own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one gen
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import queue
@@ -74,17 +75,24 @@ class _EngineOverJobs:
 class GeneratorProcess(_EngineOverJobs):
     """The run's handle on its generator process (see the module's docstring)."""
 
-    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None):
+    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
+                 wait: bool = True):
         """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
-        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run)."""
+        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``wait`` False returns
+        once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all its engines
+        at once)."""
         import torch.multiprocessing as multiprocessing
 
+        self._config = config
         context = multiprocessing.get_context("spawn")
         self._commands = context.Queue()
         self._results = context.Queue()
+        # Not daemonic: vLLM starts a tensor-parallel engine's workers as processes of their own, and Python refuses
+        # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
+        # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
         self._process = context.Process(
             target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices),
-            name="leanrl-generator", daemon=True,
+            name="leanrl-generator", daemon=False,
         )
         self._jobs: dict[int, GenerationJob] = {}
         self._job_ids = itertools.count(1)
@@ -94,9 +102,19 @@ class GeneratorProcess(_EngineOverJobs):
         self.pushed_version: int | None = None
         self.busy_intervals: list[list[float | None]] = []  # [start, end] of each job, time.time(); end None while busy
         self._process.start()
+        # Before multiprocessing's own exit handler, which would wait forever for a non-daemonic child still serving.
+        atexit.register(self.close)
         self._reader = threading.Thread(target=self._read_results, name="generator-results", daemon=True)
         self._reader.start()
-        if not self._ready.wait(START_TIMEOUT_S) or self._failure:
+        self._started_at = time.monotonic()
+        self.ready_at: float | None = None  # time.time() when the child said its engine is built
+        if wait:
+            self.wait_until_ready()
+
+    def wait_until_ready(self) -> None:
+        """Until the child has built its model and engine; START_TIMEOUT_S from its start at most."""
+        left = START_TIMEOUT_S - (time.monotonic() - self._started_at)
+        if not self._ready.wait(max(left, 0.0)) or self._failure:
             self.close()
             raise GeneratorFailed(self._failure or f"the generator process did not start within {START_TIMEOUT_S:.0f} s")
 
@@ -108,7 +126,7 @@ class GeneratorProcess(_EngineOverJobs):
 
     def push_state_dict(self, state_dict, version: int | None = None) -> None:
         """Send a copy of these full weights (a sharded learner gathers them first: trainer/distributed.py)."""
-        self.push_packed(packed_weights(state_dict), version)
+        self.push_packed(packed_weights(state_dict, push_dtype(self._config)), version)
 
     def push_packed(self, packed, version: int | None = None) -> None:
         """``packed_weights``' output, which a pool packs once for all its processes."""
@@ -165,6 +183,7 @@ class GeneratorProcess(_EngineOverJobs):
         return [(began, ended) for began, ended in clipped if ended > began]
 
     def close(self) -> None:
+        atexit.unregister(self.close)
         if self._process.is_alive():
             try:
                 self._commands.put(("stop",))
@@ -194,6 +213,7 @@ class GeneratorProcess(_EngineOverJobs):
                 return
             kind = message[0]
             if kind == "ready":
+                self.ready_at = time.time()
                 self._ready.set()
             elif kind == "error":
                 self._fail(f"the generator process failed:\n{message[1]}")
@@ -287,8 +307,12 @@ class GeneratorPool(_EngineOverJobs):
     def start(cls, config: RunConfig, tokenizer, *, seed: int, devices: list[str]) -> GeneratorPool:
         generators: list[GeneratorProcess] = []
         try:
+            # All started before any is waited for: each engine loads its model and starts vLLM on its own GPUs.
             for visible_devices in devices:
-                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices))
+                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices,
+                                                   wait=False))
+            for generator in generators:
+                generator.wait_until_ready()
         except BaseException:
             for generator in generators:
                 generator.close()
@@ -307,7 +331,7 @@ class GeneratorPool(_EngineOverJobs):
         self.push_state_dict(model.state_dict(), version)
 
     def push_state_dict(self, state_dict, version: int | None = None) -> None:
-        packed = packed_weights(state_dict)
+        packed = packed_weights(state_dict, push_dtype(self.generators[0]._config))
         for generator in self.generators:
             generator.push_packed(packed, version)
 
@@ -364,12 +388,26 @@ class GeneratorPool(_EngineOverJobs):
             generator.close()
 
 
-def packed_weights(state_dict) -> list[tuple[list[tuple[str, tuple]], Any]]:
-    """A copy of ``state_dict`` as one flat CPU tensor per dtype: one shared-memory segment each, not one per tensor."""
+def push_dtype(config: RunConfig) -> Any:
+    """The dtype weights travel to a generator in: vLLM's serving dtype, which it casts every pushed weight to anyway
+    (half the host memory of the learner's float32 master weights in /dev/shm, at bfloat16); a transformers engine
+    samples from the weights as the learner keeps them (None: unchanged)."""
+    if config.rollout.engine is not RolloutEngineKind.VLLM:
+        return None
+    from trainer.compute_dtype import compute_dtype_of
+
+    return compute_dtype_of(config).torch_dtype()
+
+
+def packed_weights(state_dict, dtype: Any = None) -> list[tuple[list[tuple[str, tuple]], Any]]:
+    """A copy of ``state_dict`` as one flat CPU tensor per dtype: one shared-memory segment each, not one per tensor;
+    floating-point tensors cast to ``dtype`` when given."""
     import torch
 
     by_dtype: dict = {}
     for name, tensor in state_dict.items():
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.detach().to(dtype)
         by_dtype.setdefault(tensor.dtype, []).append((name, tensor))
     return [([(name, tuple(tensor.shape)) for name, tensor in named],
              torch.cat([tensor.detach().reshape(-1).to("cpu") for _, tensor in named]))
@@ -432,6 +470,14 @@ def _become_a_process_alone(visible_devices: str | None) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
 
 
+def pool_engine_config(config: RunConfig) -> RunConfig:
+    """The config a rollout pool's engine is built with: vLLM's sleep mode off. A pool's GPUs hold no learner, so
+    its engine never sleeps, and sleep mode would only put vLLM's memory under its own allocator for nothing."""
+    if not config.rollout.vllm_enable_sleep_mode:
+        return config
+    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"vllm_enable_sleep_mode": False})})
+
+
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
           visible_devices: str | None = None) -> None:
     """The generator process's body (see the module's docstring)."""
@@ -448,15 +494,17 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
             if torch.cuda.is_available():
                 # transformers samples from this copy itself; vLLM loads its own onto the GPUs from it.
                 model.to("cuda")
-        engine = build_engine(config, model, tokenizer)
+        engine = build_engine(pool_engine_config(config) if visible_devices else config, model, tokenizer)
         results.put(("ready",))
         while True:
             command = commands.get()
             if command[0] == "stop":
                 break
             if command[0] == "weights":
-                _, _version, packed = command
-                model.load_state_dict(unpacked_weights(packed))
+                model.load_state_dict(unpacked_weights(command[2]))
+                # Unmapped before the next command is awaited: a push left referenced here would stay in /dev/shm
+                # beside the next one while that is received.
+                del command
                 engine.push_weights(model)
                 continue
             _, job_id, prompt_ids, sampling, progress_interval_s = command

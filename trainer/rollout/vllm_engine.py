@@ -48,9 +48,10 @@ They go through vLLM's in-place reload (``Worker.reload_weights``), which wraps 
 take new ones too. When vLLM's engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
 which this engine sets unless the operator did, and which the ``external_launcher`` executor
 requires) the tensors are copied straight from the learner's memory. Otherwise they travel to the workers
-in bounded buckets through ``collective_rpc`` to a method of the worker extension
+in bounded buckets through ``collective_rpc`` to methods of the worker extension
 ``trainer.rollout.vllm_worker.LearnerWeightsReceiver``, named by its qualified name, so
-no Python callable is ever serialized. vLLM's newer weight-transfer API
+no Python callable is ever serialized; the buckets of one push make one reload there (a reload per
+bucket would corrupt every fused layer a bucket boundary splits). vLLM's newer weight-transfer API
 (``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
 has kept its meaning, so it is the one used here.
 """
@@ -74,7 +75,7 @@ from trainer.compute_dtype import compute_dtype_of
 from trainer.config import ModelSource
 from trainer.ranks import tensor_parallel_problem
 from trainer.rollout.base import Generation, SamplingSettings
-from trainer.rollout.vllm_worker import EXTENSION_CLASS
+from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
 from trainer.rollout.weights import iter_full_weights
 
 if TYPE_CHECKING:
@@ -108,6 +109,9 @@ class VllmEngine:
         # The engine core must live in this process for push_weights to write into its
         # parameters directly; an operator can still choose otherwise, except under torchrun.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        # vLLM logs to standard output by default, where `python -m trainer run` writes its events, one JSON object
+        # a line; read before vLLM configures its logger at import, and inherited by its worker processes.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if distributed_executor_backend == "external_launcher" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
             raise ValueError(
                 "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
@@ -318,8 +322,8 @@ class VllmEngine:
     def _wake(self, *tags: str) -> None:
         if _KV_CACHE in tags and self._are_weights_discarded:
             raise RuntimeError(
-                "vLLM slept at level 2, which discards its weights, and no push_weights came since; "
-                "push the learner's weights (engine.push_weights(model)) before generating"
+                "vLLM slept at level 2, which discards its weights, or a push into it failed half-way, and no "
+                "push_weights came since; push the learner's weights (engine.push_weights(model)) before generating"
             )
         asleep = [tag for tag in tags if tag in self._sleeping]
         if asleep:
@@ -331,8 +335,7 @@ class VllmEngine:
         self.load_weights(iter_full_weights(model, dtype=self._dtype))
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Load full tensors by checkpoint name: the learner's own (``push_weights``), or those broadcast to a
-        rollout pool (trainer/weight_broadcast.py ``WeightBroadcaster.receive_into``)."""
+        """Load full tensors by checkpoint name (``push_weights`` gives the learner's own)."""
         self._wake(_WEIGHTS)  # writing into offloaded memory would be lost at wake-up
         worker = _in_process_worker(self._llm)
         if worker is not None:
@@ -340,13 +343,30 @@ class VllmEngine:
             # among them) repack weights for their kernels after loading, dropping the loaders a bare
             # load_weights would call; the reload restores them, loads, and repacks again.
             worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+            # A method of the worker extension, which vLLM mixes into this worker too.
+            worker.refresh_tied_output_layers()
         else:
-            for bucket in _buckets(weights, _RPC_BUCKET_BYTES):
-                # By name: a method of the worker extension, never a pickled function.
-                self._llm.collective_rpc("load_learner_weights", args=(bucket,))
-        self._llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+            self._send_to_workers(weights)
+        # Cached prefixes were computed with the old weights; vLLM refuses (False) while requests hold cache blocks.
+        if self._llm.reset_prefix_cache() is False:
+            raise RuntimeError(
+                "vLLM did not reset its prefix cache after a weight push: requests were still running, so the next "
+                "answers could reuse keys and values of the old weights; push only between generate calls"
+            )
         self._are_weights_discarded = False
         self.weight_pushes += 1
+
+    def _send_to_workers(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """In bounded buckets, all inside one reload (trainer/rollout/vllm_worker.py says why one); methods of the
+        worker extension, named, never a pickled function."""
+        # Until the reload ends the workers' layers are half-built: nothing may generate from them if it fails.
+        self._are_weights_discarded = True
+        self._llm.collective_rpc("begin_learner_weights")
+        try:
+            for bucket in _buckets(weights, _RPC_BUCKET_BYTES):
+                self._llm.collective_rpc("load_learner_weights", args=(encoded_weights(bucket),))
+        finally:
+            self._llm.collective_rpc("finish_learner_weights")
 
     def close(self) -> None:
         llm, self._llm = getattr(self, "_llm", None), None

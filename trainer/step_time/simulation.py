@@ -30,7 +30,7 @@ What it simulates, batch by batch (batch k is the one the learner trains at step
   that run at the same time share them, each at half speed (two processes on the same cores or GPUs);
   alone, each runs at full speed. On split pools (``cluster.rollout_gpus`` > 0) the generation pool and the
   learner pool run at once, each at its own devices' throughput (throughputs scale linearly with a pool's
-  GPUs); the weight broadcast is taken not to slow the generator.
+  GPUs); the weight push is taken not to slow the generator.
 
 Each draw (answer lengths, which answers reach Lean, latencies) comes from a stream seeded by the batch's
 index, so every η sees the same batches: the comparison between η values is of the schedules alone.

@@ -66,8 +66,8 @@ class LaunchRunForm(forms.Form):
             (name, name) for name in RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True)]
         # Each field shows the chosen preset's value and that preset's range alone; the page's script swaps them
         # when another preset is chosen, from the same launch_plan.field_values (json_script).
-        self.preset = self._chosen_preset()
-        config = RunConfig.from_preset(self.preset)
+        self.chosen_preset = self._chosen_preset()
+        config = RunConfig.from_preset(self.chosen_preset)
         shown = launch_plan.field_values(config)
         self.allowed = {}
         for name, settable in SETTABLE_FIELDS.items():

@@ -62,7 +62,7 @@ def launch(request):
             return redirect(run)
     presets = launch_plan.preset_pages()
     return render(request, "runs/launch.html", {"form": form, "warm_start": warm_start.status(), "presets": presets,
-                                                "preset": presets[form.preset]})
+                                                "preset": presets[form.chosen_preset]})
 
 
 @login_required

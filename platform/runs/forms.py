@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 
 from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract, launch_plan
@@ -88,7 +89,9 @@ class LaunchRunForm(forms.Form):
     def groups(self) -> list[dict]:
         """FIELD_GROUPS with their bound fields; a collapsed group opens when one of its fields has an error."""
         grouped = [name for _, names in FIELD_GROUPS for name in names]
-        assert sorted(grouped) == sorted(self.fields), "every launch field belongs to exactly one group"
+        if sorted(grouped) != sorted(self.fields):  # a field in no group would vanish from the page
+            raise ImproperlyConfigured(f"runs.forms.FIELD_GROUPS must hold each launch field once; it holds {grouped}, "
+                                       f"the form has {list(self.fields)}")
         return [{"title": title, "is_first": number == 0,
                  "is_open": number == 0 or any(self[name].errors for name in names),
                  "fields": [(self[name], self.allowed.get(name, "")) for name in names]}

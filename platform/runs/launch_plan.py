@@ -30,11 +30,6 @@ def setting(config: RunConfig, name: str) -> Any:
     return getattr(getattr(config, settable.section), settable.field)
 
 
-def config_path(name: str) -> str:
-    settable = SETTABLE_FIELDS[name]
-    return f"{settable.section}.{settable.field}"
-
-
 # What a blank field means where the preset leaves the setting unset: the schedule ends by the other one.
 UNSET_MEANS = {
     "total_steps": "none: the epochs end the run",
@@ -125,7 +120,7 @@ def memory_verdict(config: RunConfig) -> str:
         return ("not planned yet: the launch plans it (a fake-tensor run of the model, about half a minute the first "
                 "time) and refuses a run that would not fit before any GPU is taken")
     if problems:
-        return "would not fit: " + "; ".join(problems)
+        return "the launch would refuse it: " + "; ".join(problems)
     if config.cluster.num_gpus == 0:
         return "fits: a CPU run holds no GPU memory"
     memory = plan(config, learner=_stored_learner_plan(config))
@@ -171,8 +166,8 @@ def summary(config: RunConfig) -> list[dict[str, str]]:
     return [
         figure("Model", "model.name_or_path", entry.description if entry else "not in the model registry"),
         figure("Rollout engine", "rollout.engine"),
-        figure("Training steps", "schedule.total_steps", unset="none: the epochs end the run"),
-        figure("Passes over the promptset", "schedule.total_epochs", unset="none: the steps end the run"),
+        figure("Training steps", "schedule.total_steps", unset=UNSET_MEANS["total_steps"]),
+        figure("Passes over the promptset", "schedule.total_epochs", unset=UNSET_MEANS["total_epochs"]),
         figure("Prompts per step", "rollout.prompts_per_step"),
         figure("Answers per prompt", "rollout.samples_per_prompt"),
         figure("Longest answer, tokens", "rollout.max_response_tokens"),

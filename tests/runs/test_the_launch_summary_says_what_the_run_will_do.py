@@ -86,7 +86,8 @@ def test_a_gpu_runs_verdict_waits_for_its_plan_then_reads_it(alices_client, monk
     verdict = row(launch_summary(alices_client, preset="tiny-gpu"), "Memory plan")["value"]
     assert verdict.startswith("fits: at most ") and "GiB per GPU" in verdict
     monkeypatch.setitem(PRESETS, "tiny-gpu", tiny_gpu_sections(cluster={"gpu_memory_gib": 0.5}))
-    assert row(launch_summary(alices_client, preset="tiny-gpu"), "Memory plan")["value"].startswith("would not fit: ")
+    assert row(launch_summary(alices_client, preset="tiny-gpu"), "Memory plan")["value"].startswith(
+        "the launch would refuse it: ")
 
 
 def test_fields_a_launch_would_refuse_are_named_with_what_is_allowed(alices_client):

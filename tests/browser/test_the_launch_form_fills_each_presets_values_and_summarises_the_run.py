@@ -108,6 +108,7 @@ def test_choosing_each_preset_fills_every_field_with_its_resolved_value_and_the_
         chosen = page.locator("#preset-descriptions li.chosen")
         assert chosen.get_attribute("data-preset") == preset
         assert f"{preset}: {config['model']['name_or_path'].split('/')[-1]} (" in chosen.text_content()
+        screenshot(page, f"launch-{preset}")
 
 
 def test_editing_a_field_summarises_the_edited_run_and_a_refused_value_is_said(page, alice):

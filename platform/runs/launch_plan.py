@@ -174,7 +174,8 @@ def summary(config: RunConfig) -> list[dict[str, str]]:
         figure("Learning rate", "optimizer.learning_rate"),
         figure("Evaluate every", "schedule.eval_every", "steps; 0: only at the end"),
         figure("Checkpoint every", "schedule.checkpoint_every", "steps; 0: only at the end"),
-        figure("GPUs", "cluster.num_gpus", _where(config)),
+        figure("GPUs", "cluster.num_gpus", _where(config) if config.cluster.num_gpus == 0
+               else f"of {number_text(config.cluster.gpu_memory_gib)} GiB each"),
         figure("Rollout GPUs", "cluster.rollout_gpus", "0: every GPU generates, then learns"),
         figure("Staleness η", "rollout.max_staleness", "0: the release's synchronous loop"),
         {"label": "Memory plan", "value": memory_verdict(config), "path": "", "note": ""},

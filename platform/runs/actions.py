@@ -25,7 +25,23 @@ LaunchError = launch_contract.LaunchError
 
 
 def resolve_config(preset: str, overrides: dict) -> RunConfig:
-    """The trainer's own schema decides what a valid run is; its errors come back per launch field."""
+    """The trainer's own schema decides what a valid run is, then the memory plan whether it fits; their errors
+    come back per launch field."""
+    config = schema_config(preset, overrides)
+    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_fit.py).
+    memory_errors = memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
+    if memory_errors:
+        # On the launch field a person can change where there is one; else under the config's own name.
+        by_field: dict[str, list[str]] = {}
+        for path, messages in memory_errors.items():
+            by_field.setdefault(launch_contract.FIELD_FOR_CONFIG_PATH.get(path, path), []).extend(messages)
+        raise LaunchError("the run would not fit in its GPUs' memory", by_field)
+    return config
+
+
+def schema_config(preset: str, overrides: dict) -> RunConfig:
+    """The preset with ``overrides``, as the trainer's schema validates it; LaunchError with its errors per launch
+    field (the memory plan is resolve_config's, which the launch summary reports instead of raising)."""
     try:
         config = RunConfig.from_preset(preset, overrides)
     except ValidationError as error:
@@ -41,14 +57,6 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
         raise LaunchError("the run configuration is invalid", field_errors) from error
     except ValueError as error:
         raise LaunchError(str(error), {"preset": [str(error)]}) from error
-    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_fit.py).
-    memory_errors = memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
-    if memory_errors:
-        # On the launch field a person can change where there is one; else under the config's own name.
-        by_field: dict[str, list[str]] = {}
-        for path, messages in memory_errors.items():
-            by_field.setdefault(launch_contract.FIELD_FOR_CONFIG_PATH.get(path, path), []).extend(messages)
-        raise LaunchError("the run would not fit in its GPUs' memory", by_field)
     return config
 
 
@@ -80,6 +88,19 @@ def _visible_or_error(queryset, pk, field: str, what: str):
     return found
 
 
+def requested_overrides(request: launch_contract.LaunchRequest) -> dict:
+    """The request's settings nested by config section, its model looked up in the registry (LaunchError if the
+    registry has no enabled model of that name)."""
+    overrides = launch_contract.overrides_for(request)
+    if request.model is not None:
+        registered = RegisteredModel.objects.filter(name=request.model, is_enabled=True).first()
+        if registered is None:
+            names = ", ".join(RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True))
+            raise LaunchError("unknown model", {"model": [f"{request.model!r} is not in the model registry; choose one of {names}"]})
+        overrides["model"] = {"source": registered.source, "name_or_path": registered.name_or_path}
+    return overrides
+
+
 def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     """The one door every launch goes through (form, API, ``manage.py launch_run``).
 
@@ -96,13 +117,7 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     if request.starting_checkpoint_id is not None:
         starting_checkpoint = _visible_or_error(Checkpoint.objects.filter(run__in=Run.objects.visible_to(owner)),
                                                 request.starting_checkpoint_id, "starting_checkpoint_id", "checkpoint")
-    overrides = launch_contract.overrides_for(request)
-    if request.model is not None:
-        registered = RegisteredModel.objects.filter(name=request.model, is_enabled=True).first()
-        if registered is None:
-            names = ", ".join(RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True))
-            raise LaunchError("unknown model", {"model": [f"{request.model!r} is not in the model registry; choose one of {names}"]})
-        overrides["model"] = {"source": registered.source, "name_or_path": registered.name_or_path}
+    overrides = requested_overrides(request)
     if starting_checkpoint is not None:
         overrides.setdefault("model", {})["init_checkpoint"] = starting_checkpoint.model_folder
     elif request.model is None:

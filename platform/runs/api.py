@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from runs import actions, evaluation_results, launch_contract, queries
+from runs import actions, evaluation_results, launch_contract, launch_plan, queries
 from runs.checkpoint_files import download_response
 from runs.live import writing_now
 from runs.models import Run
@@ -97,6 +97,24 @@ def run_summaries(request, state: str = "", q: str = "", sort: str = ""):
     runs = queries.filter_runs(Run.objects.visible_to(request.user).select_related("promptset_version__promptset"),
                                state=state, search=q, sort=sort)
     return queries.run_summaries(list(runs[:200]))
+
+
+class LaunchSummaryOut(Schema):
+    preset: str
+    config: dict
+    summary: list[dict]
+
+
+@router.get("/launch-summary", response={200: LaunchSummaryOut, 422: LaunchErrorOut})
+def launch_summary(request):
+    """What a launch of these fields would do, before it is made: the resolved config and the launch page's summary
+    (runs/launch_plan.py). The query holds launch fields (``?preset=cpu-demo&prompts_per_step=8``); a blank one
+    is the preset's. Errors as the launch gives them, per field."""
+    data = {key: value for key, value in request.GET.items() if value != ""}
+    try:
+        return 200, launch_plan.requested_summary(data)
+    except launch_contract.LaunchError as error:
+        return 422, {"detail": str(error), "field_errors": error.field_errors}
 
 
 @router.get("/{run_id}/series", response=SeriesOut)

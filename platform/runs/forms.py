@@ -1,15 +1,26 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 
 from promptsets.models import Promptset, PromptsetVersion
-from runs import launch_contract
+from runs import launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
-from trainer.config import PRESETS, RolloutEngineKind
+from trainer.config import PRESETS, RolloutEngineKind, RunConfig
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
+
+DEFAULT_PRESET = "cpu-demo"
+
+# The form in the order people decide: what every run names first (open), then what few change (collapsed).
+FIELD_GROUPS = (
+    ("What every run sets", ("name", "promptset_version", "kind", "preset", "model", "starting_checkpoint")),
+    ("Schedule", ("total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed")),
+    ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine")),
+    ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
+)
 
 
 class LaunchRunForm(forms.Form):
@@ -20,9 +31,9 @@ class LaunchRunForm(forms.Form):
     kind = forms.ChoiceField(choices=RunKind.choices, initial=RunKind.RL, label="Kind of run",
                              help_text="Warm-start SFT teaches the answer format from demonstrations generated "
                                        "for the promptset; start an RL run from its checkpoint.")
-    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial="cpu-demo")
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=DEFAULT_PRESET)
     model = forms.ChoiceField(required=False, label="Model",
-                              help_text="Blank: the preset's model. Models come from the registry an administrator keeps.")
+                              help_text="Models come from the registry an administrator keeps.")
     starting_checkpoint = forms.ModelChoiceField(
         queryset=Checkpoint.objects.none(), required=False, label="Start from checkpoint",
         help_text="Blank: the preset's model. A checkpoint of an earlier run (e.g. warm-start SFT) to start from.",
@@ -30,14 +41,14 @@ class LaunchRunForm(forms.Form):
 
     error_correction = forms.NullBooleanField(
         required=False, label="Error correction (evaluations)",
-        widget=forms.Select(choices=[("", "the preset's (on)"), ("true", "on: one retry per failed first attempt"),
+        widget=forms.Select(choices=[("", "the preset's"), ("true", "on: one retry per failed first attempt"),
                                      ("false", "off: first attempts only")]),
         help_text="An evaluation's pass@k with one retry per failed first attempt, as the release counts "
                   "'with error fixing', or without.")
 
     rollout_engine = forms.ChoiceField(
         required=False, label="Rollout engine",
-        choices=[("", "the preset's (transformers on the CPU presets, vLLM on h100x8)"),
+        choices=[("", "the preset's"),
                  (RolloutEngineKind.VLLM.value, "vLLM (on a CPU node, its CPU build)"),
                  (RolloutEngineKind.TRANSFORMERS.value, "transformers")],
         help_text="What samples the rollouts. A node that cannot run the engine fails the run at start-up, "
@@ -54,9 +65,37 @@ class LaunchRunForm(forms.Form):
         ).select_related("run").order_by("-created_at")
         self.fields["model"].choices = [("", "the preset's model")] + [
             (name, name) for name in RegisteredModel.objects.filter(is_enabled=True).values_list("name", flat=True)]
+        # Each field shows the chosen preset's value and that preset's range alone; the page's script swaps them
+        # when another preset is chosen, from the same launch_plan.field_values (json_script).
+        self.chosen_preset = self._chosen_preset()
+        config = RunConfig.from_preset(self.chosen_preset)
+        shown = launch_plan.field_values(config)
+        self.allowed = {}
         for name, settable in SETTABLE_FIELDS.items():
             field_class = forms.IntegerField if settable.kind is int else forms.FloatField
-            self.fields[name] = field_class(required=False, help_text=launch_contract.describe_field(name))
+            values = shown[name]
+            self.fields[name] = field_class(required=False, help_text=settable.meaning, initial=values["value"])
+            self.fields[name].widget.attrs.update({"placeholder": values["placeholder"], "min": values["min"],
+                                                   "max": values["max"], "step": "1" if settable.kind is int else "any"})
+            self.allowed[name] = values["allowed"]
+        for name, text in launch_plan.blank_choices(config).items():
+            holder = self.fields[name] if hasattr(self.fields[name], "choices") else self.fields[name].widget
+            holder.choices = [("", text), *list(holder.choices)[1:]]
+
+    def _chosen_preset(self) -> str:
+        preset = self.data.get("preset") if self.is_bound else None
+        return preset if preset in PRESETS else DEFAULT_PRESET
+
+    def groups(self) -> list[dict]:
+        """FIELD_GROUPS with their bound fields; a collapsed group opens when one of its fields has an error."""
+        grouped = [name for _, names in FIELD_GROUPS for name in names]
+        if sorted(grouped) != sorted(self.fields):  # a field in no group would vanish from the page
+            raise ImproperlyConfigured(f"runs.forms.FIELD_GROUPS must hold each launch field once; it holds {grouped}, "
+                                       f"the form has {list(self.fields)}")
+        return [{"title": title, "is_first": number == 0,
+                 "is_open": number == 0 or any(self[name].errors for name in names),
+                 "fields": [(self[name], self.allowed.get(name, "")) for name in names]}
+                for number, (title, names) in enumerate(FIELD_GROUPS)]
 
     def launch_data(self) -> dict:
         """The contract's fields from the cleaned form (blank settable fields left out: the preset's value)."""

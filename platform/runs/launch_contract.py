@@ -31,13 +31,32 @@ from trainer.staleness import staleness_bound
 NAME_MAX_CHARS = 200
 
 
+def number_text(value: float, *, grouped: bool = False) -> str:
+    """A number as a person reads it and a form field takes it back: integers as integers, never an exponent
+    at 0.001 or above (``:g`` wrote the seed's bound as 2.14748e+09), below it the shortest exact one (2e-5).
+    ``grouped`` separates thousands, for prose only (a form field would not read "2,147,483,647")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"number_text takes a number, got {value!r}")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if isinstance(value, int):
+        return f"{value:,}" if grouped else str(value)
+    if abs(value) < 0.001:
+        mantissa, _, exponent = repr(value).partition("e")
+        return f"{mantissa}e{int(exponent)}" if exponent else repr(value)
+    text = repr(value)
+    if "e" in text:  # a float of 1e16 or more: written out in full
+        text = f"{value:f}".rstrip("0").rstrip(".")
+    return text
+
+
 @dataclass(frozen=True)
 class Bound:
     low: float
     high: float
 
     def describe(self) -> str:
-        return f"{self.low:g} to {self.high:g}"
+        return f"{number_text(self.low, grouped=True)} to {number_text(self.high, grouped=True)}"
 
 
 class SettableField(NamedTuple):

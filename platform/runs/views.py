@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs import actions, evaluation_results, live, queries, rollouts, scheduling, step_phases, warm_start
+from runs import actions, evaluation_results, launch_plan, live, queries, rollouts, scheduling, step_phases, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
 from runs.models import QueueState, Run, RunKind, RunState
@@ -51,7 +51,7 @@ def run_list(request):
 
 @login_required
 def launch(request):
-    form = LaunchRunForm(request.POST or None, user=request.user, initial={"preset": "cpu-demo"})
+    form = LaunchRunForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             run = actions.launch_run(owner=request.user, request=form.launch_request)
@@ -60,7 +60,9 @@ def launch(request):
         else:
             messages.success(request, f"Run “{run.name}” queued.")
             return redirect(run)
-    return render(request, "runs/launch.html", {"form": form, "warm_start": warm_start.status()})
+    presets = launch_plan.preset_pages()
+    return render(request, "runs/launch.html", {"form": form, "warm_start": warm_start.status(), "presets": presets,
+                                                "preset": presets[form.chosen_preset]})
 
 
 @login_required

@@ -80,3 +80,12 @@ def forget_refused_load(page, status: int = 400) -> None:
         page.wait_for_timeout(50)
     assert line in page.console_problems, f"the page was not refused with {status}: {page.console_problems}"
     page.console_problems.remove(line)
+
+
+def fill_launch_fields(page, values: dict) -> None:
+    """Fill launch form fields as a person does: open the collapsed group a field is in (its summary), then type."""
+    for field, value in values.items():
+        group = page.locator("#launch-form details.field-group").filter(has=page.locator(f"#id_{field}"))
+        if group.count() and group.get_attribute("open") is None:
+            group.locator("summary").click()
+        page.fill(f"#id_{field}", str(value))

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from runs.models import Run
-from tests.browser.conftest import SCREENSHOTS, log_in, screenshot, upload_promptset
+from tests.browser.conftest import SCREENSHOTS, fill_launch_fields, log_in, screenshot, upload_promptset
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -79,8 +79,7 @@ def test_during_a_cpu_demo_run_an_answer_grows_in_its_card_before_it_is_stored_t
     page.fill("#id_name", "watch it think")
     page.select_option("#id_promptset_version", label="arith v1")
     page.select_option("#id_preset", "cpu-demo")
-    for field, value in {"total_steps": 1, "prompts_per_step": 2, "samples_per_prompt": 1, "max_response_tokens": 160}.items():
-        page.fill(f"#id_{field}", str(value))
+    fill_launch_fields(page, {"total_steps": 1, "prompts_per_step": 2, "samples_per_prompt": 1, "max_response_tokens": 160})
     page.add_init_script(RECORD_CHANGES)
     page.click("#launch-form button[type=submit]")
     try:  # the web process's first cpu-demo launch check reads SmolLM2's architecture: seconds on a busy machine

@@ -17,7 +17,7 @@ import pytest
 from proofs.leaderboard import NO_VERDICT_LABEL
 from proofs.models import ProofAttempt
 from runs.models import FINAL_STATES, Evaluation, Run, RunState
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import fill_launch_fields, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -42,9 +42,8 @@ def launch_short_cpu_demo_run(page):
     page.select_option("#id_promptset_version", label="arith v1")
     page.select_option("#id_kind", "rl")
     page.select_option("#id_preset", "cpu-demo")
-    for field, value in {"total_steps": 2, "prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 16,
-                         "eval_every": 1, "checkpoint_every": 1, "eval_samples": EVAL_SAMPLES}.items():
-        page.fill(f"#id_{field}", str(value))
+    fill_launch_fields(page, {"total_steps": 2, "prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 16,
+                              "eval_every": 1, "checkpoint_every": 1, "eval_samples": EVAL_SAMPLES})
     with page.expect_navigation():
         page.click("#launch-form button[type=submit]")
     assert re.search(r"/runs/\d+/$", page.url), f"the launch was refused: {page.locator('main').inner_text()}"

@@ -46,11 +46,13 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 if str(REPO_DIR) not in sys.path:  # run as a file (python deploy/gpu_check.py): the trainer is importable
     sys.path.insert(0, str(REPO_DIR))
 
-from trainer import memory_plan  # noqa: E402 - after the path above
-from trainer.config import RunConfig  # noqa: E402
-from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of  # noqa: E402
-from trainer.rollout.base import SamplingSettings  # noqa: E402
-from trainer.rollout.engines import build_engine  # noqa: E402
+from deploy.services import free_port  # noqa: E402 - importable only after the path above
+from trainer import memory_plan  # noqa: E402 - importable only after the path above
+from trainer.compute_dtype import resolve_compute_dtype  # noqa: E402 - importable only after the path above
+from trainer.config import RunConfig  # noqa: E402 - importable only after the path above
+from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of  # noqa: E402 - importable only after the path above
+from trainer.rollout.base import SamplingSettings  # noqa: E402 - importable only after the path above
+from trainer.rollout.engines import build_engine  # noqa: E402 - importable only after the path above
 
 MODEL = "Qwen/Qwen3-1.7B"  # the architecture of AI-MO/Kimina-Prover-Distill-1.7B
 DEADLINE_S = 8 * 60
@@ -164,8 +166,6 @@ def check_cuda_fail_fast(context: dict) -> dict:
 def check_bfloat16(context: dict) -> dict:
     import torch
 
-    from trainer.compute_dtype import resolve_compute_dtype
-
     resolved = resolve_compute_dtype("auto", "cuda")
     left = torch.randn(1024, 1024, device="cuda")
     right = torch.randn(1024, 1024, device="cuda")
@@ -188,7 +188,6 @@ def check_fsdp2_on_nccl(context: dict) -> dict:
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
 
-    from deploy.services import free_port
     from trainer.sharding import shard_with_fsdp
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")

@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer.problems import Problem
+from trainer.rollouts import PromptSlot
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+
 CHECKPOINTS_FOLDER = "checkpoints"
 STEP_FOLDER_PATTERN = re.compile(r"^step_(\d{6,})$")
 MODEL_FOLDER = "model"
@@ -228,10 +232,6 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) ->
 
 def _checkpoint_data_classes() -> list:
     """The trainer's own records a checkpoint keeps (in-flight prompt slots, cached verdicts): plain fields, no code."""
-    from trainer.problems import Problem
-    from trainer.rollouts import PromptSlot
-    from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
-
     return [Problem, PromptSlot, LeanMessage, Verdict, VerificationResult]
 
 

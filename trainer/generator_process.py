@@ -17,6 +17,9 @@ the run knows every answer's policy version without asking. Weights travel as a 
 so an evaluation runs through it unchanged. The child ends itself when the run's process is gone.
 On GPUs the rollout pool (``cluster.rollout_gpus``) is one such process per engine, each seeing only its
 own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one generator by ``GeneratorPool``.
+
+Why one piece: the command protocol, the child's loop that serves it, and the two handles that speak it (one
+process, a pool) change together; split, a command added on one side would be missed on the other.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
+from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.models import load_policy
 from trainer.rollout.engines import build_engine
@@ -394,8 +398,6 @@ def push_dtype(config: RunConfig) -> Any:
     samples from the weights as the learner keeps them (None: unchanged)."""
     if config.rollout.engine is not RolloutEngineKind.VLLM:
         return None
-    from trainer.compute_dtype import compute_dtype_of
-
     return compute_dtype_of(config).torch_dtype()
 
 

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.compute_dtype import cpu_bfloat16_verdict, cpu_report, resolve_compute_dtype
 from trainer.config import RunConfig
 from trainer.memory_plan import (
     MIB,
@@ -54,8 +55,6 @@ def validation_dtype(config: RunConfig) -> tuple[str, str]:
 
     The plan's method is the same in every dtype (its fake tensors carry it), so on a CPU that would emulate
     bfloat16 (AVX2 only: about six minutes instead of twenty seconds for the step) the check runs in float32."""
-    from trainer.compute_dtype import cpu_bfloat16_verdict, cpu_report, resolve_compute_dtype
-
     planned = resolve_compute_dtype(config.model.dtype, "cuda").dtype
     is_fast, why = cpu_bfloat16_verdict(cpu_report())
     if planned == "bfloat16" and not is_fast:

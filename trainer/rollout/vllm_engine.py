@@ -54,6 +54,10 @@ no Python callable is ever serialized; the buckets of one push make one reload t
 bucket would corrupt every fused layer a bucket boundary splits). vLLM's newer weight-transfer API
 (``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
 has kept its meaning, so it is the one used here.
+
+Why one piece: vLLM's life in a run (build, sleep, wake, the weight push with its one in-place reload,
+streaming generation) is one sequence of calls into one engine whose order matters; the worker-side half
+of the push lives in ``vllm_worker.py`` because it runs inside vLLM's processes.
 """
 
 from __future__ import annotations

@@ -287,8 +287,25 @@ def vllm_cpu():
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
+def vllm_llama(tokenizer, seed: int) -> LlamaForCausalLM:
+    """A tiny random Llama with heads vLLM's CPU attention takes, drawn from ``seed``."""
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(tiny_llama_config(len(tokenizer), head_dim=VLLM_CPU_HEAD_DIM)).eval()
+
+
 @pytest.fixture(scope="session")
 def vllm_random_llama(tokenizer) -> LlamaForCausalLM:
     """random_llama with heads vLLM's CPU attention takes."""
-    torch.manual_seed(0)
-    return LlamaForCausalLM(tiny_llama_config(len(tokenizer), head_dim=VLLM_CPU_HEAD_DIM)).eval()
+    return vllm_llama(tokenizer, seed=0)
+
+
+@pytest.fixture(scope="module")
+def weights_a(tokenizer) -> LlamaForCausalLM:
+    """The weights an engine starts from, in the tests of a weight push."""
+    return vllm_llama(tokenizer, seed=1)
+
+
+@pytest.fixture(scope="module")
+def weights_b(tokenizer) -> LlamaForCausalLM:
+    """The weights pushed into it."""
+    return vllm_llama(tokenizer, seed=2)

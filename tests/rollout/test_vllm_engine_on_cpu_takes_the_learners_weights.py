@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaForCausalLM
 
-from tests.rollout.conftest import VLLM_CPU_HEAD_DIM, cpu_vllm_config, tiny_llama_config
+from tests.rollout.conftest import cpu_vllm_config
 from trainer.batching import TrainingSequence, pad_batch
 from trainer.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
@@ -24,23 +23,8 @@ LONG_PROMPTS = {"rollout": {"max_prompt_tokens": 160, "max_response_tokens": 16}
 GREEDY = SamplingSettings.greedy(max_tokens=12)
 
 
-def llama(tokenizer, seed: int) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(tiny_llama_config(len(tokenizer), head_dim=VLLM_CPU_HEAD_DIM)).eval()
-
-
 def answers(engine, sampling=GREEDY):
     return {g.prompt_index: g for g in engine.generate(PROMPTS, sampling)}
-
-
-@pytest.fixture(scope="module")
-def weights_a(tokenizer):
-    return llama(tokenizer, seed=1)
-
-
-@pytest.fixture(scope="module")
-def weights_b(tokenizer):
-    return llama(tokenizer, seed=2)
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaForCausalLM
 
-from tests.rollout.conftest import VLLM_CPU_HEAD_DIM, cpu_vllm_config, tiny_llama_config
+from tests.rollout.conftest import cpu_vllm_config
 from trainer.rollout import vllm_engine
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.vllm_engine import VllmEngine
@@ -23,11 +22,6 @@ from trainer.rollout.weights import iter_full_weights
 PROMPTS = [[5 + (i * 7 + j) % 20 for j in range(20)] for i in range(3)]
 GREEDY = SamplingSettings.greedy(max_tokens=12)
 ONE_TENSOR_PER_BUCKET = 1  # bytes: every tensor closes its bucket
-
-
-def llama(tokenizer, seed: int) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(tiny_llama_config(len(tokenizer), head_dim=VLLM_CPU_HEAD_DIM)).eval()
 
 
 def answers(engine) -> dict:
@@ -42,16 +36,6 @@ def vllm_multiprocessing(enabled: bool) -> pytest.MonkeyPatch:
     patch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1" if enabled else "0")
     vllm.envs.disable_envs_cache()
     return patch
-
-
-@pytest.fixture(scope="module")
-def weights_a(tokenizer):
-    return llama(tokenizer, seed=1)
-
-
-@pytest.fixture(scope="module")
-def weights_b(tokenizer):
-    return llama(tokenizer, seed=2)
 
 
 @pytest.fixture(scope="module")

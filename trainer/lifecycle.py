@@ -150,7 +150,11 @@ class RunLifecycle:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
         if not self._claim_the_end():
-            return status  # the watchdog is ending the process with the run's cancelled end
+            # The watchdog is publishing the cancelled end and will leave with os._exit. Leaving the
+            # interpreter beside it would drop its events and run C++ destructors under its feet
+            # (an abort: "terminate called without an active exception", exit -6).
+            self._stop_deadline.join()
+            return status
         if self._stop_deadline is not None:
             self._stop_deadline.cancel()
         self.publisher.publish(EventType.RUN_FINISHED, {

@@ -41,6 +41,36 @@ HANGING_TEAR_DOWN = textwrap.dedent("""
     HangingTearDown().run()
 """)
 
+# The race of a tear-down that ends just after the deadline: the watchdog has claimed the end and is still
+# delivering it (a slow sink) when the run's own thread comes back.
+TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from trainer.events import EventPublisher, EventType, StdoutSink
+    from trainer.lifecycle import RunLifecycle
+
+    class SlowToDeliverTheEnd(StdoutSink):
+        def write(self, event):
+            if event.type == EventType.RUN_FINISHED:
+                time.sleep(1.5)
+            super().write(event)
+
+    class TearDownJustPastTheDeadline(RunLifecycle):
+        def __init__(self):
+            self.publisher = EventPublisher("race", SlowToDeliverTheEnd())
+            self._seq_recorder = self.publisher.record_sequence()
+            self.output_dir = Path(sys.argv[1])
+
+        def live(self):
+            self.publisher.publish(EventType.RUN_STARTED, {})
+            time.sleep(600)
+
+        def tear_down(self):
+            time.sleep(2.3)  # the deadline is 2 s: the watchdog claims the end, then this returns
+
+    TearDownJustPastTheDeadline().run()
+""")
+
 
 def test_the_deadline_lies_inside_rays_wait_with_room_for_the_last_events():
     assert stop_deadline_s({}) == 1.5  # Ray's default wait, 3 s
@@ -66,6 +96,24 @@ def test_a_run_whose_tear_down_hangs_still_publishes_its_cancelled_end_within_th
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled"
     assert "its shutdown outlasted 2 s" in finished["payload"]["reason"]
+
+
+def test_a_tear_down_ending_while_the_watchdog_delivers_the_end_leaves_it_to_the_watchdog(tmp_path):
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "4", "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen([sys.executable, "-c", TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS, str(tmp_path)],
+                               cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment)
+    try:
+        assert json.loads(process.stdout.readline())["type"] == "run_started"
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 143, (code, process.stderr.read()[-2000:])
+    [finished] = [event for event in events if event["type"] == "run_finished"]
+    assert finished["payload"]["status"] == "cancelled"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,6 +1,7 @@
-"""Server time of the run page and of a filtered rollout list with 100,000 stored rollouts.
+"""Server time of the run page, of a filtered rollout list and of its text search with 100,000 stored rollouts.
 
-Goal (issue 5): p95 under 150 ms for both. Each view is timed in-process through Django's test
+Goals: p95 under 150 ms for the page and the filtered lists (issue 5); under 200 ms for the text search over
+the answers and Lean's messages (issue 35, PostgreSQL's full-text index). Each view is timed in-process through Django's test
 client (the whole request: middleware, queries, template) on a run holding ``--rollouts``
 rollouts, against the same view on an empty run in the same process as the baseline. A
 throwaway embedded PostgreSQL is started and removed.
@@ -19,6 +20,7 @@ import time
 import viewer_stack
 
 GOAL_P95_MS = 150.0
+TEXT_SEARCH_GOAL_P95_MS = 200.0
 
 
 def p95(samples: list[float]) -> float:
@@ -67,16 +69,22 @@ def main() -> int:
             "run page, filtered (verdict=valid, turn=retry)": "/runs/{}/?verdict=valid&turn=retry",
             "rollout list API, filtered (format error, problem)": "/api/proofs/runs/{}/rollouts?format_error=no_valid_think_block&problem=p7",
             "rollout list API, filtered (step, reward=censored)": "/api/proofs/runs/{}/rollouts?step=20&reward=censored",
+            "text search, a rare lemma name (1 in 200)": "/api/proofs/runs/{}/rollouts?text=Nat.succ_le_of_lt",
+            "text search, two tactics and not a third": "/api/proofs/runs/{}/rollouts?text=nlinarith+gcongr+-omega",
+            "text search, Lean's message words": "/api/proofs/runs/{}/rollouts?text=%22simp+failed%22",
+            "run page, text search and step range": "/runs/{}/?text=positivity&step_from=10&step_to=20",
         }
         failed = False
         print(f"{'view':55} {'p95 (full)':>11} {'p95 (empty)':>12} {'ratio':>6}")
         for name, pattern in views.items():
             loaded = p95(time_view(client, pattern.format(big.pk), args.requests))
             baseline = p95(time_view(client, pattern.format(empty.pk), args.requests))
-            failed |= loaded > GOAL_P95_MS
+            goal = TEXT_SEARCH_GOAL_P95_MS if "text" in pattern else GOAL_P95_MS
+            failed |= loaded > goal
             print(f"{name:55} {loaded:9.1f} ms {baseline:9.1f} ms {loaded / baseline:6.2f}"
-                  f"{'' if loaded <= GOAL_P95_MS else '  ABOVE the 150 ms goal'}")
-        print(f"goal: p95 under {GOAL_P95_MS:.0f} ms with {args.rollouts:,} rollouts: {'missed' if failed else 'met'}")
+                  f"{'' if loaded <= goal else f'  ABOVE the {goal:.0f} ms goal'}")
+        print(f"goals: p95 under {GOAL_P95_MS:.0f} ms, text searches under {TEXT_SEARCH_GOAL_P95_MS:.0f} ms, "
+              f"with {args.rollouts:,} rollouts: {'missed' if failed else 'met'}")
         print("rerun: .venv/bin/python benchmarks/viewer_page_latency.py")
         return 1 if failed else 0
     finally:

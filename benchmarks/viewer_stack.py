@@ -93,15 +93,22 @@ def seed_attempts(run, count: int, *, per_step: int = 2048, batch: int = 5000, s
     reasoning = "Let me think about the statement. " * 20
     code = "theorem p (x : 𝔽) : x ≤ x := by\n  intro h\n  simp [le_refl]\n  exact h₀\n"
     prompt = "Complete the following Lean 4 code:\n" + code * 10
+    tactics = ["omega", "linarith", "nlinarith", "norm_num", "simp", "ring_nf", "decide", "positivity", "field_simp",
+               "aesop", "exact", "intro", "induction", "cases", "rcases", "constructor", "use", "calc", "gcongr"]
     rows = []
     for index in range(count):
         step = index // per_step
         verdict = rng.choice(["valid", "lean_error", "lean_error", "sorry", "infra_error", ""])
+        # Answers of varied words for the text search: tactics, numbers, and a rare lemma name in 1 of 200.
+        words = rng.choices(tactics, k=40) + [str(rng.randrange(1000)) for _ in range(10)]
+        if rng.random() < 0.005:
+            words.append("Nat.succ_le_of_lt")
+        response = f"<think>{reasoning}{' '.join(words)}</think>\n```lean4\n{code}```"
         rows.append(ProofAttempt(
             run=run, rollout_key=f"s{step}-k{index}", step=step, problem_key=f"p{rng.randrange(244)}",
             problem_name="p", turn="retry" if step and rng.random() < 0.5 else "first", verdict=verdict,
             format_error="no_valid_think_block" if verdict == "" else "", reasoning=reasoning, lean_code=code,
-            checked_code="import Mathlib\n" + code, prompt=prompt,
+            checked_code="import Mathlib\n" + code, prompt=prompt, response=response,
             lean_messages=[{"severity": "error", "line": 3, "column": 2, "end_line": 3, "end_column": 6, "text": "simp failed"}]
             if verdict == "lean_error" else [],
             reward=None if verdict == "infra_error" else 1.0 if verdict == "valid" else 0.0,

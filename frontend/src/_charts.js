@@ -22,7 +22,8 @@ export function colour(index) {
  * function. New series (a format error category seen for the first time) rebuild the chart.
  */
 export class StepChart {
-  constructor(figure, { series = [], dynamicSeries = null, yLabel = "", yAtLeast = null, measuredNone = null } = {}) {
+  constructor(figure, { series = [], dynamicSeries = null, yLabel = "", yAtLeast = null, measuredNone = null,
+                        samplesOf = null } = {}) {
     this.figure = figure;
     this.rows = new Map();
     if (!figure) return; // this kind of run has no such chart (an SFT run has no rewards)
@@ -35,6 +36,12 @@ export class StepChart {
     this.yAtLeast = yAtLeast;
     // (rows) => what to say when steps were measured and none has a value to draw (every share was 0), or null
     this.measuredNone = measuredNone;
+    // (step) => the rollout list's filters for the samples behind that step's point, or null: a click opens them
+    this.samplesOf = samplesOf;
+    if (samplesOf) {
+      figure.classList.add("opens-samples");
+      figure.title = "Click a step to open its rollouts.";
+    }
     this.plot = null;
     this.seriesKey = "";
     this.empty = figure.appendChild(document.createElement("p"));
@@ -86,6 +93,15 @@ export class StepChart {
              { label: this.yLabel, stroke: "currentColor", grid: { stroke: "rgba(128,128,128,.2)" }, values: axisValues }],
       series: [{ label: "step" }, ...series.map((s, i) => ({ label: s.label, stroke: s.colour || colour(i), width: 2, spanGaps: false, points: { show: sorted.length < 40 } }))],
     }, data, this.figure);
+    if (this.samplesOf) this.plot.over.addEventListener("click", () => this.openSamples());
+  }
+
+  openSamples() {
+    const index = this.plot?.cursor.idx;
+    if (index === null || index === undefined) return;
+    const step = this.plot.data[0][index];
+    const filters = new URLSearchParams(this.samplesOf(step));
+    window.location.assign(`${window.location.pathname}?${filters}#rollouts`);
   }
 }
 

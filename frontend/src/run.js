@@ -32,34 +32,38 @@ const figure = (name) => document.querySelector(`[data-chart="${name}"]`);
 // Words for the trainer's metric names come with the page (runs/step_phases.py): one list, no copy here.
 const METRIC_LABELS = context.metricLabels || {};
 const labelled = (key) => ({ label: METRIC_LABELS[key] || key, pick: value(key) });
+// What a click on a chart's step opens: the training rollouts of that step, narrowed to what the chart counts.
+const trainedAt = (step) => ({ step, purpose: "training" });
+const formatErrorsAt = (step) => ({ step, purpose: "training", format_error: "any" });
+const evaluatedAt = (step) => ({ step, purpose: "evaluation" });
 const stepCharts = {
-  reward: new StepChart(figure("reward"), { series: [
+  reward: new StepChart(figure("reward"), { samplesOf: trainedAt, series: [
     { label: "mean", pick: value("reward/mean") },
     { label: "first attempts", pick: value("reward/first_attempt") },
     { label: "retries", pick: value("reward/retry") }], yAtLeast: [0, 1] }),
-  accuracy: new StepChart(figure("accuracy"), { series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }], yAtLeast: [0, 1] }),
-  format_errors: new StepChart(figure("format_errors"), { dynamicSeries: formatErrorSeries, yLabel: "share of answers", yAtLeast: [0, 1],
+  accuracy: new StepChart(figure("accuracy"), { samplesOf: trainedAt, series: [{ label: "Lean accuracy", pick: value("lean/accuracy") }], yAtLeast: [0, 1] }),
+  format_errors: new StepChart(figure("format_errors"), { samplesOf: formatErrorsAt, dynamicSeries: formatErrorSeries, yLabel: "share of answers", yAtLeast: [0, 1],
                                                           measuredNone: noFormatErrors }),
-  response_length: new StepChart(figure("response_length"), { series: [
+  response_length: new StepChart(figure("response_length"), { samplesOf: trainedAt, series: [
     { label: "mean", pick: value("response_length/mean") }, { label: "max", pick: value("response_length/max") }], yLabel: "tokens" }),
-  time_split: new StepChart(figure("time_split"), { series: [
+  time_split: new StepChart(figure("time_split"), { samplesOf: trainedAt, series: [
     { label: "generation", pick: value("time/generation_s") },
     { label: "verification (after generation)", pick: value("time/verification_tail_s") },
     { label: "learning", pick: value("time/learning_s") },
     { label: "weight sync", pick: value("time/weight_sync_s") }], yLabel: "s" }),
-  tokens_per_second: new StepChart(figure("tokens_per_second"), { series: [
+  tokens_per_second: new StepChart(figure("tokens_per_second"), { samplesOf: trainedAt, series: [
     { label: "generation", pick: value("generation/tokens_per_second") },
     { label: "learner", pick: value("learner/tokens_per_second") }] }),
   // The train–inference gap (trainer/rollout/gap.py): the engine's log-probabilities of its tokens against the learner's.
-  logprob_gap: new StepChart(figure("logprob_gap"), { series: [
+  logprob_gap: new StepChart(figure("logprob_gap"), { samplesOf: trainedAt, series: [
     { label: "mean", pick: value("rollout/logprob_abs_diff_mean") },
     { label: "max", pick: value("rollout/logprob_abs_diff_max") }], yLabel: "|Δ log p| (nats)" }),
   // Asynchronous RL (issue 25): how stale the trained rollouts were, what was dropped for it, who waited.
-  staleness: new StepChart(figure("staleness"), { series: [labelled("rollout/staleness_mean"), labelled("rollout/staleness_max")],
+  staleness: new StepChart(figure("staleness"), { samplesOf: trainedAt, series: [labelled("rollout/staleness_mean"), labelled("rollout/staleness_max")],
     yLabel: "updates behind", yAtLeast: [0, 1] }),
   dropped_stale: new StepChart(figure("dropped_stale"), { series: [labelled("rollout/dropped_stale")], yLabel: "rollouts", yAtLeast: [0, 1] }),
-  idle: new StepChart(figure("idle"), { series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
-  ratio_outside: new StepChart(figure("ratio_outside"), { series: [
+  idle: new StepChart(figure("idle"), { samplesOf: trainedAt, series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
+  ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: trainedAt, series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
   // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
   sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
@@ -67,7 +71,7 @@ const stepCharts = {
   grad_norm: new StepChart(figure("grad_norm"), { series: [{ label: "gradient norm", pick: value("grad_norm") }] }),
   sft_tokens_per_second: new StepChart(figure("sft_tokens_per_second"), { series: [{ label: "tokens/s", pick: value("tokens_per_second") }] }),
 };
-const evaluationChart = new StepChart(figure("evaluation"), { dynamicSeries: evaluationSeries, yAtLeast: [0, 1] });
+const evaluationChart = new StepChart(figure("evaluation"), { samplesOf: evaluatedAt, dynamicSeries: evaluationSeries, yAtLeast: [0, 1] });
 const phaseTimeline = new PhaseTimeline(document.getElementById("phase-timeline"), { phases: context.phases || [] });
 
 function showLatestMetrics(row) {
@@ -191,11 +195,21 @@ let pending = [];
 
 /** The same filters the server applies (proofs/queries.py), for rollouts arriving live. */
 export function matchesFilters(r, f) {
+  // Full-text search is PostgreSQL's (its parser and lexemes): a live rollout cannot be matched here the same
+  // way, so a searching page shows what the server found and says that new rollouts are not searched live.
+  if (f.text) return false;
   if (f.step !== undefined && Number(r.step) !== Number(f.step)) return false;
+  if (f.step_from !== undefined && Number(r.step) < Number(f.step_from)) return false;
+  if (f.step_to !== undefined && Number(r.step) > Number(f.step_to)) return false;
+  if (f.policy_version !== undefined && r.policy_version !== Number(f.policy_version)) return false;
+  if (f.min_tokens !== undefined && !(Number(r.num_tokens) >= Number(f.min_tokens))) return false;
+  if (f.max_tokens !== undefined && !(Number(r.num_tokens) <= Number(f.max_tokens))) return false;
+  if (f.truncated && Boolean(r.is_truncated) !== (f.truncated === "yes")) return false;
+  if (f.format_error === "any" && !r.format_error) return false;
+  if (f.format_error && f.format_error !== "any" && r.format_error !== f.format_error) return false;
   if (f.purpose && Boolean(r.is_evaluation) !== (f.purpose === "evaluation")) return false;
   if (f.turn && r.turn !== f.turn) return false;
   if (f.verdict && (f.verdict === "none" ? Boolean(r.verdict) : r.verdict !== f.verdict)) return false;
-  if (f.format_error && r.format_error !== f.format_error) return false;
   if (f.problem && r.problem_id !== f.problem) return false;
   if (f.reward === "censored" && r.reward !== null && r.reward !== undefined) return false;
   if (f.reward === "1" && !(r.reward > 0)) return false;

@@ -67,12 +67,19 @@ class RolloutPageOut(Schema):
 
 class RolloutFiltersIn(StrictSchema):
     step: int | None = None
+    step_from: int | None = None
+    step_to: int | None = None
     purpose: str = ""
     turn: str = ""
     verdict: str = ""
     format_error: str = ""
     problem: str = ""
     reward: str = ""
+    policy_version: int | None = None
+    min_tokens: int | None = None
+    max_tokens: int | None = None
+    truncated: str = ""
+    text: str = ""
     before: int | None = None
     limit: int | None = None
 

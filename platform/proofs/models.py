@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.urls import reverse
 
 from runs.models import Run
@@ -14,6 +18,16 @@ Turn = models.TextChoices("Turn", [(turn.name, (turn.value, turn.label)) for tur
                           module=__name__)
 Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.label)) for verdict in verdicts.Verdict],
                              module=__name__)
+
+
+# 'simple': words as written, lowercased, no stemming and no stop words: Lean's names (``Nat.succ_le``, ``omega``)
+# are not English, and a search for "have" must find ``have``.
+TEXT_SEARCH_CONFIG = "simple"
+
+
+def searchable_text() -> SearchVector:
+    """What the proof viewer's text search reads: the answer and Lean's messages."""
+    return SearchVector("response", Cast("lean_messages", TextField()), config=TEXT_SEARCH_CONFIG)
 
 
 class ProofAttemptQuerySet(models.QuerySet):
@@ -59,6 +73,9 @@ class ProofAttempt(models.Model):
     generation_seconds = models.FloatField(default=0)
     verification_seconds = models.FloatField(default=0)
     sampling = models.JSONField(default=dict)
+    # Stored, not computed per query: a search that checks a row (a phrase, or the newest rows first) reads its
+    # words instead of parsing a long answer again (0.3 ms a row: benchmarks/viewer_page_latency.py).
+    searchable = models.GeneratedField(expression=searchable_text(), output_field=SearchVectorField(), db_persist=True)
     policy_version = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="The policy that wrote it: learner updates in the weights that generated it (0: the starting "
@@ -80,6 +97,7 @@ class ProofAttempt(models.Model):
             models.Index(fields=["run", "problem_key", "id"]),
             # The proof viewer's filter by format error category, newest first.
             models.Index(fields=["run", "format_error", "id"], name="attempt_run_format_error_id"),
+            GinIndex(fields=["searchable"], name="attempt_text_search"),
         ]
 
     def __str__(self):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django import forms
+from django.contrib.postgres.search import SearchQuery
 from django.db.models import QuerySet
 
-from proofs.models import ProofAttempt, Turn, Verdict
+from proofs.models import TEXT_SEARCH_CONFIG, ProofAttempt, Turn, Verdict
 from trainer.format_reward import FormatError
 
 PAGE_SIZE = 100
@@ -28,20 +29,47 @@ class PurposeFilter:
     CHOICES = [("", "training and evaluation"), (TRAINING, "training rollouts"), (EVALUATION, "evaluation samples")]
 
 
+class TruncatedFilter:
+    TRUNCATED = "yes"
+    COMPLETE = "no"
+    CHOICES = [("", "any ending"), (TRUNCATED, "cut at the token limit"), (COMPLETE, "ended by the model")]
+
+
+ANY_FORMAT_ERROR = "any"
+
+
 class RolloutFilters(forms.Form):
-    """The proof viewer's filters. Blank fields filter nothing; bad values are form errors, never a 500."""
+    """The proof viewer's filters, read from the page's URL, so that a link shows exactly this list. Blank
+    fields filter nothing; bad values are form errors, never a 500."""
 
     step = forms.IntegerField(required=False, min_value=0)
+    step_from = forms.IntegerField(required=False, min_value=0, label="From step")
+    step_to = forms.IntegerField(required=False, min_value=0, label="To step")
     purpose = forms.ChoiceField(required=False, choices=PurposeFilter.CHOICES)
     turn = forms.ChoiceField(required=False, choices=[("", "any turn"), *Turn.choices])
     verdict = forms.ChoiceField(required=False, choices=[("", "any verdict"), ("none", "not sent to Lean"), *Verdict.choices])
     format_error = forms.ChoiceField(required=False, label="Format error",
-                                     choices=[("", "any format"), *[(e.value, e.value.replace("_", " ")) for e in FormatError]])
+                                     choices=[("", "any format"), (ANY_FORMAT_ERROR, "any format error"),
+                                              *[(e.value, e.value.replace("_", " ")) for e in FormatError]])
     problem = forms.CharField(required=False, max_length=300, help_text="The problem's key, exactly.")
     reward = forms.ChoiceField(required=False, choices=RewardFilter.CHOICES)
+    policy_version = forms.IntegerField(required=False, min_value=0, label="Policy version",
+                                        help_text="Learner updates in the weights that wrote it (0: the first weights).")
+    min_tokens = forms.IntegerField(required=False, min_value=0, label="At least tokens")
+    max_tokens = forms.IntegerField(required=False, min_value=0, label="At most tokens")
+    truncated = forms.ChoiceField(required=False, choices=TruncatedFilter.CHOICES, label="Ending")
+    text = forms.CharField(required=False, max_length=200, label="Text",
+                           help_text="Words in the answer or in Lean's messages (all of them; \"a phrase\", -word).")
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput,
                                 help_text="Only rollouts older than this id (the next page).")
     limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE, widget=forms.HiddenInput)
+
+    def clean(self):
+        data = super().clean()
+        for low, high in (("step_from", "step_to"), ("min_tokens", "max_tokens")):
+            if data.get(low) is not None and data.get(high) is not None and data[low] > data[high]:
+                self.add_error(high, f"Must not be below {self.fields[low].label.lower()} ({data[low]}).")
+        return data
 
     def active_filters(self) -> dict:
         """The filters that narrow the list, as the JavaScript filter receives them."""
@@ -50,20 +78,27 @@ class RolloutFilters(forms.Form):
 
 
 def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> QuerySet[ProofAttempt]:
-    """Newest first. Each filter is an equality the (run, field, id) indexes answer without a scan (purpose with
-    step: the (run, is_evaluation, step, id) index)."""
+    """Newest first. Each equality filter is answered by a (run, field, id) index without a scan (purpose with
+    step: the (run, is_evaluation, step, id) index); the text search by the full-text index on the stored
+    words (``attempt_text_search``)."""
     if not filters.is_valid():
         raise ValueError(f"invalid rollout filters: {filters.errors.as_json()}")
     data = filters.cleaned_data
     if data.get("step") is not None:
         queryset = queryset.filter(step=data["step"])
+    if data.get("step_from") is not None:
+        queryset = queryset.filter(step__gte=data["step_from"])
+    if data.get("step_to") is not None:
+        queryset = queryset.filter(step__lte=data["step_to"])
     if data.get("purpose"):
         queryset = queryset.filter(is_evaluation=data["purpose"] == PurposeFilter.EVALUATION)
     if data.get("turn"):
         queryset = queryset.filter(turn=data["turn"])
     if data.get("verdict"):
         queryset = queryset.filter(verdict="" if data["verdict"] == "none" else data["verdict"])
-    if data.get("format_error"):
+    if data.get("format_error") == ANY_FORMAT_ERROR:
+        queryset = queryset.exclude(format_error="")
+    elif data.get("format_error"):
         queryset = queryset.filter(format_error=data["format_error"])
     if data.get("problem"):
         queryset = queryset.filter(problem_key=data["problem"])
@@ -74,6 +109,17 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
         queryset = queryset.filter(reward__gt=0)
     elif reward == RewardFilter.ZERO:
         queryset = queryset.filter(reward=0)
+    if data.get("policy_version") is not None:
+        queryset = queryset.filter(policy_version=data["policy_version"])
+    if data.get("min_tokens") is not None:
+        queryset = queryset.filter(num_tokens__gte=data["min_tokens"])
+    if data.get("max_tokens") is not None:
+        queryset = queryset.filter(num_tokens__lte=data["max_tokens"])
+    if data.get("truncated"):
+        queryset = queryset.filter(is_truncated=data["truncated"] == TruncatedFilter.TRUNCATED)
+    if data.get("text", "").strip():
+        queryset = queryset.filter(
+            searchable=SearchQuery(data["text"], config=TEXT_SEARCH_CONFIG, search_type="websearch"))
     if data.get("before"):
         queryset = queryset.filter(pk__lt=data["before"])
     return queryset.order_by("-pk")
@@ -82,7 +128,7 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
 def attempt_page(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> tuple[list[ProofAttempt], int | None]:
     """One page of rollouts, newest first, and the id to pass as ``before`` for the next page (None at the end)."""
     limit = filters.cleaned_data.get("limit") or PAGE_SIZE
-    rows = list(filter_attempts(queryset, filters).defer("prompt", "checked_code", "response")[: limit + 1])
+    rows = list(filter_attempts(queryset, filters).defer("prompt", "checked_code", "response", "searchable")[: limit + 1])
     if len(rows) > limit:
         return rows[:limit], rows[limit - 1].pk
     return rows, None

@@ -66,6 +66,7 @@ class RunLifecycle:
     _end_lock: threading.Lock | None = None
     _has_published_end: bool = False
     _stop_deadline: threading.Timer | None = None
+    _stopped_by: str | None = None  # the signal that told the run to stop, once its handler has run
 
     def live(self) -> None:
         """Set up, publish RUN_STARTED, and do the run's work; returning means it succeeded."""
@@ -88,10 +89,16 @@ class RunLifecycle:
             return RunStatus.CANCELLED, f"stopped by {error.signal_name} during step {self.step}"
         if isinstance(error, KeyboardInterrupt):  # Ctrl-C before the handler was installed, or in a thread
             return RunStatus.CANCELLED, f"stopped by SIGINT (Ctrl-C) during step {self.step}"
+        if self._stopped_by is not None:
+            # Ray's stop signals the trainer's children too (a compile worker, a generator process): what their
+            # end breaks in the run's shutdown is the cancel's echo, not a failure of the run.
+            return RunStatus.CANCELLED, (f"stopped by {self._stopped_by} during step {self.step}; "
+                                         f"its shutdown then raised {type(error).__name__}: {error}")
         return RunStatus.FAILED, f"{type(error).__name__}: {error}"
 
     def _on_sigterm(self, signum, frame) -> None:
         signal_name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+        self._stopped_by = self._stopped_by or signal_name
         if signum == signal.SIGTERM:
             self._start_stop_deadline(signal_name)
         raise RunCancelled(signal_name)

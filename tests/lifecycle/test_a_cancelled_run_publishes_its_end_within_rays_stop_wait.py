@@ -71,6 +71,29 @@ TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS = textwrap.dedent("""
     TearDownJustPastTheDeadline().run()
 """)
 
+# Ray's stop signals the trainer's children as well: a child's end surfaces in the run as an error of its own.
+SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from trainer.events import EventPublisher, EventType, StdoutSink
+    from trainer.lifecycle import RunCancelled, RunLifecycle
+
+    class ChildGoneWithTheStop(RunLifecycle):
+        def __init__(self):
+            self.publisher = EventPublisher("echo", StdoutSink())
+            self._seq_recorder = self.publisher.record_sequence()
+            self.output_dir = Path(sys.argv[1])
+
+        def live(self):
+            self.publisher.publish(EventType.RUN_STARTED, {})
+            try:
+                time.sleep(600)
+            except RunCancelled:
+                raise BrokenPipeError("the generator process is gone")
+
+    ChildGoneWithTheStop().run()
+""")
+
 
 def test_the_deadline_lies_inside_rays_wait_with_room_for_the_last_events():
     assert stop_deadline_s({}) == 1.5  # Ray's default wait, 3 s
@@ -114,6 +137,25 @@ def test_a_tear_down_ending_while_the_watchdog_delivers_the_end_leaves_it_to_the
     assert code == 143, (code, process.stderr.read()[-2000:])
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled"
+
+
+def test_an_error_raised_by_the_shutdown_of_a_stopped_run_ends_it_cancelled_naming_both(tmp_path):
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "60", "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen([sys.executable, "-c", SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD, str(tmp_path)],
+                               cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        assert json.loads(process.stdout.readline())["type"] == "run_started"
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    [finished] = [event for event in events if event["type"] == "run_finished"]
+    assert finished["payload"]["status"] == "cancelled", finished
+    assert finished["payload"]["reason"] == ("stopped by SIGTERM during step 0; its shutdown then raised "
+                                             "BrokenPipeError: the generator process is gone")
+    assert not [event for event in events if event["type"] == "error"]
 
 
 @pytest.mark.django_db(transaction=True)

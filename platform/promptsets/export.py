@@ -33,9 +33,15 @@ def export_rows(version: PromptsetVersion) -> Iterator[dict]:
         yield {**problem.as_trainer_row(), "win_rate": problem.source_win_rate, "copies": entry.copies}
 
 
-def _jsonl(version: PromptsetVersion) -> Iterator[bytes]:
+def promptset_schema():
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.string()) for name in COLUMNS[:6]] + [("win_rate", pa.float64()), ("copies", pa.int32())])
+
+
+def jsonl_stream(rows: Iterator[dict]) -> Iterator[bytes]:
     batch = []
-    for row in export_rows(version):
+    for row in rows:
         batch.append(json.dumps(row, ensure_ascii=False))
         if len(batch) >= BATCH_ROWS:
             yield ("\n".join(batch) + "\n").encode()
@@ -44,16 +50,14 @@ def _jsonl(version: PromptsetVersion) -> Iterator[bytes]:
         yield ("\n".join(batch) + "\n").encode()
 
 
-def write_parquet(version: PromptsetVersion, destination) -> None:
+def write_parquet_rows(rows: Iterator[dict], schema, destination) -> None:
     """Row groups of BATCH_ROWS, written as they are read: memory stays one batch whatever the size."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([(name, pa.string()) for name in COLUMNS[:6]]
-                       + [("win_rate", pa.float64()), ("copies", pa.int32())])
     with pq.ParquetWriter(destination, schema, compression="zstd") as writer:
         batch = []
-        for row in export_rows(version):
+        for row in rows:
             batch.append(row)
             if len(batch) >= BATCH_ROWS:
                 writer.write_table(pa.Table.from_pylist(batch, schema=schema))
@@ -62,19 +66,29 @@ def write_parquet(version: PromptsetVersion, destination) -> None:
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
 
 
-def export_response(version: PromptsetVersion, file_format: str):
+def write_parquet(version: PromptsetVersion, destination) -> None:
+    write_parquet_rows(export_rows(version), promptset_schema(), destination)
+
+
+def rows_as_file(rows: Iterator[dict], schema, file_format: str, filename: str):
+    """A download of ``rows``: JSON Lines streamed as they are read, or Parquet (``schema``, a pyarrow schema or a
+    callable making one) written whole first, to disk, not memory: its footer comes last."""
     if file_format not in EXPORT_FORMATS:
         raise UnknownExportFormat(f"unknown export format {file_format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
-    filename = f"{version.promptset.name}-v{version.number}.{file_format}".replace('"', "").replace("/", "-")
+    filename = filename.replace('"', "").replace("/", "-")
     if file_format == "jsonl":
-        response = StreamingHttpResponse(_jsonl(version), content_type="application/jsonl; charset=utf-8")
+        response = StreamingHttpResponse(jsonl_stream(rows), content_type="application/jsonl; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
-    # Parquet's footer comes last, so the file is written whole first, to disk, not memory.
     spool = tempfile.TemporaryFile()
-    write_parquet(version, spool)
+    write_parquet_rows(rows, schema() if callable(schema) else schema, spool)
     spool.seek(0)
     return FileResponse(spool, as_attachment=True, filename=filename, content_type="application/vnd.apache.parquet")
+
+
+def export_response(version: PromptsetVersion, file_format: str):
+    return rows_as_file(export_rows(version), promptset_schema, file_format,
+                        f"{version.promptset.name}-v{version.number}.{file_format}")
 
 
 DATASET_CARD = """---

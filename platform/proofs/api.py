@@ -5,9 +5,11 @@ from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 
 from config.api_schemas import StrictSchema, refuse_unknown_fields
+from promptsets.export import UnknownExportFormat
 from promptsets.lean_view import code_view
+from proofs import export
 from proofs.models import ProofAttempt
-from proofs.queries import RolloutFilters, attempt_page
+from proofs.queries import RolloutFilters, attempt_page, filter_attempts
 from runs.models import Run
 
 router = Router(tags=["proofs"])
@@ -114,6 +116,30 @@ def list_rollouts(request, run_id: int, filters: Query[RolloutFiltersIn]):
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
     attempts, next_before = attempt_page(run.proof_attempts.all(), form)
     return {"rollouts": [card(a) for a in attempts], "next_before": next_before}
+
+
+class RolloutExportIn(RolloutFiltersIn):
+    format: str = "jsonl"
+
+
+@router.get("/runs/{run_id}/rollouts/export")
+def export_rollouts(request, run_id: int, filters: Query[RolloutExportIn]):
+    """One step's rollouts (``step`` is required), narrowed by the list's other filters, as JSON Lines or
+    Parquet (``format``), oldest first; verl's rollout-dump columns first."""
+    refuse_unknown_fields(request.GET, RolloutExportIn)
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
+    chosen = {k: v for k, v in filters.dict().items() if v not in (None, "") and k not in ("format", "before", "limit")}
+    if "step" not in chosen:
+        raise HttpError(422, "choose the step to export: add step=N (one step's rollouts a file)")
+    form = RolloutFilters(chosen)
+    if not form.is_valid():
+        raise HttpError(422, "invalid rollout filters: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+    try:
+        return export.export_response(run.name, form.cleaned_data["step"], filter_attempts(run.proof_attempts.all(), form),
+                                      filters.format)
+    except UnknownExportFormat as error:
+        raise HttpError(422, str(error)) from error
 
 
 @router.get("/attempts/{attempt_id}", response=ProofAttemptOut)

@@ -1,0 +1,55 @@
+"""A step's rollouts as a file, to open in pandas or W&B: JSON Lines or Parquet, one row per rollout.
+
+The first columns are verl's rollout dump's (``input``, ``output``, ``gts``, ``score``, ``step``: the prompt,
+the answer, the formal statement, the reward, the step), so tools written for verl's dumps read ours; the rest
+are what the proof viewer shows. ``score`` is empty (null) for a censored rollout: a verifier that could not
+decide is not a 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from django.db.models import QuerySet
+
+from promptsets.export import BATCH_ROWS, rows_as_file
+from proofs.models import ProofAttempt
+
+STRING_COLUMNS = ("input", "output", "gts", "rollout_key", "problem_id", "problem_name", "turn", "parent_rollout_key",
+                  "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons")
+
+
+def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
+    for attempt in attempts.order_by("pk").iterator(chunk_size=BATCH_ROWS):
+        yield {
+            "input": attempt.prompt, "output": attempt.response, "gts": attempt.formal_statement,
+            "score": attempt.reward, "step": attempt.step,
+            "rollout_key": attempt.rollout_key, "problem_id": attempt.problem_key, "problem_name": attempt.problem_name,
+            "turn": attempt.turn, "parent_rollout_key": attempt.parent_rollout_key, "sample_index": attempt.sample_index,
+            "is_evaluation": attempt.is_evaluation, "verdict": attempt.verdict, "format_error": attempt.format_error,
+            "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
+            "num_tokens": attempt.num_tokens, "is_truncated": attempt.is_truncated,
+            "policy_version": attempt.policy_version, "reasoning": attempt.reasoning, "lean_code": attempt.lean_code,
+            # Nested lists as JSON text: one flat column each, the same in both formats.
+            "lean_messages": json.dumps(attempt.lean_messages, ensure_ascii=False),
+            "reasons": json.dumps(attempt.reasons, ensure_ascii=False),
+        }
+
+
+def rollout_schema():
+    import pyarrow as pa
+
+    fields = {name: pa.string() for name in STRING_COLUMNS}
+    fields.update(score=pa.float64(), step=pa.int64(), sample_index=pa.int64(), is_evaluation=pa.bool_(),
+                  is_censored=pa.bool_(), is_standin_verdict=pa.bool_(), num_tokens=pa.int64(),
+                  is_truncated=pa.bool_(), policy_version=pa.int64())
+    order = ("input", "output", "gts", "score", "step", "rollout_key", "problem_id", "problem_name", "turn",
+             "parent_rollout_key", "sample_index", "is_evaluation", "verdict", "format_error", "is_censored",
+             "is_standin_verdict", "num_tokens", "is_truncated", "policy_version", "reasoning", "lean_code",
+             "lean_messages", "reasons")
+    return pa.schema([(name, fields[name]) for name in order])
+
+
+def export_response(run_name: str, step: int, attempts: QuerySet[ProofAttempt], file_format: str):
+    return rows_as_file(rollout_rows(attempts), rollout_schema, file_format, f"{run_name}-step-{step}.{file_format}")

@@ -473,11 +473,14 @@ def _become_a_process_alone(visible_devices: str | None) -> None:
 
 
 def pool_engine_config(config: RunConfig) -> RunConfig:
-    """The config a rollout pool's engine is built with: vLLM's sleep mode off. A pool's GPUs hold no learner, so
-    its engine never sleeps, and sleep mode would only put vLLM's memory under its own allocator for nothing."""
-    if not config.rollout.vllm_enable_sleep_mode:
-        return config
-    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"vllm_enable_sleep_mode": False})})
+    """The config a rollout pool's engine is built with: the pool's share of each GPU
+    (``rollout.vllm_pool_gpu_memory_utilization``) and vLLM's sleep mode off. A pool's GPUs hold no learner, so
+    the colocated share would leave memory idle, and sleep mode would only put vLLM's memory under its own allocator
+    for nothing: the engine never sleeps."""
+    rollout = config.rollout
+    pooled = rollout.model_copy(update={"vllm_enable_sleep_mode": False,
+                                        "vllm_gpu_memory_utilization": rollout.vllm_pool_gpu_memory_utilization})
+    return config.model_copy(update={"rollout": pooled})
 
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,

@@ -25,7 +25,8 @@ is the learner step, or learner rank 0 gathering the full weights for the push t
 whichever is higher: FSDP gathers one float32 parameter at a time on the GPU and moves it to host
 memory (trainer/checkpoint.py ``full_model_state_dict``, ``cpu_offload``), whence it travels to the
 generator processes through shared memory (trainer/generator_process.py). Each rollout GPU holds
-vLLM's share (its weights in the rollout dtype, its key/value cache) and, during a push, the layer
+vLLM's share, ``rollout.vllm_pool_gpu_memory_utilization`` of it (its weights in the rollout dtype, its
+key/value cache) and, during a push, the layer
 vLLM's in-place reload rebuilds beside its weights before copying it in (the largest parameter, in
 the rollout dtype). ``rollout_gpus`` 0 plans the shared GPUs as above.
 
@@ -275,20 +276,20 @@ class MemoryPlan:
                 f"{self.learner_push_gib - usable:.1f} GiB; give the learner more GPUs (fewer cluster.rollout_gpus)"))
         if self.rollout_peak_gib > usable:
             found.append(MemoryProblem(
-                "rollout.vllm_gpu_memory_utilization",
+                "rollout.vllm_pool_gpu_memory_utilization",
                 f"{rollout_pool}: {self.rollout_peak_gib:.1f} GiB per GPU (vLLM's share "
                 f"{self.vllm.share_bytes / GIB:.1f} GiB, the layer a weight push rebuilds "
                 f"{self.push.rollout_side_bytes / GIB:.1f} GiB), over {where} by "
-                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_gpu_memory_utilization"))
+                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_pool_gpu_memory_utilization"))
         one_sequence = self.vllm.kv_bytes_per_token * self.vllm.max_model_len
         if self.vllm.kv_cache_bytes < one_sequence:
             short = (one_sequence - self.vllm.kv_cache_bytes) / GIB
             found.append(MemoryProblem(
-                "rollout.vllm_gpu_memory_utilization",
+                "rollout.vllm_pool_gpu_memory_utilization",
                 f"{rollout_pool}: vLLM's share of {self.vllm.share_bytes / GIB:.1f} GiB holds its weights "
                 f"({self.vllm.weights_bytes / GIB:.1f} GiB) but not the key/value cache of one "
                 f"{self.vllm.max_model_len}-token sequence ({one_sequence / GIB:.1f} GiB): short by {short:.1f} GiB; "
-                f"raise rollout.vllm_gpu_memory_utilization (the pool's GPUs hold no learner) or "
+                f"raise rollout.vllm_pool_gpu_memory_utilization or "
                 f"rollout.vllm_tensor_parallel_size"))
         return found
 
@@ -538,12 +539,18 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     rollout = config.rollout
     longest_prompt = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
     return VllmMemory(
-        share_bytes=int(rollout.vllm_gpu_memory_utilization * config.cluster.gpu_memory_gib * GIB),
+        share_bytes=int(vllm_share(config) * config.cluster.gpu_memory_gib * GIB),
         weights_bytes=weights // tensor_parallel,
         kv_bytes_per_token=kv_per_token,
         max_model_len=longest_prompt + rollout.max_response_tokens,
         tensor_parallel_size=tensor_parallel,
     )
+
+
+def vllm_share(config: RunConfig) -> float:
+    """The share of a GPU vLLM claims: a rollout pool's on GPUs it owns, else the colocated one."""
+    rollout = config.rollout
+    return rollout.vllm_pool_gpu_memory_utilization if config.cluster.rollout_gpus > 0 else rollout.vllm_gpu_memory_utilization
 
 
 def plan_weight_push(config: RunConfig, architecture=None) -> WeightPushMemory:
@@ -577,7 +584,8 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
         settings={
             "micro_batch_sequences": config.optimizer.micro_batch_sequences,
             "micro_batch_tokens": config.optimizer.micro_batch_tokens,
-            "vllm_gpu_memory_utilization": config.rollout.vllm_gpu_memory_utilization,
+            ("vllm_pool_gpu_memory_utilization" if config.cluster.rollout_gpus > 0
+             else "vllm_gpu_memory_utilization"): vllm_share(config),
             "vllm_tensor_parallel_size": config.rollout.vllm_tensor_parallel_size,
             "gradient_checkpointing": config.model.gradient_checkpointing,
         },

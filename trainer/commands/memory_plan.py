@@ -112,7 +112,7 @@ def format_pools_table(result) -> str:
         f"{'learner pool peak':<58}{result.learner_peak_gib:>9.2f}",
         f"rollout pool: {result.rollout_gpus} GPUs, vLLM engines of tensor parallel {vllm.tensor_parallel_size}, "
         "no learner",
-        f"{'  vLLM share (gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
+        f"{'  vLLM share (vllm_pool_gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
         f"{'    inside it: weights':<58}{vllm.weights_bytes / GIB:>9.2f}",
         f"{'    inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
         f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",

@@ -392,13 +392,27 @@ class GeneratorPool(_EngineOverJobs):
             generator.close()
 
 
-def push_dtype(config: RunConfig) -> Any:
+def push_dtype(config: RunConfig, device_type: str | None = None) -> Any:
     """The dtype weights travel to a generator in: vLLM's serving dtype, which it casts every pushed weight to anyway
     (half the host memory of the learner's float32 master weights in /dev/shm, at bfloat16); a transformers engine
-    samples from the weights as the learner keeps them (None: unchanged)."""
+    samples from the weights as the learner keeps them (None: unchanged). ``device_type`` as in ``compute_dtype_of``
+    (the memory plan asks for "cuda" on any machine)."""
     if config.rollout.engine is not RolloutEngineKind.VLLM:
         return None
-    return compute_dtype_of(config).torch_dtype()
+    return compute_dtype_of(config, device_type).torch_dtype()
+
+
+def pushes_in_shared_memory(max_staleness: int) -> int:
+    """How many weight pushes can hold host shared memory (/dev/shm) at once in a run of staleness bound η: η + 1.
+
+    A push's flat tensors move into shared memory when its command is sent (torch.multiprocessing; one segment
+    however many processes of a pool are sent it) and stay there until the child takes the command off its queue,
+    which it does in order, after the jobs sent before it. The learner sends version v after taking batch v; batches
+    v+1 … v+η were handed over before that (``RolloutPipeline.fill``), so a push waits behind η jobs, and pushes
+    v−η+1 … v can all be waiting at once (η). And push v−η, which the child took when batch v was done, may still
+    be mapped while the child copies it into its model (``serve`` releases it before loading the engine): one more.
+    """
+    return max_staleness + 1
 
 
 def packed_weights(state_dict, dtype: Any = None) -> list[tuple[list[tuple[str, tuple]], Any]]:

@@ -30,6 +30,13 @@ key/value cache) and, during a push, the layer
 vLLM's in-place reload rebuilds beside its weights before copying it in (the largest parameter, in
 the rollout dtype). ``rollout_gpus`` 0 plans the shared GPUs as above.
 
+**Host shared memory** (two pools only): each push travels as one flat copy of the full state dict (a tied
+embedding twice, as ``state_dict`` lists it) in the push dtype (``push_dtype``: vLLM's serving dtype) through
+/dev/shm, and up to ``pushes_in_shared_memory(η)`` = η + 1 of them can be there at once
+(trainer/generator_process.py says why). Ray's object store lives in /dev/shm too, so the plan compares the
+pushes with each deploy layout's /dev/shm less its object store (``DEPLOY_SHM_LAYOUTS``) and says which
+layouts they do not fit; it does not refuse the run, which may be deployed elsewhere.
+
 The method is checked against a real two-rank CPU run of the same micro-step
 (trainer/memory_measurement.py, ``validated``), which imports this module's step, never the
 other way round.
@@ -61,6 +68,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import ModelSource, RunConfig
+from trainer.generator_process import push_dtype, pushes_in_shared_memory
 from trainer.models import TINY_RANDOM_SHAPE
 from trainer.ranks import check_world_fits_config
 from trainer.staleness import learner_gpus
@@ -161,6 +169,58 @@ class WeightPushMemory:
         return self.largest_master_parameter_bytes
 
 
+@dataclass(frozen=True)
+class ShmLayout:
+    """A deploy layout's /dev/shm on a GPU node, which Ray's object store shares with the weight pushes."""
+
+    name: str
+    source: str  # the file that sets both sizes
+    shm_bytes: int
+    object_store_bytes: int
+    fix: str
+
+    @property
+    def room_bytes(self) -> int:
+        """What is left for the pushes once Ray's object store is full."""
+        return self.shm_bytes - self.object_store_bytes
+
+
+# Copied from the files named; tests/deploy/test_the_memory_plans_shm_sizes_are_the_deploy_layouts.py holds them equal.
+DEPLOY_SHM_LAYOUTS = (
+    ShmLayout("compose", "deploy/compose/compose.yaml", 80 * GIB, 64 * GIB,
+              "raise RAY_SHM_SIZE or lower RAY_OBJECT_STORE_BYTES in deploy/compose/.env"),
+    ShmLayout("KubeRay", "deploy/k8s/20-raycluster.yaml", 96 * GIB, 64 * GIB,
+              "raise the GPU workers' shm volume sizeLimit or lower their object-store-memory"),
+)
+
+
+@dataclass(frozen=True)
+class PushSharedMemory:
+    """The weight pushes an asynchronous run holds in host shared memory (/dev/shm) at once, in bytes."""
+
+    push_bytes: int  # one push: the full state dict in ``dtype``
+    dtype: str
+    live_pushes: int  # pushes_in_shared_memory(η)
+    max_staleness: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.push_bytes * self.live_pushes
+
+    def fits(self, layout: ShmLayout) -> bool:
+        return self.total_bytes <= layout.room_bytes
+
+    def shortfalls(self, layouts: tuple[ShmLayout, ...] = DEPLOY_SHM_LAYOUTS) -> list[str]:
+        """One sentence for each layout whose /dev/shm the pushes do not fit: by how much, and what to change."""
+        return [
+            f"/dev/shm of the {layout.name} layout ({layout.source}): {self.total_bytes / GIB:.1f} GiB of weight "
+            f"pushes ({self.live_pushes} × {self.push_bytes / GIB:.2f} GiB in {self.dtype}, η = {self.max_staleness}) "
+            f"beside Ray's object store of up to {layout.object_store_bytes / GIB:g} GiB, over its "
+            f"{layout.shm_bytes / GIB:g} GiB by {(self.total_bytes - layout.room_bytes) / GIB:.1f} GiB; {layout.fix}, "
+            f"or lower rollout.max_staleness"
+            for layout in layouts if not self.fits(layout)]
+
+
 class MemoryProblem(NamedTuple):
     """A part of the plan that does not fit: the setting a person would change first, and why, in words."""
 
@@ -181,6 +241,7 @@ class MemoryPlan:
     settings: dict[str, Any] = field(default_factory=dict)
     rollout_gpus: int = 0  # the rollout pool of an asynchronous run; 0: every GPU runs both phases in turn
     push: WeightPushMemory | None = None  # planned when rollout_gpus > 0
+    host_push: PushSharedMemory | None = None  # planned when rollout_gpus > 0
 
     @property
     def has_pools(self) -> bool:
@@ -315,6 +376,12 @@ class MemoryPlan:
             "rollout": {"gpus": self.rollout_gpus, "peak_gib": round(self.rollout_peak_gib, 2),
                         "vllm_share_gib": round(self.vllm.share_bytes / GIB, 2),
                         "push_layer_gib": round(self.push.rollout_side_bytes / GIB, 2)},
+            "host_shm": {
+                "push_gib": round(self.host_push.push_bytes / GIB, 2), "live_pushes": self.host_push.live_pushes,
+                "total_gib": round(self.host_push.total_bytes / GIB, 2),
+                "layouts": {layout.name: {"shm_gib": layout.shm_bytes / GIB,
+                                          "object_store_gib": layout.object_store_bytes / GIB,
+                                          "fits": self.host_push.fits(layout)} for layout in DEPLOY_SHM_LAYOUTS}},
         }} if self.has_pools else {})
 
 
@@ -566,6 +633,22 @@ def plan_weight_push(config: RunConfig, architecture=None) -> WeightPushMemory:
     return WeightPushMemory(largest_parameter_bytes=largest * dtype.itemsize, largest_master_parameter_bytes=largest * 4)
 
 
+def plan_push_shared_memory(config: RunConfig, architecture=None) -> PushSharedMemory:
+    """The pushes in /dev/shm: the state dict as ``packed_weights`` copies it, times the pushes live at once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    dtype = push_dtype(config, "cuda") or torch.float32  # None: as the learner keeps them, its float32 masters
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    push = sum(tensor.numel() * (dtype.itemsize if tensor.is_floating_point() else tensor.element_size())
+               for tensor in model.state_dict().values())
+    staleness = config.rollout.max_staleness
+    return PushSharedMemory(push_bytes=push, dtype=str(dtype).removeprefix("torch."),
+                            live_pushes=pushes_in_shared_memory(staleness), max_staleness=staleness)
+
+
 # --- the whole plan -------------------------------------------------------------
 
 
@@ -591,6 +674,7 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
         },
         rollout_gpus=config.cluster.rollout_gpus,
         push=plan_weight_push(config, architecture) if config.cluster.rollout_gpus > 0 else None,
+        host_push=plan_push_shared_memory(config, architecture) if config.cluster.rollout_gpus > 0 else None,
     )
     return result
 

@@ -12,6 +12,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from trainer.ranks import CPU_STANDS_IN_FOR_GPUS
+
 WORDS = ["theorem", "proof", "by", "simp", "norm_num", "linarith", "omega", "ring", "nlinarith", "decide",
          "intro", "apply", "exact", "have", "show", "calc", "rw", "x", "y", "n", ":=", "+", "=", "<", "go", "stop"]
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
@@ -258,6 +260,8 @@ def fake_vllm(monkeypatch):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeVllmLLM, "instances", [])
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # The stand-in is vLLM on GPUs, whose settings it records: not the CPU standing in for them.
+    monkeypatch.delenv(CPU_STANDS_IN_FOR_GPUS, raising=False)
     return FakeVllmLLM
 
 

@@ -303,6 +303,19 @@ def vllm_random_llama(tokenizer) -> LlamaForCausalLM:
     return vllm_llama(tokenizer, seed=0)
 
 
+def fresh_engine_answers(config, weights, tokenizer, prompts, sampling) -> dict:
+    """What a new engine that read ``weights`` from disk (the staged safetensors folder) answers, by prompt: the
+    reference a pushed engine must equal. Closed before it returns: vLLM keeps its parallel groups per process, so
+    one engine at a time."""
+    from trainer.rollout.vllm_engine import VllmEngine
+
+    engine = VllmEngine.from_config(config, weights, tokenizer)
+    try:
+        return {generation.prompt_index: generation for generation in engine.generate(prompts, sampling)}
+    finally:
+        engine.close()
+
+
 @pytest.fixture(scope="module")
 def weights_a(tokenizer) -> LlamaForCausalLM:
     """The weights an engine starts from, in the tests of a weight push."""

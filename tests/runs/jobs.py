@@ -18,6 +18,21 @@ def wait_for_job(job_id, states, timeout=90):
     raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
 
 
+def running_job_of_a_shell_trainer(make_admitted_run, settings, script, shell: str):
+    """A run dispatched to the suite's Ray head whose trainer is ``shell`` (a /bin/sh script written to ``script``,
+    run by Ray in the trainer's place through TRAINER_PYTHON), returned once Ray says the job is RUNNING."""
+    from runs import actions
+
+    script.write_text(f"#!/bin/sh\n{shell}")
+    script.chmod(0o755)
+    settings.TRAINER_PYTHON = str(script)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"RUNNING"})
+    return run
+
+
 # A driver of its own, which Ray's job API is not: it kills the job's supervisor actor, the one thing that ends a job
 # Ray has not placed (platform/runs/ray_jobs.py PENDING_STOP_NOTE). Ray's job monitor then marks the job FAILED.
 _KILL_SUPERVISOR = """

@@ -6,6 +6,10 @@ valid run is. The resolved config is saved with the run and with every checkpoin
 
 Defaults are the Kimina-Prover-RL recipe's values (the ``h100x8`` preset); the
 ``cpu-demo`` preset shrinks them to what a 2-core machine runs in minutes.
+
+Why one piece: the sections, the rules across them (``RunConfig._fields_agree``) and the presets are
+one schema; each field's meaning, unit and default is written once, here, and a preset is only valid
+against the sections beside it.
 """
 
 from __future__ import annotations
@@ -62,7 +66,19 @@ class RolloutConfig(Section):
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for training rollouts.")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(-1, description="-1 disables top-k.")
-    vllm_gpu_memory_utilization: float = Field(0.6, gt=0.0, le=1.0, description="Share of GPU memory vLLM may claim.")
+    vllm_gpu_memory_utilization: float = Field(
+        0.6, gt=0.0, le=1.0,
+        description="Share of each GPU's memory vLLM may claim where it shares the GPU with the learner (cluster."
+        "rollout_gpus 0): the rest holds the learner's shards between steps. An asynchronous run's rollout pool "
+        "uses vllm_pool_gpu_memory_utilization instead.")
+    vllm_pool_gpu_memory_utilization: float = Field(
+        0.85, gt=0.0, le=1.0,
+        description="Share of each GPU's memory vLLM may claim in an asynchronous run's rollout pool "
+        "(cluster.rollout_gpus), whose GPUs hold no learner. vLLM's weights, activations and key/value cache live "
+        "inside it; its CUDA context and the layer a weight push rebuilds come on top, so vLLM's own default of "
+        "0.9 would leave nothing for them under the memory plan's 10% spare (python -m trainer memory-plan). Raise "
+        "it for more sequences decoded at once while the plan still fits; lower it when the plan says the rollout "
+        "pool does not.")
     vllm_tensor_parallel_size: int = Field(
         1, ge=1, description="GPUs (ranks) one vLLM engine spans, each holding a tensor-parallel shard of it; "
                              "must divide cluster.num_gpus (an asynchronous GPU run's: cluster.rollout_gpus).")
@@ -73,7 +89,8 @@ class RolloutConfig(Section):
         1.0, gt=0.0, description="On CPU (cluster.num_gpus 0): GiB of host memory vLLM reserves for its key/value "
         "cache (vLLM's kv_cache_memory_bytes; its VLLM_CPU_KVCACHE_SPACE variable, if set, overrides it). It must "
         "hold at least one longest sequence; raise it for more sequences decoded at once, lower it on a crowded "
-        "machine. GPUs size the cache by vllm_gpu_memory_utilization instead.")
+        "machine. GPUs size the cache by vllm_gpu_memory_utilization (a rollout pool's: vllm_pool_gpu_memory_utilization) "
+        "instead.")
     max_staleness: int = Field(
         0, ge=0, le=8,
         description="η, the most policy updates a trained batch may lag the learner (asynchronous RL with bounded "

@@ -392,13 +392,27 @@ class GeneratorPool(_EngineOverJobs):
             generator.close()
 
 
-def push_dtype(config: RunConfig) -> Any:
+def push_dtype(config: RunConfig, device_type: str | None = None) -> Any:
     """The dtype weights travel to a generator in: vLLM's serving dtype, which it casts every pushed weight to anyway
     (half the host memory of the learner's float32 master weights in /dev/shm, at bfloat16); a transformers engine
-    samples from the weights as the learner keeps them (None: unchanged)."""
+    samples from the weights as the learner keeps them (None: unchanged). ``device_type`` as in ``compute_dtype_of``
+    (the memory plan asks for "cuda" on any machine)."""
     if config.rollout.engine is not RolloutEngineKind.VLLM:
         return None
-    return compute_dtype_of(config).torch_dtype()
+    return compute_dtype_of(config, device_type).torch_dtype()
+
+
+def pushes_in_shared_memory(max_staleness: int) -> int:
+    """How many weight pushes can hold host shared memory (/dev/shm) at once in a run of staleness bound η: η + 1.
+
+    A push's flat tensors move into shared memory when its command is sent (torch.multiprocessing; one segment
+    however many processes of a pool are sent it) and stay there until the child takes the command off its queue,
+    which it does in order, after the jobs sent before it. The learner sends version v after taking batch v; batches
+    v+1 … v+η were handed over before that (``RolloutPipeline.fill``), so a push waits behind η jobs, and pushes
+    v−η+1 … v can all be waiting at once (η). And push v−η, which the child took when batch v was done, may still
+    be mapped while the child copies it into its model (``serve`` releases it before loading the engine): one more.
+    """
+    return max_staleness + 1
 
 
 def packed_weights(state_dict, dtype: Any = None) -> list[tuple[list[tuple[str, tuple]], Any]]:
@@ -473,11 +487,14 @@ def _become_a_process_alone(visible_devices: str | None) -> None:
 
 
 def pool_engine_config(config: RunConfig) -> RunConfig:
-    """The config a rollout pool's engine is built with: vLLM's sleep mode off. A pool's GPUs hold no learner, so
-    its engine never sleeps, and sleep mode would only put vLLM's memory under its own allocator for nothing."""
-    if not config.rollout.vllm_enable_sleep_mode:
-        return config
-    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"vllm_enable_sleep_mode": False})})
+    """The config a rollout pool's engine is built with: the pool's share of each GPU
+    (``rollout.vllm_pool_gpu_memory_utilization``) and vLLM's sleep mode off. A pool's GPUs hold no learner, so
+    the colocated share would leave memory idle, and sleep mode would only put vLLM's memory under its own allocator
+    for nothing: the engine never sleeps."""
+    rollout = config.rollout
+    pooled = rollout.model_copy(update={"vllm_enable_sleep_mode": False,
+                                        "vllm_gpu_memory_utilization": rollout.vllm_pool_gpu_memory_utilization})
+    return config.model_copy(update={"rollout": pooled})
 
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,

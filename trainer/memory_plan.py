@@ -25,9 +25,17 @@ is the learner step, or learner rank 0 gathering the full weights for the push t
 whichever is higher: FSDP gathers one float32 parameter at a time on the GPU and moves it to host
 memory (trainer/checkpoint.py ``full_model_state_dict``, ``cpu_offload``), whence it travels to the
 generator processes through shared memory (trainer/generator_process.py). Each rollout GPU holds
-vLLM's share (its weights in the rollout dtype, its key/value cache) and, during a push, the layer
+vLLM's share, ``rollout.vllm_pool_gpu_memory_utilization`` of it (its weights in the rollout dtype, its
+key/value cache) and, during a push, the layer
 vLLM's in-place reload rebuilds beside its weights before copying it in (the largest parameter, in
 the rollout dtype). ``rollout_gpus`` 0 plans the shared GPUs as above.
+
+**Host shared memory** (two pools only): each push travels as one flat copy of the full state dict (a tied
+embedding twice, as ``state_dict`` lists it) in the push dtype (``push_dtype``: vLLM's serving dtype) through
+/dev/shm, and up to ``pushes_in_shared_memory(η)`` = η + 1 of them can be there at once
+(trainer/generator_process.py says why). Ray's object store lives in /dev/shm too, so the plan compares the
+pushes with each deploy layout's /dev/shm less its object store (``DEPLOY_SHM_LAYOUTS``) and says which
+layouts they do not fit; it does not refuse the run, which may be deployed elsewhere.
 
 The method is checked against a real two-rank CPU run of the same micro-step
 (trainer/memory_measurement.py, ``validated``), which imports this module's step, never the
@@ -60,6 +68,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import ModelSource, RunConfig
+from trainer.generator_process import push_dtype, pushes_in_shared_memory
 from trainer.models import TINY_RANDOM_SHAPE
 from trainer.ranks import check_world_fits_config
 from trainer.staleness import learner_gpus
@@ -160,6 +169,58 @@ class WeightPushMemory:
         return self.largest_master_parameter_bytes
 
 
+@dataclass(frozen=True)
+class ShmLayout:
+    """A deploy layout's /dev/shm on a GPU node, which Ray's object store shares with the weight pushes."""
+
+    name: str
+    source: str  # the file that sets both sizes
+    shm_bytes: int
+    object_store_bytes: int
+    fix: str
+
+    @property
+    def room_bytes(self) -> int:
+        """What is left for the pushes once Ray's object store is full."""
+        return self.shm_bytes - self.object_store_bytes
+
+
+# Copied from the files named; tests/deploy/test_the_memory_plans_shm_sizes_are_the_deploy_layouts.py holds them equal.
+DEPLOY_SHM_LAYOUTS = (
+    ShmLayout("compose", "deploy/compose/compose.yaml", 80 * GIB, 64 * GIB,
+              "raise RAY_SHM_SIZE or lower RAY_OBJECT_STORE_BYTES in deploy/compose/.env"),
+    ShmLayout("KubeRay", "deploy/k8s/20-raycluster.yaml", 96 * GIB, 64 * GIB,
+              "raise the GPU workers' shm volume sizeLimit or lower their object-store-memory"),
+)
+
+
+@dataclass(frozen=True)
+class PushSharedMemory:
+    """The weight pushes an asynchronous run holds in host shared memory (/dev/shm) at once, in bytes."""
+
+    push_bytes: int  # one push: the full state dict in ``dtype``
+    dtype: str
+    live_pushes: int  # pushes_in_shared_memory(η)
+    max_staleness: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.push_bytes * self.live_pushes
+
+    def fits(self, layout: ShmLayout) -> bool:
+        return self.total_bytes <= layout.room_bytes
+
+    def shortfalls(self, layouts: tuple[ShmLayout, ...] = DEPLOY_SHM_LAYOUTS) -> list[str]:
+        """One sentence for each layout whose /dev/shm the pushes do not fit: by how much, and what to change."""
+        return [
+            f"/dev/shm of the {layout.name} layout ({layout.source}): {self.total_bytes / GIB:.1f} GiB of weight "
+            f"pushes ({self.live_pushes} × {self.push_bytes / GIB:.2f} GiB in {self.dtype}, η = {self.max_staleness}) "
+            f"beside Ray's object store of up to {layout.object_store_bytes / GIB:g} GiB, over its "
+            f"{layout.shm_bytes / GIB:g} GiB by {(self.total_bytes - layout.room_bytes) / GIB:.1f} GiB; {layout.fix}, "
+            f"or lower rollout.max_staleness"
+            for layout in layouts if not self.fits(layout)]
+
+
 class MemoryProblem(NamedTuple):
     """A part of the plan that does not fit: the setting a person would change first, and why, in words."""
 
@@ -180,6 +241,7 @@ class MemoryPlan:
     settings: dict[str, Any] = field(default_factory=dict)
     rollout_gpus: int = 0  # the rollout pool of an asynchronous run; 0: every GPU runs both phases in turn
     push: WeightPushMemory | None = None  # planned when rollout_gpus > 0
+    host_push: PushSharedMemory | None = None  # planned when rollout_gpus > 0
 
     @property
     def has_pools(self) -> bool:
@@ -275,20 +337,20 @@ class MemoryPlan:
                 f"{self.learner_push_gib - usable:.1f} GiB; give the learner more GPUs (fewer cluster.rollout_gpus)"))
         if self.rollout_peak_gib > usable:
             found.append(MemoryProblem(
-                "rollout.vllm_gpu_memory_utilization",
+                "rollout.vllm_pool_gpu_memory_utilization",
                 f"{rollout_pool}: {self.rollout_peak_gib:.1f} GiB per GPU (vLLM's share "
                 f"{self.vllm.share_bytes / GIB:.1f} GiB, the layer a weight push rebuilds "
                 f"{self.push.rollout_side_bytes / GIB:.1f} GiB), over {where} by "
-                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_gpu_memory_utilization"))
+                f"{self.rollout_peak_gib - usable:.1f} GiB; lower rollout.vllm_pool_gpu_memory_utilization"))
         one_sequence = self.vllm.kv_bytes_per_token * self.vllm.max_model_len
         if self.vllm.kv_cache_bytes < one_sequence:
             short = (one_sequence - self.vllm.kv_cache_bytes) / GIB
             found.append(MemoryProblem(
-                "rollout.vllm_gpu_memory_utilization",
+                "rollout.vllm_pool_gpu_memory_utilization",
                 f"{rollout_pool}: vLLM's share of {self.vllm.share_bytes / GIB:.1f} GiB holds its weights "
                 f"({self.vllm.weights_bytes / GIB:.1f} GiB) but not the key/value cache of one "
                 f"{self.vllm.max_model_len}-token sequence ({one_sequence / GIB:.1f} GiB): short by {short:.1f} GiB; "
-                f"raise rollout.vllm_gpu_memory_utilization (the pool's GPUs hold no learner) or "
+                f"raise rollout.vllm_pool_gpu_memory_utilization or "
                 f"rollout.vllm_tensor_parallel_size"))
         return found
 
@@ -314,6 +376,12 @@ class MemoryPlan:
             "rollout": {"gpus": self.rollout_gpus, "peak_gib": round(self.rollout_peak_gib, 2),
                         "vllm_share_gib": round(self.vllm.share_bytes / GIB, 2),
                         "push_layer_gib": round(self.push.rollout_side_bytes / GIB, 2)},
+            "host_shm": {
+                "push_gib": round(self.host_push.push_bytes / GIB, 2), "live_pushes": self.host_push.live_pushes,
+                "total_gib": round(self.host_push.total_bytes / GIB, 2),
+                "layouts": {layout.name: {"shm_gib": layout.shm_bytes / GIB,
+                                          "object_store_gib": layout.object_store_bytes / GIB,
+                                          "fits": self.host_push.fits(layout)} for layout in DEPLOY_SHM_LAYOUTS}},
         }} if self.has_pools else {})
 
 
@@ -538,12 +606,18 @@ def plan_vllm(config: RunConfig, architecture=None) -> VllmMemory:
     rollout = config.rollout
     longest_prompt = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
     return VllmMemory(
-        share_bytes=int(rollout.vllm_gpu_memory_utilization * config.cluster.gpu_memory_gib * GIB),
+        share_bytes=int(vllm_share(config) * config.cluster.gpu_memory_gib * GIB),
         weights_bytes=weights // tensor_parallel,
         kv_bytes_per_token=kv_per_token,
         max_model_len=longest_prompt + rollout.max_response_tokens,
         tensor_parallel_size=tensor_parallel,
     )
+
+
+def vllm_share(config: RunConfig) -> float:
+    """The share of a GPU vLLM claims: a rollout pool's on GPUs it owns, else the colocated one."""
+    rollout = config.rollout
+    return rollout.vllm_pool_gpu_memory_utilization if config.cluster.rollout_gpus > 0 else rollout.vllm_gpu_memory_utilization
 
 
 def plan_weight_push(config: RunConfig, architecture=None) -> WeightPushMemory:
@@ -557,6 +631,22 @@ def plan_weight_push(config: RunConfig, architecture=None) -> WeightPushMemory:
         model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
     largest = max(p.numel() for p in model.parameters())
     return WeightPushMemory(largest_parameter_bytes=largest * dtype.itemsize, largest_master_parameter_bytes=largest * 4)
+
+
+def plan_push_shared_memory(config: RunConfig, architecture=None) -> PushSharedMemory:
+    """The pushes in /dev/shm: the state dict as ``packed_weights`` copies it, times the pushes live at once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    dtype = push_dtype(config, "cuda") or torch.float32  # None: as the learner keeps them, its float32 masters
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    push = sum(tensor.numel() * (dtype.itemsize if tensor.is_floating_point() else tensor.element_size())
+               for tensor in model.state_dict().values())
+    staleness = config.rollout.max_staleness
+    return PushSharedMemory(push_bytes=push, dtype=str(dtype).removeprefix("torch."),
+                            live_pushes=pushes_in_shared_memory(staleness), max_staleness=staleness)
 
 
 # --- the whole plan -------------------------------------------------------------
@@ -577,12 +667,14 @@ def plan(config: RunConfig, *, learner: LearnerMemory | None = None) -> MemoryPl
         settings={
             "micro_batch_sequences": config.optimizer.micro_batch_sequences,
             "micro_batch_tokens": config.optimizer.micro_batch_tokens,
-            "vllm_gpu_memory_utilization": config.rollout.vllm_gpu_memory_utilization,
+            ("vllm_pool_gpu_memory_utilization" if config.cluster.rollout_gpus > 0
+             else "vllm_gpu_memory_utilization"): vllm_share(config),
             "vllm_tensor_parallel_size": config.rollout.vllm_tensor_parallel_size,
             "gradient_checkpointing": config.model.gradient_checkpointing,
         },
         rollout_gpus=config.cluster.rollout_gpus,
         push=plan_weight_push(config, architecture) if config.cluster.rollout_gpus > 0 else None,
+        host_push=plan_push_shared_memory(config, architecture) if config.cluster.rollout_gpus > 0 else None,
     )
     return result
 

@@ -25,13 +25,18 @@ CPU_STANDS_IN_FOR_GPUS = "TRAINER_CPU_STANDS_IN_FOR_GPUS"
 MINIMUM_NVIDIA_DRIVER = "580"
 
 
+def cpu_stands_in_for_gpus(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether CPU processes stand in for the run's GPUs (``CPU_STANDS_IN_FOR_GPUS``: tests of GPU layouts)."""
+    return environ.get(CPU_STANDS_IN_FOR_GPUS) == "1"
+
+
 def check_cuda_for_gpus(num_gpus: int, environ: Mapping[str, str] = os.environ) -> None:
     """Fail at start when a run asks for GPUs that this node's PyTorch cannot use.
 
     Without it the learner, SFT and torch.distributed would quietly fall back to the CPU and gloo,
     and a run people pay GPUs for would crawl on the host instead of failing with the cause.
     """
-    if num_gpus <= 0 or environ.get(CPU_STANDS_IN_FOR_GPUS) == "1":
+    if num_gpus <= 0 or cpu_stands_in_for_gpus(environ):
         return
     import torch
 

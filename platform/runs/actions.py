@@ -154,7 +154,9 @@ def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:
     # (if it has not submitted it yet, it sees the run cancelled when it saves the id, and stops it).
     job_id = run.ray_job_id_of_attempt
     try:
-        ray_jobs.stop(job_id)
+        if ray_jobs.stop(job_id) and ray_jobs.status(job_id).state == "PENDING":
+            # The run is cancelled all the same; the timeline says what the stop does not do yet.
+            run.state_changes.create(state=RunState.CANCELLED, reason=ray_jobs.PENDING_STOP_NOTE.format(job_id=job_id))
     except ray_jobs.RayCallFailed as error:  # Ray did not answer, or RAY_ADDRESS is not an address at all
         logger.warning("could not stop Ray job %s of run %s: %s", job_id, run.pk, error)
         run.state_changes.create(state=RunState.CANCELLED,

@@ -123,8 +123,19 @@ def submit(run) -> str:
     return response.json().get("submission_id") or job_id
 
 
+# What Ray does with a stop of a job it still holds pending (waiting for resources, e.g. for an autoscaler's node).
+# Ray's job API (2.60, job_manager.py ``stop_job``) only queues the stop on the job's supervisor actor, which runs
+# nothing until placed, and offers no call that ends a job before then (``DELETE`` refuses a job not yet ended):
+# placed, the supervisor starts the entrypoint and stops it at once; never placed, Ray fails the job after
+# RAY_JOB_START_TIMEOUT_SECONDS. Until one of the two, the job stays PENDING and an autoscaler may still add a node.
+PENDING_STOP_NOTE = ("Ray holds {job_id} pending, waiting for resources: Ray's job API cannot end a job before it "
+                     "places it, so the stop reaches it only then (the trainer is stopped as it starts), or Ray fails "
+                     "it after RAY_JOB_START_TIMEOUT_SECONDS; until then an autoscaler may still add a node for it")
+
+
 def stop(job_id: str) -> bool:
-    """Ask Ray to stop the job; False when Ray has no such job (nothing to stop). Raises RayCallFailed."""
+    """Ask Ray to stop the job; False when Ray has no such job (nothing to stop). Raises RayCallFailed.
+    A job Ray still holds pending is not ended by it (``PENDING_STOP_NOTE``)."""
     response = _request("POST", f"/api/jobs/{job_id}/stop")
     if response.status_code == 404:
         return False

@@ -207,5 +207,9 @@ class Sweeper:
             except ray_jobs.RayCallFailed as error:
                 logger.warning("could not stop Ray job %s (%s); trying again on the next pass: %s", job.job_id, why, error)
                 continue
-            logger.warning("stopped Ray job %s: %s", job.job_id, why)
+            if job.state == "PENDING":
+                logger.warning("asked Ray to stop job %s (%s), but %s", job.job_id, why,
+                               ray_jobs.PENDING_STOP_NOTE.format(job_id="it"))
+            else:
+                logger.warning("stopped Ray job %s: %s", job.job_id, why)
 

@@ -13,18 +13,12 @@ and a looser one for every batch's mean; the maximum of a stale batch measures t
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from trainer.smoke_model import write_smoke_promptset
+from tests.asynchronous.cpu_smoke_cli import run_cpu_smoke
 
 pytestmark = pytest.mark.timeout(1200)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 STEPS = 4
 # Float noise between vLLM's CPU kernels and the learner's forward pass, both float32, stays below 1.2e-4 here; a
 # tied output layer left on the first weights reached 3.6e-3 by the fourth step (the bound, 0.01, let it by).
@@ -39,19 +33,12 @@ def runs(tmp_path_factory) -> dict[int, list[dict]]:
     from trainer.verification.standin_server import StandinServerThread
 
     folder = tmp_path_factory.mktemp("vllm-runs")
-    promptset = folder / "smoke.jsonl"
-    write_smoke_promptset(promptset)
     events = {}
     with StandinServerThread() as server:
         for eta in (0, 1):
-            finished = subprocess.run(
-                [sys.executable, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
-                 "--output", str(folder / f"eta{eta}"), "--lean-url", server.url,
-                 "--set", f"schedule.total_steps={STEPS}", "--set", "rollout.engine=vllm",
-                 "--set", "model.dtype=float32", "--set", f"rollout.max_staleness={eta}"],
-                cwd=REPOSITORY, capture_output=True, text=True, timeout=550)
-            assert finished.returncode == 0, finished.stderr[-4000:]
-            events[eta] = [json.loads(line) for line in finished.stdout.splitlines()]
+            events[eta] = run_cpu_smoke(folder / f"eta{eta}", server.url, f"schedule.total_steps={STEPS}",
+                                        "rollout.engine=vllm", "model.dtype=float32", f"rollout.max_staleness={eta}",
+                                        timeout=550).events
     return events
 
 

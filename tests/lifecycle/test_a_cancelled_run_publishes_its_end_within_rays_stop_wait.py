@@ -162,19 +162,13 @@ def test_an_error_raised_by_the_shutdown_of_a_stopped_run_ends_it_cancelled_nami
 def test_ray_waits_the_platforms_stop_wait_before_it_kills_a_cancelled_job(make_admitted_run, ray_head, settings,
                                                                            tmp_path):
     from runs import actions
-    from tests.runs.jobs import wait_for_job
+    from tests.runs.jobs import running_job_of_a_shell_trainer, wait_for_job
 
     evidence = tmp_path / "ended-in-its-own-time"
     # Six seconds to shut down: longer than Ray's default wait, shorter than the platform's.
-    trainer = tmp_path / "slow-to-stop-trainer"
-    trainer.write_text(f"#!/bin/sh\ntrap 'sleep 6; touch {evidence}; exit 143' TERM\n"
-                       "while true; do sleep 0.2; done\n")
-    trainer.chmod(0o755)
-    settings.TRAINER_PYTHON = str(trainer)
-    run = make_admitted_run()
-    actions.dispatch(run.pk)
-    run.refresh_from_db()
-    wait_for_job(run.ray_job_id, {"RUNNING"})
+    run = running_job_of_a_shell_trainer(make_admitted_run, settings, tmp_path / "slow-to-stop-trainer",
+                                         f"trap 'sleep 6; touch {evidence}; exit 143' TERM\n"
+                                         "while true; do sleep 0.2; done\n")
     time.sleep(1)  # the trap is set once the shell has started
     assert actions.cancel_run(run)
     wait_for_job(run.ray_job_id, {"STOPPED"}, timeout=60)

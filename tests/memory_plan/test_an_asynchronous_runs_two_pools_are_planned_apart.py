@@ -17,19 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.memory_plan.tiny_gpu import tiny_gpu_config
+from tests.memory_plan.tiny_gpu import tiny_gpu_config, two_pools
 from trainer import memory_fit, memory_plan
 from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, VLLM_ASLEEP_GIB, learner_plan_key
 
 ROOT = Path(__file__).resolve().parents[2]
 EMBEDDING_ELEMENTS = 49152 * 64  # the tiny model's largest parameter
-
-
-def two_pools(**changes: dict):
-    """4 GPUs of 40 GiB: 2 learn, 2 generate, η 1."""
-    rollout = {"max_staleness": 1, **changes.pop("rollout", {})}
-    cluster = {"num_gpus": 4, "rollout_gpus": 2, **changes.pop("cluster", {})}
-    return tiny_gpu_config(rollout=rollout, cluster=cluster, **changes)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +52,8 @@ def test_a_push_adds_the_largest_parameter_in_the_rollout_dtype_and_as_float32(p
 
 
 def test_each_rollout_gpu_holds_vllms_share_and_the_layer_a_push_rebuilds_alone(pools):
-    # 1 GiB CUDA context + 0.6 × 40 GiB vLLM share + 6,291,456 B = 0.005859375 GiB
-    assert pools.rollout_peak_gib == pytest.approx(1 + 24 + 0.005859375, abs=1e-9)
+    # 1 GiB CUDA context + 0.85 × 40 GiB vLLM share (the pool's) + 6,291,456 B = 0.005859375 GiB
+    assert pools.rollout_peak_gib == pytest.approx(1 + 34 + 0.005859375, abs=1e-9)
 
 
 def test_learner_rank_0_gathering_a_push_holds_its_shards_and_one_gathered_parameter(pools):
@@ -74,7 +67,7 @@ def test_a_learner_too_big_beside_vllm_fits_in_a_pool_of_its_own():
     # 2 GiB GPUs: 1.8 GiB usable. Beside vLLM's asleep 1.5 GiB the learner step is 2.6 GiB; alone, 1.1 GiB.
     shared = tiny_gpu_config(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
     assert any(message.startswith("learner step: ") for message in memory_fit.check_fits(shared))
-    pools = two_pools(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    pools = two_pools(cluster={"gpu_memory_gib": 2.0}, rollout={"vllm_pool_gpu_memory_utilization": 0.05})
     messages = memory_fit.check_fits(pools)
     assert not any(message.startswith("learner pool") for message in messages), messages
     # ...while vLLM's 0.1 GiB share is still too small for its own 2 GiB of activations: the rollout pool says so.
@@ -82,16 +75,16 @@ def test_a_learner_too_big_beside_vllm_fits_in_a_pool_of_its_own():
 
 
 def test_a_rollout_pool_over_its_gpus_is_named_with_its_excess_and_the_fix():
-    config = two_pools(rollout={"vllm_gpu_memory_utilization": 0.95})
+    config = two_pools(rollout={"vllm_pool_gpu_memory_utilization": 0.95})
     # 1 + 38 + 0.005859375 = 39.005859375 GiB against 36 GiB usable: 3.0 GiB over
-    assert memory_fit.check_fits_by_field(config) == {"rollout.vllm_gpu_memory_utilization": [
+    assert memory_fit.check_fits_by_field(config) == {"rollout.vllm_pool_gpu_memory_utilization": [
         "rollout pool (2 GPUs): 39.0 GiB per GPU (vLLM's share 38.0 GiB, the layer a weight push rebuilds 0.0 GiB), "
         "over the 36.0 GiB a GPU may use (40 GiB GPU, 10% kept spare) by 3.0 GiB; lower "
-        "rollout.vllm_gpu_memory_utilization"]}
+        "rollout.vllm_pool_gpu_memory_utilization"]}
 
 
 def test_a_learner_pool_over_its_gpus_is_named_with_the_pool():
-    config = two_pools(cluster={"gpu_memory_gib": 1.0}, rollout={"vllm_gpu_memory_utilization": 0.05})
+    config = two_pools(cluster={"gpu_memory_gib": 1.0}, rollout={"vllm_pool_gpu_memory_utilization": 0.05})
     messages = memory_fit.check_fits(config)
     assert any(message.startswith("learner pool (2 GPUs): learner step ") and "give the learner more GPUs" in message
                for message in messages), messages
@@ -102,9 +95,9 @@ def test_the_json_contract_gains_both_pools_only_for_a_run_that_has_them(pools, 
     assert "pools" not in shared_two_ranks.to_json()
     shown = pools.to_json()
     assert shown["pools"]["learner"]["gpus"] == 2 and shown["pools"]["rollout"]["gpus"] == 2
-    assert shown["pools"]["rollout"]["peak_gib"] == round(1 + 24 + 0.005859375, 2) == 25.01
-    assert shown["pools"]["rollout"]["vllm_share_gib"] == 24.0
-    assert shown["per_rank_peak_gib"] == {"learner": round(pools.learner_peak_gib, 2), "rollout": 25.01}
+    assert shown["pools"]["rollout"]["peak_gib"] == round(1 + 34 + 0.005859375, 2) == 35.01
+    assert shown["pools"]["rollout"]["vllm_share_gib"] == 34.0
+    assert shown["per_rank_peak_gib"] == {"learner": round(pools.learner_peak_gib, 2), "rollout": 35.01}
 
 
 def test_a_run_without_a_pool_keeps_the_learner_plan_key_it_had():
@@ -122,4 +115,4 @@ def test_the_command_prints_both_pools():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "8 GPUs of 40 GiB in two pools (4 learner, 4 rollout)" in result.stdout
     assert "learner pool: 4 GPUs, FSDP2 over 4 ranks, no vLLM" in result.stdout
-    assert "rollout pool peak" in result.stdout and "25.01" in result.stdout
+    assert "rollout pool peak" in result.stdout and "35.01" in result.stdout

@@ -24,3 +24,10 @@ def tiny_gpu_sections(**changes: dict) -> dict:
 def tiny_gpu_config(**changes: dict) -> RunConfig:
     """The h100x8 preset around the tiny random model and short answers; ``changes`` override per section."""
     return RunConfig.from_preset("h100x8", tiny_gpu_sections(**changes))
+
+
+def two_pools(**changes: dict) -> RunConfig:
+    """An asynchronous run of 4 GPUs of 40 GiB: 2 learn, 2 generate, η 1; ``changes`` override per section."""
+    rollout = {"max_staleness": 1, **changes.pop("rollout", {})}
+    cluster = {"num_gpus": 4, "rollout_gpus": 2, **changes.pop("cluster", {})}
+    return tiny_gpu_config(rollout=rollout, cluster=cluster, **changes)

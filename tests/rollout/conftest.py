@@ -12,6 +12,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from trainer.ranks import CPU_STANDS_IN_FOR_GPUS
+
 WORDS = ["theorem", "proof", "by", "simp", "norm_num", "linarith", "omega", "ring", "nlinarith", "decide",
          "intro", "apply", "exact", "have", "show", "calc", "rw", "x", "y", "n", ":=", "+", "=", "<", "go", "stop"]
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
@@ -258,6 +260,8 @@ def fake_vllm(monkeypatch):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(FakeVllmLLM, "instances", [])
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # The stand-in is vLLM on GPUs, whose settings it records: not the CPU standing in for them.
+    monkeypatch.delenv(CPU_STANDS_IN_FOR_GPUS, raising=False)
     return FakeVllmLLM
 
 
@@ -297,6 +301,19 @@ def vllm_llama(tokenizer, seed: int) -> LlamaForCausalLM:
 def vllm_random_llama(tokenizer) -> LlamaForCausalLM:
     """random_llama with heads vLLM's CPU attention takes."""
     return vllm_llama(tokenizer, seed=0)
+
+
+def fresh_engine_answers(config, weights, tokenizer, prompts, sampling) -> dict:
+    """What a new engine that read ``weights`` from disk (the staged safetensors folder) answers, by prompt: the
+    reference a pushed engine must equal. Closed before it returns: vLLM keeps its parallel groups per process, so
+    one engine at a time."""
+    from trainer.rollout.vllm_engine import VllmEngine
+
+    engine = VllmEngine.from_config(config, weights, tokenizer)
+    try:
+        return {generation.prompt_index: generation for generation in engine.generate(prompts, sampling)}
+    finally:
+        engine.close()
 
 
 @pytest.fixture(scope="module")

@@ -10,18 +10,13 @@ benchmark's business: benchmarks/asynchronous_smoke.py.)
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from trainer.smoke_model import smoke_model_folder, write_smoke_promptset
+from tests.asynchronous.cpu_smoke_cli import run_cpu_smoke
+from trainer.smoke_model import smoke_model_folder
 
 pytestmark = pytest.mark.timeout(900)
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 STEPS = 6
 
 
@@ -30,18 +25,11 @@ def smoke_runs(tmp_path_factory) -> dict[int, list[dict]]:
     from trainer.verification.standin_server import StandinServerThread
 
     folder = tmp_path_factory.mktemp("smoke-runs")
-    promptset = folder / "smoke.jsonl"
-    write_smoke_promptset(promptset)
     runs = {}
     with StandinServerThread() as server:
         for eta in (0, 1):
-            finished = subprocess.run(
-                [sys.executable, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
-                 "--run-id", f"smoke-{eta}", "--output", str(folder / f"eta{eta}"), "--lean-url", server.url,
-                 "--set", f"schedule.total_steps={STEPS}", "--set", f"rollout.max_staleness={eta}"],
-                cwd=REPOSITORY, capture_output=True, text=True, timeout=800)
-            assert finished.returncode == 0, finished.stderr[-3000:]
-            runs[eta] = [json.loads(line) for line in finished.stdout.splitlines()]
+            runs[eta] = run_cpu_smoke(folder / f"eta{eta}", server.url, f"schedule.total_steps={STEPS}",
+                                      f"rollout.max_staleness={eta}", run_id=f"smoke-{eta}").events
     return runs
 
 

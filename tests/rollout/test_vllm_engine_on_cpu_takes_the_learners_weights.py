@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.rollout.conftest import cpu_vllm_config
+from tests.rollout.conftest import cpu_vllm_config, fresh_engine_answers
 from trainer.batching import TrainingSequence, pad_batch
 from trainer.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
@@ -29,12 +29,7 @@ def answers(engine, sampling=GREEDY):
 
 @pytest.fixture(scope="module")
 def fresh_b_answers(vllm_cpu, weights_b, tokenizer):
-    """A new engine that read weights B from disk (the staged safetensors folder)."""
-    engine = VllmEngine.from_config(cpu_vllm_config(**LONG_PROMPTS), weights_b, tokenizer)
-    try:
-        return answers(engine)
-    finally:
-        engine.close()
+    return fresh_engine_answers(cpu_vllm_config(**LONG_PROMPTS), weights_b, tokenizer, PROMPTS, GREEDY)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.rollout.conftest import cpu_vllm_config
+from tests.rollout.conftest import cpu_vllm_config, fresh_engine_answers
 from trainer.rollout import vllm_engine
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.vllm_engine import VllmEngine
@@ -40,12 +40,7 @@ def vllm_multiprocessing(enabled: bool) -> pytest.MonkeyPatch:
 
 @pytest.fixture(scope="module")
 def fresh_b_answers(vllm_cpu, weights_b, tokenizer):
-    """A new engine that read weights B from disk (the staged safetensors folder)."""
-    engine = VllmEngine.from_config(cpu_vllm_config(), weights_b, tokenizer)
-    try:
-        return answers(engine)
-    finally:
-        engine.close()
+    return fresh_engine_answers(cpu_vllm_config(), weights_b, tokenizer, PROMPTS, GREEDY)
 
 
 @pytest.fixture(scope="module")

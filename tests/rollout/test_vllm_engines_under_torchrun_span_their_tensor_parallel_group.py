@@ -17,7 +17,7 @@ import torch
 
 from deploy.services import free_port
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
-from trainer.ranks import tensor_parallel_problem
+from trainer.ranks import CPU_STANDS_IN_FOR_GPUS, tensor_parallel_problem
 from trainer.rollout.vllm_engine import VllmEngine
 
 WORLD_SIZE = 4
@@ -26,6 +26,7 @@ WORLD_SIZE = 4
 def rank_main(rank: int, port: int, folder: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD_SIZE),
                       LOCAL_RANK=str(rank), VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    os.environ.pop(CPU_STANDS_IN_FOR_GPUS, None)  # the stand-in vLLM is vLLM on GPUs (tests/rollout/conftest.py)
     torch.set_num_threads(1)
     from transformers import LlamaForCausalLM
 

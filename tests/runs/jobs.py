@@ -1,5 +1,7 @@
-"""Waiting on the real local Ray head's view of a job."""
+"""Waiting on the real local Ray head's view of a job, and ending a job it holds pending."""
 
+import subprocess
+import sys
 import time
 
 from runs import ray_jobs
@@ -14,3 +16,40 @@ def wait_for_job(job_id, states, timeout=90):
             return status
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
+
+
+def running_job_of_a_shell_trainer(make_admitted_run, settings, script, shell: str):
+    """A run dispatched to the suite's Ray head whose trainer is ``shell`` (a /bin/sh script written to ``script``,
+    run by Ray in the trainer's place through TRAINER_PYTHON), returned once Ray says the job is RUNNING."""
+    from runs import actions
+
+    script.write_text(f"#!/bin/sh\n{shell}")
+    script.chmod(0o755)
+    settings.TRAINER_PYTHON = str(script)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"RUNNING"})
+    return run
+
+
+# A driver of its own, which Ray's job API is not: it kills the job's supervisor actor, the one thing that ends a job
+# Ray has not placed (platform/runs/ray_jobs.py PENDING_STOP_NOTE). Ray's job monitor then marks the job FAILED.
+_KILL_SUPERVISOR = """
+import sys, ray
+from ray.dashboard.modules.job.common import JOB_ACTOR_NAME_TEMPLATE, SUPERVISOR_ACTOR_RAY_NAMESPACE
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+try:
+    supervisor = ray.get_actor(JOB_ACTOR_NAME_TEMPLATE.format(job_id=sys.argv[2]), namespace=SUPERVISOR_ACTOR_RAY_NAMESPACE)
+except ValueError:
+    sys.exit(0)
+ray.kill(supervisor, no_restart=True)
+"""
+
+
+def end_pending_job(ray_head, job_id, timeout=90):
+    """End a job the suite's head holds pending (it has no GPU to place one on), so no test leaves it there until
+    Ray's start timeout; returns its final status."""
+    subprocess.run([sys.executable, "-c", _KILL_SUPERVISOR, f"127.0.0.1:{ray_head.port}", job_id],
+                   check=True, capture_output=True, timeout=timeout)
+    return wait_for_job(job_id, {"FAILED", "STOPPED"}, timeout=timeout)

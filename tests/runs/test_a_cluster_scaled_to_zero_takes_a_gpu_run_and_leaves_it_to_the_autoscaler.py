@@ -10,7 +10,7 @@ import pytest
 from runs import actions, ray_jobs
 from runs.cluster import reachable_resources, resource_problems
 from runs.models import RunState
-from tests.runs.jobs import wait_for_job
+from tests.runs.jobs import end_pending_job, wait_for_job
 from trainer.config import RunConfig
 
 # What deploy/k8s/20-raycluster.yaml reaches: the h100x8 group at maxReplicas 4, 8 GPUs and 96 CPUs each.
@@ -53,6 +53,4 @@ def test_dispatch_submits_a_gpu_run_to_a_cluster_without_gpus_that_autoscales_an
         assert ray_jobs.status(run.ray_job_id).state == "PENDING"
     finally:
         if run.ray_job_id:
-            # Fire and forget: Ray delivers a stop to the job's supervisor once it is placed, and this head will
-            # never place it; Ray fails it after RAY_JOB_START_TIMEOUT_SECONDS. Pending, it holds nothing.
-            ray_jobs.stop(run.ray_job_id)
+            end_pending_job(ray_head, run.ray_job_id)  # this head will never place it; Ray's stop would wait for that

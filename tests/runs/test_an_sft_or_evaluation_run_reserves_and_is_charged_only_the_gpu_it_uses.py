@@ -3,12 +3,12 @@ h100x8 preset they reserve one GPU from Ray and are charged one against quotas, 
 
 import pytest
 
-from runs import actions, ray_jobs, scheduling
+from runs import actions, scheduling
 from django.conf import settings
 
 from runs.cluster import ONE_GPU_KINDS, ray_request, requested_resources
 from runs.models import RunKind
-from tests.runs.jobs import wait_for_job
+from tests.runs.jobs import end_pending_job, wait_for_job
 from trainer.config import RunConfig
 
 H100X8 = RunConfig.from_preset("h100x8")
@@ -67,4 +67,4 @@ def test_the_ray_job_of_an_h100x8_evaluation_reserves_one_gpu(make_admitted_run,
         assert supervisor_resources(run.ray_job_id) == {"GPU": 1.0, "CPU": float(H100X8.cluster.cpus_per_worker)}
     finally:
         if run.ray_job_id:
-            ray_jobs.stop(run.ray_job_id)  # delivered once placed, which this head never does; pending, it holds nothing
+            end_pending_job(ray_head, run.ray_job_id)  # this head will never place it; Ray's stop would wait for that

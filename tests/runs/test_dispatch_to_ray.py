@@ -6,7 +6,7 @@ import pytest
 
 from runs import actions
 from runs.models import RunState
-from tests.runs.jobs import wait_for_job
+from tests.runs.jobs import running_job_of_a_shell_trainer, wait_for_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,14 +36,7 @@ def test_a_cluster_that_cannot_be_reached_fails_the_run_at_dispatch(make_admitte
 
 
 def test_cancel_stops_the_ray_job(make_admitted_run, ray_head, settings, tmp_path):
-    slow_trainer = tmp_path / "slow-trainer"
-    slow_trainer.write_text("#!/bin/sh\nsleep 600\n")
-    slow_trainer.chmod(0o755)
-    settings.TRAINER_PYTHON = str(slow_trainer)
-    run = make_admitted_run()
-    actions.dispatch(run.pk)
-    run.refresh_from_db()
-    wait_for_job(run.ray_job_id, {"RUNNING"})
+    run = running_job_of_a_shell_trainer(make_admitted_run, settings, tmp_path / "slow-trainer", "sleep 600\n")
     assert actions.cancel_run(run)
     wait_for_job(run.ray_job_id, {"STOPPED"})
     run.refresh_from_db()

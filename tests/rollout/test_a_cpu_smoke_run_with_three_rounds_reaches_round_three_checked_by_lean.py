@@ -1,6 +1,6 @@
 """`python -m trainer run --preset cpu-smoke --set retry.max_rounds=3`: rejected retries become the next round's
 prompts, some problems reach round 3 and no further, every round's answers go to the (stand-in) Lean server, and
-the metrics carry each round's accuracy.
+the metrics carry each round's accuracy, and its evaluation reports solved within r rounds for r = 1 … 3.
 
 A real run of the trainer's own command with the smoke model (trainer/smoke_model.py) and the stand-in Lean
 server on a loopback port; ``retry.replay_probability=1`` so that a chain deepens every step and five steps
@@ -37,22 +37,22 @@ def run_events(tmp_path_factory) -> list[dict]:
         finished = subprocess.run(
             [sys.executable, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
              "--output", str(folder / "run"), "--lean-url", server.url, "--set", f"schedule.total_steps={STEPS}",
-             "--set", "retry.max_rounds=3", "--set", "retry.replay_probability=1.0"],
+             "--set", "retry.max_rounds=3", "--set", "retry.replay_probability=1.0",
+             "--set", f"schedule.eval_every={STEPS}"],
             cwd=REPOSITORY, capture_output=True, text=True, timeout=500)
     assert finished.returncode == 0, finished.stderr[-3000:]
     return [json.loads(line) for line in finished.stdout.splitlines()]
 
 
 def answers_with_rounds(events) -> list[tuple[int, dict]]:
-    answers = [event["payload"] for event in events
-               if event["type"] == "rollout_finished" and not event["payload"]["is_evaluation"]]
+    answers = [event["payload"] for event in events if event["type"] == "rollout_finished"]
     by_key = {answer["rollout_key"]: answer for answer in answers}
 
     def round_of(answer) -> int:
         parent = answer["parent_rollout_key"]
         return 0 if parent is None else 1 + round_of(by_key[parent])
 
-    return [(round_of(answer), answer) for answer in answers]
+    return [(round_of(answer), answer) for answer in answers if not answer["is_evaluation"]]
 
 
 def test_some_problems_reach_round_three_and_none_goes_further(run_events):
@@ -89,3 +89,13 @@ def test_the_metrics_carry_each_rounds_accuracy_and_answer_count_as_the_answers_
                        if str(round_of) == name and answer["reward"] is not None]
             assert values["rounds/accuracy"].get(name) == (sum(rewards) / len(rewards) if rewards else None)
     assert any("3" in event["payload"]["values"]["rounds/accuracy"] for event in run_events if event["type"] == "metrics")
+
+
+def test_the_evaluation_reports_solved_within_each_round_beside_pass_at_k(run_events):
+    (evaluation,) = [event["payload"]["values"] for event in run_events if event["type"] == "evaluation"]
+    within = [evaluation[f"within_{rounds}_rounds/pass@1"] for rounds in (1, 2, 3)]
+    assert within[0] == evaluation["retry/pass@1"]
+    assert evaluation["pass@1"] <= within[0] <= within[1] <= within[2]
+    samples = [event["payload"] for event in run_events
+               if event["type"] == "rollout_finished" and event["payload"]["is_evaluation"]]
+    assert any("-retry2-" in sample["rollout_key"] for sample in samples)  # a second round was evaluated

@@ -16,6 +16,10 @@ Verdict = models.TextChoices("Verdict", [(verdict.name, (verdict.value, verdict.
                              module=__name__)
 
 
+# The first attempt and up to retry.max_rounds (at most 8) rounds of correction, with room to spare.
+MAX_TRAJECTORY_ROUNDS = 16
+
+
 class ProofAttemptQuerySet(models.QuerySet):
     def visible_to(self, user):
         return self.filter(run__in=Run.objects.visible_to(user))
@@ -104,6 +108,20 @@ class ProofAttempt(models.Model):
             {"number": number, "text": text, "is_marked": number in marked}
             for number, text in enumerate(self.response.split("\n"), 1)
         ]
+
+    def trajectory(self) -> list["ProofAttempt"]:
+        """The rounds of correction this attempt belongs to, as one chain (retry.max_rounds): back through its
+        parents to the first attempt, then on through the earliest retry of each round. A chain is at most
+        ``MAX_TRAJECTORY_ROUNDS`` long (the trainer allows 8 rounds), so a page never walks an unbounded one."""
+        chain = [self]
+        while chain[0].parent_id is not None and len(chain) < MAX_TRAJECTORY_ROUNDS:
+            chain.insert(0, chain[0].parent)
+        while len(chain) < MAX_TRAJECTORY_ROUNDS:
+            following = chain[-1].retries.order_by("pk").first()
+            if following is None:
+                break
+            chain.append(following)
+        return chain
 
     def updates_behind(self, trained_by_version: int | None) -> int | None:
         """How many learner updates stale this rollout was when it trained, given the policy version that trained

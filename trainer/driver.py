@@ -594,6 +594,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             formal_statement=slot.problem.formal_statement,
             turn=slot.turn,
             parent_rollout_key=slot.parent_rollout_key,
+            round=slot.round,
             sample_index=generation.sample_index,
             prompt=slot.prompt_text,
             response=generation.text,

@@ -42,6 +42,9 @@ class ProofAttempt(models.Model):
     turn = models.CharField(max_length=8, choices=Turn.choices, default=Turn.FIRST)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     parent_rollout_key = models.CharField(max_length=128, blank=True)
+    round = models.PositiveSmallIntegerField(
+        default=0, help_text="The round of correction (retry.max_rounds): 0 for a first attempt, 1 for its retry, 2 for "
+                             "that retry's retry…")
     sample_index = models.PositiveIntegerField(default=0)
     prompt = models.TextField(blank=True)
     response = models.TextField(blank=True)

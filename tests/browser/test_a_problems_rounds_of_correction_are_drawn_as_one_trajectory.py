@@ -1,6 +1,6 @@
 """The rollout page of an answer in a chain of corrections (retry.max_rounds = 3) draws the problem's rounds as one
 trajectory, round 0 (the first attempt) to round 3, each with Lean's errors and the diff of its Lean code from the
-round before; model output in it stays text.
+round before; model output in it stays text. The run page's cards name each later round, live and as stored.
 
 The rounds go the way a run stores them: published as ROLLOUT_FINISHED events to the run's stream, each naming the
 answer it corrects (``parent_rollout_key``), ingested by the platform's own ingester, and drawn live on the run page
@@ -36,7 +36,7 @@ def publish_rounds(run):
         messages = [{"severity": "error", "line": 2, "column": 2, "text": error}] if error else []
         publisher.publish(EventType.ROLLOUT_FINISHED, RolloutFinished(
             rollout_key=key, step=step, problem_id="smoke_rat_add", problem_name="smoke_rat_add",
-            formal_statement=STATEMENT, turn="retry" if parent else "first", parent_rollout_key=parent,
+            formal_statement=STATEMENT, turn="retry" if parent else "first", parent_rollout_key=parent, round=step - 1,
             lean_code=f"{STATEMENT}\n{code}", checked_code=f"{STATEMENT}\n{code}", verdict=verdict,
             reward=1.0 if verdict == "valid" else 0.0, lean_messages=messages,
             reasons=[] if verdict == "valid" else [f"Lean rejected the proof at line 2: {error}"]))
@@ -55,6 +55,10 @@ def test_the_middle_rounds_page_draws_all_four_rounds_with_their_errors_and_diff
     publish_rounds(run)
     for key, *_ in ROUNDS:  # drawn live, so stored
         page.wait_for_selector(f'#rollouts li[data-rollout-key="{key}"]', timeout=5000)
+    assert round_labels(page) == {"a1-s1-p0-r0": [], "a1-s2-retry-p0-r1": [], "a1-s3-retry-p1-r0": [" · round 2"],
+                                  "a1-s4-retry-p0-r0": [" · round 3"]}  # round 1 is the card's "Retry"
+    assert page.locator('#rollouts li[data-rollout-key="a1-s4-retry-p0-r0"] .round').get_attribute("title") == \
+        "Corrects a1-s3-retry-p1-r0"
 
     middle = ProofAttempt.objects.get(run=run, rollout_key=ROUNDS[2][0])
     page.goto(f"/proofs/{middle.pk}/")
@@ -82,4 +86,12 @@ def test_the_middle_rounds_page_draws_all_four_rounds_with_their_errors_and_diff
     assert rounds.nth(2).locator(".this-rollout").count() == 1
     assert page.locator("img[src=x]").count() == 0 and dialogs == [] and page.evaluate("window.__owned") is None
     screenshot(page, "trajectory")
+
+    page.goto(f"/runs/{run.pk}/")  # the run page drawn from what was stored
+    page.wait_for_selector('#rollouts li[data-rollout-key="a1-s4-retry-p0-r0"]')
+    assert round_labels(page)["a1-s4-retry-p0-r0"] == [" · round 3"]
+
+
+def round_labels(page) -> dict[str, list[str]]:
+    return {key: page.locator(f'#rollouts li[data-rollout-key="{key}"] .round').all_inner_texts() for key, *_ in ROUNDS}
 

@@ -137,6 +137,10 @@ class RewardConfig(Section):
     allow_native_decide: bool = Field(False, description="native_decide trusts the compiler: off by default.")
 
 
+# The most rounds of correction a run may ask for: each round adds its own groups to the batches it is drawn into.
+MAX_ROUNDS_OF_CORRECTION = 8
+
+
 class RetryHistory(StrEnum):
     """What a correction round's prompt carries of the rounds before it (``retry.history``)."""
 
@@ -157,7 +161,7 @@ class RetryConfig(Section):
     max_retries: int = Field(1, ge=0, le=1, description="The recipe allows one retry per first attempt; 0 turns "
                              "retries off (max_rounds says how deep a chain of them may go).")
     max_rounds: int = Field(
-        1, ge=1, le=8,
+        1, ge=1, le=MAX_ROUNDS_OF_CORRECTION,
         description="Rounds of correction per first attempt: a retry Lean rejects becomes the next round's prompt, "
         "up to this many retries in a chain (round 0 is the first attempt). 1 is the release (one retry); "
         "Goedel-Prover-V2 reports gains from 2. Each round's answers are scored and trained as their own group.")

@@ -150,6 +150,17 @@ class RewardConfig(Section):
     allow_native_decide: bool = Field(False, description="native_decide trusts the compiler: off by default.")
 
 
+# The most rounds of correction a run may ask for: each round adds its own groups to the batches it is drawn into.
+MAX_ROUNDS_OF_CORRECTION = 8
+
+
+class RetryHistory(StrEnum):
+    """What a correction round's prompt carries of the rounds before it (``retry.history``)."""
+
+    LAST = "last"  # the first prompt, the last attempt and Lean's errors on it: the release's retry
+    ALL = "all"  # the first prompt, then every earlier attempt with its errors, the oldest dropped to fit
+
+
 class RetryConfig(Section):
     """The error-correction turn: a rejected first attempt plus Lean's feedback becomes a new prompt."""
 
@@ -160,7 +171,19 @@ class RetryConfig(Section):
     max_prompt_tokens: int = Field(8192, ge=16, description="Longer retry prompts are dropped.")
     buffer_size: int = Field(5000, ge=1, description="Replay buffer keeps the latest this many retry prompts.")
     replay_probability: float = Field(0.5, ge=0.0, le=1.0, description="Chance a prompt slot draws a retry.")
-    max_retries: int = Field(1, ge=0, le=1, description="The recipe allows one retry per first attempt.")
+    max_retries: int = Field(1, ge=0, le=1, description="The recipe allows one retry per first attempt; 0 turns "
+                             "retries off (max_rounds says how deep a chain of them may go).")
+    max_rounds: int = Field(
+        1, ge=1, le=MAX_ROUNDS_OF_CORRECTION,
+        description="Rounds of correction per first attempt: a retry Lean rejects becomes the next round's prompt, "
+        "up to this many retries in a chain (round 0 is the first attempt). 1 is the release (one retry); "
+        "Goedel-Prover-V2 reports gains from 2. Each round's answers are scored and trained as their own group.")
+    history: RetryHistory = Field(
+        RetryHistory.LAST,
+        description="What a round's prompt carries: last (the last attempt and its errors, as the release's retry) "
+        "or all (every earlier attempt and its errors, the oldest dropped first to fit max_prompt_tokens; a "
+        "prompt that cannot fit even with the last alone is dropped and counted as prompt_too_long). Equal for "
+        "max_rounds 1.")
 
 
 class VerifierConfig(Section):

@@ -680,8 +680,8 @@ class DataParallelRun(TrainingRun):
         mine = self.eval_problems[self.engine_index :: self.engine_groups.count]
 
         def my_share():
-            first, retry = self.evaluation_rewards(mine, step, seed, show_progress)
-            return first, retry, self.standin_verdicts_by_problem()
+            first, chains = self.evaluation_rewards(mine, step, seed, show_progress)
+            return first, chains, self.standin_verdicts_by_problem()
 
         merged: tuple[dict, dict, dict] = ({}, {}, {})
         for share in self.group.exchange(my_share, f"evaluation at step {step}"):
@@ -694,8 +694,8 @@ class DataParallelRun(TrainingRun):
         def rank_zeros_outcomes():
             if self.group.rank != 0:
                 return None
-            first, retry = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
-            return first, retry, self.standin_verdicts_by_problem()
+            first, chains = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+            return first, chains, self.standin_verdicts_by_problem()
 
         return self.group.exchange(rank_zeros_outcomes, f"evaluation at step {step}")[0]
 

@@ -62,6 +62,7 @@ from trainer.rollouts import PromptSlot, Rollout, lean_phase, rewards_matrix, ro
 from trainer.run_evaluation import RunEvaluation
 from trainer.verification.client import LeanVerifier
 from trainer.verification.line_numbering import ProbeFailed
+from trainer.verification.verdicts import Verdict
 from trainer.verification.shared_cache import SharedVerdictCache
 
 
@@ -466,7 +467,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         for is_retry in takes_retry:
             if is_retry:
                 retry = self.replay_buffer.draw(self.rng)
-                slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
+                slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key, retry.round))
                 continue
             for _ in range(len(self.problems)):
                 problem = self.next_problem()
@@ -502,10 +503,12 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         state.cursor += 1
         return problem
 
-    def _slot(self, problem, messages, turn, parent_rollout_key) -> PromptSlot:
+    def _slot(self, problem, messages, turn, parent_rollout_key, round_of_correction: int | None = None) -> PromptSlot:
         text = render_prompt(self.tokenizer, messages)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return PromptSlot(problem, list(messages), text, list(ids), turn, parent_rollout_key)
+        if round_of_correction is None:
+            round_of_correction = 0 if turn == "first" else 1
+        return PromptSlot(problem, list(messages), text, list(ids), turn, parent_rollout_key, round_of_correction)
 
     def sampling_settings(self, step: int):
         # A seed per step: a resumed run samples what the uninterrupted run would have.
@@ -591,6 +594,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             formal_statement=slot.problem.formal_statement,
             turn=slot.turn,
             parent_rollout_key=slot.parent_rollout_key,
+            round=slot.round,
             sample_index=generation.sample_index,
             prompt=slot.prompt_text,
             response=generation.text,
@@ -637,10 +641,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         return sequences
 
     def add_retries(self, rollouts: list[Rollout], step: int) -> dict:
-        """Failed first attempts become retry prompts in the replay buffer; returns counts by outcome."""
+        """Rejected attempts become the next round's prompts in the replay buffer (a first attempt's retry, and
+        up to retry.max_rounds rounds of them); returns counts by outcome."""
         counts: Counter[str] = Counter()
         for rollout in rollouts:
-            if rollout.slot.turn != "first":
+            if rollout.slot.round >= self.config.retry.max_rounds:
                 counts[f"dropped:{RetryDropReason.ALREADY_A_RETRY.value}"] += 1
                 continue
             if rollout.scored.verification is None:
@@ -651,10 +656,13 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 rollout.slot.problem, rollout.slot.messages, rollout.generation.text, rollout.scored.format_check,
                 rollout.scored.verification, rollout.scored.checked_code, rollout.rollout_key, step,
                 self.config.retry, lambda messages: prompt_token_count(self.tokenizer, messages),
+                answer_round=rollout.slot.round,
             )
             if isinstance(outcome, RetryPrompt):
                 self.replay_buffer.add(outcome)
                 counts["added"] += 1
+                if outcome.dropped_turns and self.config.retry.max_rounds > 1:
+                    counts["history_trimmed"] += 1
                 self.publisher.publish(EventType.RETRY_CREATED, {
                     "step": step, "parent_rollout_key": rollout.rollout_key,
                     "problem_id": rollout.slot.problem.problem_id, "feedback": outcome.feedback,
@@ -676,6 +684,9 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "reward/first_attempt": _mean([r.reward for r in scored if r.slot.turn == "first"]),
             "reward/retry": _mean([r.reward for r in scored if r.slot.turn == "retry"]),
             "lean/accuracy": _mean([1.0 if r.reward and r.reward > 0 else 0.0 for r in reached_lean]),
+            # The second check on accepted proofs and the integrity rules (trainer/verification/integrity.py):
+            # answers that earned 0 for what Lean alone would have let through, or never saw.
+            "reward/rejected_by_guard": sum(1 for r in rollouts if r.scored.verdict is Verdict.REJECTED),
             "rollouts": len(rollouts),
             "censored": sum(1 for r in rollouts if r.reward is None),
             "standin_verdicts": sum(1 for r in rollouts if r.scored.is_standin_verdict),
@@ -707,6 +718,9 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "generation/tokens_per_second": (generated_tokens / timings["generation_s"] if generated_tokens and timings["generation_s"] > 0
                                             else None),
         }
+        if self.config.retry.max_rounds > 1:
+            metrics.update(round_metrics(rollouts, self.config.retry.max_rounds))
+            metrics["retries/history_trimmed"] = retry_counts.get("history_trimmed", 0)
         if self.verifier is not None:
             stats = self.verifier.stats()
             metrics["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
@@ -776,6 +790,32 @@ def _quiet_transformers() -> None:
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
+
+
+def round_metrics(rollouts: Sequence[Rollout], max_rounds: int) -> dict:
+    """Per round of correction r = 0 (first attempts) … max_rounds, as ``{"0": value, …}`` with rounds this step
+    did not sample left out (not measured, never 0):
+
+    ``rounds/accuracy``: the mean reward of round r's scored answers;
+    ``rounds/first_solved_share``: of round r's groups with a scored answer, the share some answer solved. A
+    round-r prompt exists only for a chain whose every earlier answer was rejected, so each such group is a
+    problem first solved in round r;
+    ``rounds/rollouts``: answers generated in round r (censored ones included)."""
+    accuracy, solved, counts = {}, {}, {}
+    for round_of_correction in range(max_rounds + 1):
+        in_round = [r for r in rollouts if r.slot.round == round_of_correction]
+        if not in_round:
+            continue
+        counts[str(round_of_correction)] = len(in_round)
+        scored = [r for r in in_round if r.reward is not None]
+        if scored:
+            accuracy[str(round_of_correction)] = _mean([r.reward for r in scored])
+        groups: dict[int, bool] = {}
+        for r in scored:
+            groups[r.slot_index] = groups.get(r.slot_index, False) or r.reward > 0
+        if groups:
+            solved[str(round_of_correction)] = sum(groups.values()) / len(groups)
+    return {"rounds/accuracy": accuracy, "rounds/first_solved_share": solved, "rounds/rollouts": counts}
 
 
 def _mean(values) -> float | None:

@@ -1,4 +1,5 @@
-"""Evaluation metrics: verl's bootstrap best@k, unbiased pass@k, before and after one retry.
+"""Evaluation metrics: verl's bootstrap best@k, unbiased pass@k, before and after one retry (and, with
+``retry.max_rounds`` > 1, solved within r rounds of correction for r = 1 … N).
 
 Pure functions on per-problem outcome lists, for two scores of each sample: our gated reward
 (plain metric names) and the release's ``acc``, Lean validity without the format gate (``acc/…``),
@@ -85,6 +86,53 @@ def with_one_retry(first_attempts: Sequence[float | None], retries: Sequence[flo
         else:
             combined.append(max(first, retry))
     return combined
+
+
+def within_rounds(first_attempts: Sequence[float | None], chains: Sequence[Sequence[float | None]],
+                  rounds: int) -> list[float | None]:
+    """Per attempt: solved within ``rounds`` rounds of correction (``retry.max_rounds``), as Goedel-Prover-V2's
+    "with self-correction". ``chains[i]`` scores attempt i's rounds 1, 2, … in order.
+
+    ``with_one_retry`` extended: a chain goes on only from a rejected round, so the best score of the first attempt
+    and its first ``rounds`` rounds; a censored first attempt stays censored, and a censored or missing round ends
+    the chain where it is (what came before it stands)."""
+    if len(first_attempts) != len(chains):
+        raise ValueError(f"one chain per first attempt: {len(first_attempts)} attempts, {len(chains)} chains")
+    combined: list[float | None] = []
+    for first, chain in zip(first_attempts, chains):
+        if first is None:
+            combined.append(None)
+            continue
+        best = first
+        for outcome in list(chain)[:rounds]:
+            if outcome is None:
+                break
+            best = max(best, outcome)
+        combined.append(best)
+    return combined
+
+
+def rounds_report(
+    first_attempts: Mapping[str, Sequence[Outcome | None]],
+    chains: Mapping[str, Sequence[Sequence[Outcome | None]]],
+    max_rounds: int,
+) -> dict[str, float]:
+    """pass@k, best@k and mean@n of "solved within r rounds of correction" for r = 1 … ``max_rounds``, for both
+    families: ``within_{r}_rounds/pass@k`` and ``within_{r}_rounds/acc/pass@k`` (r = 1 equals ``retry/…``; r = 0
+    is the plain pass@k). ``chains[pid][i]`` lists the outcomes of sample i's rounds 1, 2, …"""
+    report: dict[str, float] = {}
+    for prefix, field_name in (("", "reward"), ("acc/", "lean_valid")):
+        def value(outcome):
+            return None if outcome is None else getattr(outcome, field_name)
+
+        for rounds in range(1, max_rounds + 1):
+            solved = {pid: within_rounds([value(o) for o in outcomes],
+                                         [[value(o) for o in chain] for chain in chains.get(pid, [[]] * len(outcomes))],
+                                         rounds)
+                      for pid, outcomes in first_attempts.items()}
+            report.update({f"within_{rounds}_rounds/{prefix}{name}": value_
+                           for name, value_ in aggregate(solved).items() if math.isfinite(value_)})
+    return report
 
 
 @dataclass(frozen=True)

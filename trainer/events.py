@@ -66,6 +66,8 @@ class RolloutFinished(BaseModel):
     formal_statement: str = ""
     turn: Turn = Field(Turn.FIRST, description="The first attempt, or the error-correction retry of one.")
     parent_rollout_key: str | None = None
+    round: int = Field(0, ge=0, description="The round of correction (retry.max_rounds): 0 for a first attempt, 1 for "
+                                            "its retry, 2 for that retry's retry…")
     sample_index: int = 0
     prompt: str = Field("", description="The exact prompt text the model was given (after the chat template).")
     response: str = ""

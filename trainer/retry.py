@@ -18,9 +18,15 @@ Where this departs from the release, on purpose:
 * snippet line numbers are those of the checked code, header included, because the verifier reports
   positions in it (the release numbered lines after the imports); the snippet never shows the
   ``#print axioms`` line we append (the model never wrote it);
-* a drawn retry leaves the buffer, so each first attempt is retried at most once (the release kept
+* a drawn retry leaves the buffer, so each attempt is retried at most once (the release kept
   it and could draw it again);
 * goal states are not quoted: the verifier does not return Lean's info trees.
+
+Beyond the release, off by default: rounds of correction (``retry.max_rounds`` > 1). The first attempt
+is round 0, its retry round 1, and a round-r answer Lean rejects becomes a round r+1 prompt while r <
+max_rounds. ``retry.history`` says what that prompt carries: ``last``, the first prompt, the last answer
+and Lean's feedback on it (the release's retry, whatever the round), or ``all``, every earlier answer
+with its feedback, the oldest pairs dropped first until the prompt fits ``retry.max_prompt_tokens``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from trainer.config import RetryConfig
+from trainer.config import RetryConfig, RetryHistory
 from trainer.format_reward import FormatCheck
 from trainer.problems import Problem
 from trainer.prompts import check_messages, first_attempt_messages
@@ -60,6 +66,9 @@ class RetryPrompt:
     parent_rollout_key: str
     feedback: str
     created_step: int
+    round: int = 1  # the correction round this prompt opens: 1 for a first attempt's retry
+    # Earlier (answer, feedback) pairs left out so that it fits (retry.history=all); 0 otherwise.
+    dropped_turns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +77,8 @@ class RetryPrompt:
             "parent_rollout_key": self.parent_rollout_key,
             "feedback": self.feedback,
             "created_step": self.created_step,
+            "round": self.round,
+            "dropped_turns": self.dropped_turns,
         }
 
     @classmethod
@@ -78,6 +89,9 @@ class RetryPrompt:
             parent_rollout_key=data["parent_rollout_key"],
             feedback=data["feedback"],
             created_step=int(data["created_step"]),
+            # Checkpoints written before rounds existed hold first attempts' retries only.
+            round=int(data.get("round", 1)),
+            dropped_turns=int(data.get("dropped_turns", 0)),
         )
 
 
@@ -160,12 +174,20 @@ def make_retry(
     step: int,
     config: RetryConfig,
     count_tokens: Callable[[list[dict]], int],
+    answer_round: int | None = None,
 ) -> RetryPrompt | RetryDropReason:
-    """The retry prompt for one scored attempt, or the reason there is none."""
+    """The next round's prompt for one scored answer, or the reason there is none.
+
+    ``first_messages`` is the prompt the answer replied to; ``answer_round`` its round (0: a first
+    attempt), counted from that prompt's assistant turns when not given (right for one round of
+    correction; with ``history=last`` a later round's prompt shows only the last answer, so the driver
+    says which round it is).
+    """
     if not config.enabled or config.max_retries == 0:
         return RetryDropReason.RETRIES_DISABLED
-    earlier_answers = sum(1 for message in first_messages or () if message.get("role") == "assistant")
-    if earlier_answers >= config.max_retries:
+    if answer_round is None:
+        answer_round = sum(1 for message in first_messages or () if message.get("role") == "assistant")
+    if answer_round >= config.max_rounds:
         return RetryDropReason.ALREADY_A_RETRY
     if not format_check.is_valid:
         return RetryDropReason.FORMAT_INVALID
@@ -178,16 +200,45 @@ def make_retry(
         return RetryDropReason.EMPTY_FEEDBACK
     if len(feedback) > config.max_feedback_chars:
         return RetryDropReason.FEEDBACK_TOO_LONG
-    messages = retry_messages(problem, first_messages, response, feedback)
-    if count_tokens(messages) > config.max_prompt_tokens:
+    fitted = fitted_round_messages(problem, first_messages, response, feedback, config, count_tokens)
+    if fitted is None:
         return RetryDropReason.PROMPT_TOO_LONG
+    messages, dropped_turns = fitted
     return RetryPrompt(
         problem=problem,
         messages=messages,
         parent_rollout_key=parent_rollout_key,
         feedback=feedback,
         created_step=step,
+        round=answer_round + 1,
+        dropped_turns=dropped_turns,
     )
+
+
+def fitted_round_messages(
+    problem: Problem, first_messages: Sequence[dict] | None, response: str, feedback: str, config: RetryConfig,
+    count_tokens: Callable[[list[dict]], int],
+) -> tuple[list[dict], int] | None:
+    """The next round's conversation and how many earlier (answer, feedback) pairs ``all`` left out to fit
+    ``config.max_prompt_tokens``; None when even the first prompt with the last answer alone is too long.
+
+    ``last`` keeps the first prompt (everything before the first answer) and the last answer only;
+    ``all`` keeps every earlier pair, dropping the oldest first. A first attempt's retry is the
+    release's either way."""
+    previous = first_attempt_messages(problem) if first_messages is None else [dict(message) for message in first_messages]
+    first_answer = next((index for index, message in enumerate(previous) if message.get("role") == "assistant"),
+                        len(previous))
+    opening, earlier = previous[:first_answer], previous[first_answer:]
+    pairs = [earlier[index:index + 2] for index in range(0, len(earlier), 2)]
+    kept = pairs if config.history is RetryHistory.ALL else []
+    dropped = 0  # ``last`` leaves the earlier pairs out by design: only a trim to fit is counted
+    while True:
+        messages = retry_messages(problem, opening + [message for pair in kept for message in pair], response, feedback)
+        if count_tokens(messages) <= config.max_prompt_tokens:
+            return messages, dropped
+        if not kept:
+            return None
+        kept, dropped = kept[1:], dropped + 1
 
 
 class ReplayBuffer:

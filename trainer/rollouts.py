@@ -18,6 +18,7 @@ class PromptSlot:
     prompt_ids: list[int]
     turn: str = "first"  # or "retry"
     parent_rollout_key: str | None = None
+    round: int = 0  # of correction (retry.max_rounds): 0 for a first attempt, 1 for its retry, 2 for the retry's…
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from trainer.checkpoint import is_checkpoint_writer, record_evaluation
-from trainer.evaluation import Outcome, evaluation_curves, evaluation_report
+from trainer.evaluation import Outcome, evaluation_curves, evaluation_report, rounds_report
 from trainer.events import EventType
 from trainer.progress import progress_bar
 from trainer.prompts import first_attempt_messages, prompt_token_count
@@ -45,16 +45,16 @@ class RunEvaluation:
         a training run shows its evaluations through its events instead).
         """
         started = time.perf_counter()
-        first_outcomes, retry_outcomes, standin_verdicts = self.evaluation_outcomes(step, seed, show_progress)
-        return self.publish_evaluation(step, first_outcomes, retry_outcomes, standin_verdicts, started)
+        first_outcomes, chains, standin_verdicts = self.evaluation_outcomes(step, seed, show_progress)
+        return self.publish_evaluation(step, first_outcomes, chains, standin_verdicts, started)
 
     def evaluation_outcomes(self, step: int, seed: int | None = None,
                             show_progress: bool = False) -> tuple[dict, dict, dict]:
-        """Per evaluation problem id: the outcomes of its first attempts, of their retries (``evaluation_rewards``),
+        """Per evaluation problem id: the outcomes of its first attempts, of their rounds of correction (``evaluation_rewards``),
         and how many of its verdicts the stand-in gave. A data-parallel run gathers them from its ranks
         (trainer/distributed.py)."""
-        first_outcomes, retry_outcomes = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
-        return first_outcomes, retry_outcomes, self.standin_verdicts_by_problem()
+        first_outcomes, chains = self.evaluation_rewards(self.eval_problems, step, seed, show_progress)
+        return first_outcomes, chains, self.standin_verdicts_by_problem()
 
     def standin_verdicts_by_problem(self) -> dict[str, int]:
         """Per problem id, the last evaluation's samples (first attempts and retries) the stand-in decided."""
@@ -63,13 +63,17 @@ class RunEvaluation:
             counts[record["problem_id"]] = counts.get(record["problem_id"], 0) + bool(record["is_standin_verdict"])
         return counts
 
-    def publish_evaluation(self, step: int, first_outcomes: dict, retry_outcomes: dict | None,
+    def publish_evaluation(self, step: int, first_outcomes: dict, chains: dict | None,
                            standin_verdicts: dict[str, int], started: float) -> dict:
-        """The evaluation's report from its outcomes, published as one EVALUATION event."""
+        """The evaluation's report from its outcomes (``chains``: each sample's rounds of correction, as
+        ``evaluation_rewards`` returns them), published as one EVALUATION event."""
+        retry_outcomes = None if chains is None else {pid: [chain[0] for chain in samples] for pid, samples in chains.items()}
         if not self.config.schedule.eval_error_correction:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
         values = evaluation_report(first_outcomes, retry_outcomes)
         values.update(evaluation_curves(first_outcomes, retry_outcomes))
+        if retry_outcomes is not None and self.config.retry.max_rounds > 1:
+            values.update(rounds_report(first_outcomes, chains, self.config.retry.max_rounds))
         # Which Lean decided: a benchmark never ranks the stand-in's verdicts beside real Lean's.
         values["standin_verdicts"] = float(sum(standin_verdicts.values()))
         if self.verifier is not None:  # over the run so far: for an evaluation run, the evaluation's own
@@ -87,7 +91,8 @@ class RunEvaluation:
 
     def evaluation_rewards(self, problems: Sequence, step: int, seed: int | None = None,
                            show_progress: bool = False) -> tuple[dict, dict]:
-        """Per problem id, the ``Outcome`` of each first attempt and of its retry (None: no retry).
+        """Per problem id, the ``Outcome`` of each first attempt, and of each one's rounds of correction (a list per
+        sample, round 1 (its retry) first, ``retry.max_rounds`` long, None where no round was made).
 
         Every sample's record (scores, verdict, reasons, the answer) is kept in ``evaluation_samples``
         for ``trainer eval --output``.
@@ -102,36 +107,55 @@ class RunEvaluation:
                                 step=step)
         first_outcomes = {s.problem.problem_id: [None] * sampling.n for s in slots}
         self.evaluation_samples = []
-        retry_slots, retry_owner = [], []
+        # Rounds of correction: each sample's chain of retries, round 1 (the release's one retry) first; a chain goes
+        # on from a round Lean rejected, up to retry.max_rounds (1 by default).
+        max_rounds = self.config.retry.max_rounds
+        chains: dict[str, list[list[Outcome | None]]] = {pid: [[None] * max_rounds for _ in range(sampling.n)]
+                                                         for pid in first_outcomes}
+        # (slot answered, its key, generation, scored, (problem id, sample index)) of each answer a round may correct.
+        to_correct = []
         for (slot_index, sample_index), (generation, scored, outcome) in sorted(first.items()):
             slot = slots[slot_index]
             first_outcomes[slot.problem.problem_id][sample_index] = outcome
             self.evaluation_samples.append(_evaluation_record(step, seed, slot, generation, scored, outcome))
-            if scored.verification is None or not self.config.schedule.eval_error_correction:
-                continue
-            retry = make_retry(
-                slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
-                scored.checked_code, f"{first_prefix}-p{slot_index}-r{sample_index}", step, self.config.retry,
-                lambda messages: prompt_token_count(self.tokenizer, messages),
-            )
-            if isinstance(retry, RetryPrompt):
-                retry_slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key))
-                retry_owner.append((slot.problem.problem_id, sample_index))
-        retry_outcomes: dict[str, list[Outcome | None]] = {pid: [None] * sampling.n for pid in first_outcomes}
-        if retry_slots:
-            retry_sampling = SamplingSettings(
-                n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
-                max_tokens=max_tokens, seed=sampling.seed,
-            )
-            retried = self._score_all(retry_slots, retry_sampling,
-                                      evaluation_key_prefix(step, "retry", self.attempt, self.evaluation_share),
-                                      "eval: retries" if show_progress else None, step=step)
+            to_correct.append((slot, f"{first_prefix}-p{slot_index}-r{sample_index}", generation, scored,
+                               (slot.problem.problem_id, sample_index)))
+        retry_sampling = SamplingSettings(
+            n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=-1,
+            max_tokens=max_tokens, seed=sampling.seed,
+        )
+        for round_of_correction in range(1, max_rounds + 1):
+            if not self.config.schedule.eval_error_correction:
+                break
+            retry_slots, retry_owner = [], []
+            for slot, key, generation, scored, owner in to_correct:
+                if scored.verification is None:
+                    continue
+                retry = make_retry(
+                    slot.problem, slot.messages, generation.text, scored.format_check, scored.verification,
+                    scored.checked_code, key, step, self.config.retry,
+                    lambda messages: prompt_token_count(self.tokenizer, messages), answer_round=slot.round,
+                )
+                if isinstance(retry, RetryPrompt):
+                    retry_slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key,
+                                                  retry.round))
+                    retry_owner.append(owner)
+            if not retry_slots:
+                break
+            prefix = evaluation_key_prefix(step, "retry", self.attempt, self.evaluation_share)
+            prefix += str(round_of_correction) if round_of_correction > 1 else ""  # round 1 keeps the release's keys
+            progress = "eval: retries" if round_of_correction == 1 else f"eval: round {round_of_correction}"
+            retried = self._score_all(retry_slots, retry_sampling, prefix, progress if show_progress else None,
+                                      step=step)
+            to_correct = []
             for (slot_index, _), (generation, scored, outcome) in sorted(retried.items()):
                 problem_id, sample_index = retry_owner[slot_index]
-                retry_outcomes[problem_id][sample_index] = outcome
+                chains[problem_id][sample_index][round_of_correction - 1] = outcome
                 record = _evaluation_record(step, seed, retry_slots[slot_index], generation, scored, outcome)
                 self.evaluation_samples.append({**record, "sample_index": sample_index})
-        return first_outcomes, retry_outcomes
+                to_correct.append((retry_slots[slot_index], f"{prefix}-p{slot_index}-r0", generation, scored,
+                                   retry_owner[slot_index]))
+        return first_outcomes, chains
 
     def _score_all(self, slots, sampling, key_prefix, progress_description: str | None = None, *, step: int = 0) -> dict:
         """(slot, sample) -> (generation, scored, Outcome) for every sample of ``slots`` this process scores;

@@ -12,7 +12,11 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
   const policy = Number.isInteger(r.policy_version) ? el("span", { class: "policy-version", text: ` (written by policy v${r.policy_version})`,
     title: `The policy that wrote this answer: its weights had ${r.policy_version} learner update${r.policy_version === 1 ? "" : "s"}.` }) : null;
   const head = el("div", { class: "rollout-head" }, title,
-    r.is_evaluation ? ` · evaluation of step ${r.step}` : ` · step ${r.step}`, policy, ` · ${turnLabels[r.turn] || r.turn} · `,
+    r.is_evaluation ? ` · evaluation of step ${r.step}` : ` · step ${r.step}`, policy, ` · ${turnLabels[r.turn] || r.turn}`,
+    // Rounds of correction beyond the release's one retry (retry.max_rounds): which round (round 1 is the "Retry"),
+    // and the answer it corrects.
+    Number.isInteger(r.round) && r.round > 1 ? el("span", { class: "round", text: ` · round ${r.round}`,
+      title: `Corrects ${r.parent_rollout_key || "an earlier answer"}` }) : null, " · ",
     el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
   const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");

@@ -30,6 +30,10 @@ def searchable_text() -> SearchVector:
     return SearchVector("response", Cast("lean_messages", TextField()), config=TEXT_SEARCH_CONFIG)
 
 
+# The first attempt and up to retry.max_rounds (at most 8) rounds of correction, with room to spare.
+MAX_TRAJECTORY_ROUNDS = 16
+
+
 class ProofAttemptQuerySet(models.QuerySet):
     def visible_to(self, user):
         return self.filter(run__in=Run.objects.visible_to(user))
@@ -52,6 +56,9 @@ class ProofAttempt(models.Model):
     turn = models.CharField(max_length=8, choices=Turn.choices, default=Turn.FIRST)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     parent_rollout_key = models.CharField(max_length=128, blank=True)
+    round = models.PositiveSmallIntegerField(
+        default=0, help_text="The round of correction (retry.max_rounds): 0 for a first attempt, 1 for its retry, 2 for "
+                             "that retry's retry…")
     sample_index = models.PositiveIntegerField(default=0)
     prompt = models.TextField(blank=True)
     response = models.TextField(blank=True)
@@ -122,6 +129,20 @@ class ProofAttempt(models.Model):
             {"number": number, "text": text, "is_marked": number in marked}
             for number, text in enumerate(self.response.split("\n"), 1)
         ]
+
+    def trajectory(self) -> list["ProofAttempt"]:
+        """The rounds of correction this attempt belongs to, as one chain (retry.max_rounds): back through its
+        parents to the first attempt, then on through the earliest retry of each round. A chain is at most
+        ``MAX_TRAJECTORY_ROUNDS`` long (the trainer allows 8 rounds), so a page never walks an unbounded one."""
+        chain = [self]
+        while chain[0].parent_id is not None and len(chain) < MAX_TRAJECTORY_ROUNDS:
+            chain.insert(0, chain[0].parent)
+        while len(chain) < MAX_TRAJECTORY_ROUNDS:
+            following = chain[-1].retries.order_by("pk").first()
+            if following is None:
+                break
+            chain.append(following)
+        return chain
 
     def updates_behind(self, trained_by_version: int | None) -> int | None:
         """How many learner updates stale this rollout was when it trained, given the policy version that trained

@@ -64,7 +64,7 @@ def _store_attempts(events: list[RunEvent]) -> None:
             problem_key=rollout.problem_id, problem_name=rollout.problem_name,
             problem_id=problems.get((promptset_of[event.run_id], rollout.problem_id)),
             formal_statement=rollout.formal_statement, turn=rollout.turn,
-            parent_rollout_key=rollout.parent_rollout_key or "", sample_index=rollout.sample_index,
+            parent_rollout_key=rollout.parent_rollout_key or "", round=rollout.round, sample_index=rollout.sample_index,
             parent_id=parents.get((event.run_id, rollout.parent_rollout_key or "")),
             prompt=rollout.prompt, response=rollout.response, reasoning=rollout.reasoning,
             lean_code=rollout.lean_code, checked_code=rollout.checked_code,

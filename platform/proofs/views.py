@@ -51,7 +51,28 @@ def detail(request, pk):
         "code_views": views,
         "sampling": sorted(attempt.sampling.items()),
         "policy": _policy_facts(attempt),
+        "rounds": _rounds(attempt),
     })
+
+
+def _rounds(attempt: ProofAttempt) -> list[dict]:
+    """The attempt's trajectory (``ProofAttempt.trajectory``) as the page draws it: each round with its number (0:
+    the first attempt), Lean's errors, and the diff of its Lean code from the round before. Empty when the attempt
+    was never retried nor is a retry: a lone answer has no trajectory to draw."""
+    chain = attempt.trajectory()
+    if len(chain) < 2:
+        return []
+    rounds = []
+    for number, member in enumerate(chain):
+        previous = chain[number - 1] if number else None
+        errors = [message for message in member.lean_messages or []
+                  if isinstance(message, dict) and message.get("severity") == "error"]
+        rounds.append({
+            "number": number, "attempt": member, "is_current": member.pk == attempt.pk, "errors": errors,
+            "diff": code_diff(previous.lean_code, member.lean_code) if previous else None,
+            "is_unchanged": previous is not None and previous.lean_code == member.lean_code,
+        })
+    return rounds
 
 
 def _policy_facts(attempt: ProofAttempt) -> dict | None:

@@ -20,6 +20,7 @@ FIELD_GROUPS = (
     ("Schedule", ("total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed")),
     ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
+    ("Beyond the release", ("max_rounds",)),
 )
 
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from runs.models import MODEL_NAME_PATTERN, RunKind
-from trainer.config import PRESETS, RolloutEngineKind, RunConfig, TrackingBackend
+from trainer.config import MAX_ROUNDS_OF_CORRECTION, PRESETS, RolloutEngineKind, RunConfig, TrackingBackend
 from trainer.staleness import staleness_bound
 
 NAME_MAX_CHARS = 200
@@ -90,6 +90,9 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
     "rollout_gpus": SettableField("cluster", "rollout_gpus", int,
                                   "GPUs set apart for generation in an asynchronous run (max_staleness 1 or more); "
                                   "the learner trains on the others. 0 with max_staleness 0."),
+    "max_rounds": SettableField("retry", "max_rounds", int,
+                                "Rounds of correction: a retry Lean rejects becomes the next round's prompt, up to this "
+                                "many; 1 is the release's one retry."),
 }
 
 SEED_BOUND = Bound(0, 2**31 - 1)
@@ -125,6 +128,8 @@ def _asynchronous_bounds(preset: str) -> dict[str, Bound]:
 
 for _preset, _bounds in PRESET_BOUNDS.items():
     _bounds.update(_asynchronous_bounds(_preset))
+    # Up to the trainer's own limit (its one home): each round adds groups to a batch, not GPUs.
+    _bounds["max_rounds"] = Bound(1, MAX_ROUNDS_OF_CORRECTION)
 
 # Contract fields that name something by id, and the form field that offers it.
 REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}

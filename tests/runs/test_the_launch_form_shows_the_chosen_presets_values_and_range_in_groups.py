@@ -72,6 +72,7 @@ def test_the_fields_are_grouped_and_the_later_groups_start_collapsed(alices_clie
         ("Schedule", False, ["total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed"]),
         ("Sampling", False, ["prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine"]),
         ("Asynchronous RL and evaluation", False, ["max_staleness", "rollout_gpus", "eval_samples", "error_correction"]),
+        ("Beyond the release", False, ["max_rounds"]),
     ]
 
 
@@ -81,4 +82,4 @@ def test_a_collapsed_group_opens_when_one_of_its_fields_has_an_error(alices_clie
                               ).content.decode()
     assert [(title, is_open) for title, is_open, _ in groups(page)] == [
         ("What every run sets", True), ("Schedule", False), ("Sampling", False),
-        ("Asynchronous RL and evaluation", True)]
+        ("Asynchronous RL and evaluation", True), ("Beyond the release", False)]

@@ -4,7 +4,9 @@ This is a stand-in for Lean, named as one, for machines without a Lean toolchain
 the same snippets kimina-lean-server does and answers in the REPL's shape, but it decides
 only closed propositions over numerals in ℕ, ℤ and ℚ (``+ - * / % ^``, ``= ≠ < ≤ > ≥``,
 ``∧ ∨ ¬ → ↔``, ``True``, ``False``, type ascriptions), proved by one of ``norm_num``,
-``decide``, ``rfl``, ``simp``, ``omega`` (or ``sorry``), and only where Lean's own tactic
+``decide``, ``rfl``, ``simp``, ``omega`` (or ``sorry``, or ``exact`` of an ``axiom`` the snippet
+declares with the very same statement, so that the guard's ``#print axioms`` check meets a
+non-standard axiom as Lean would report it), and only where Lean's own tactic
 is known to behave the same way (``omega`` on a goal over ℚ alone fails, as Lean's does). Anything it is unsure about raises ``CannotDecide``; the
 server turns that into a per-snippet error that our client scores as censored, never as a
 wrong proof.
@@ -454,6 +456,23 @@ class TheoremResult:
     uses_sorry: bool
     has_error: bool
     closing_tactic: str | None
+    axioms_used: tuple[str, ...] = ()  # declared axioms the proof applies (``exact cheat``)
+
+
+_AXIOM = re.compile(r"axiom[ \t]+(?P<name>[A-Za-z_][\w'.]*)")
+_EXACT = re.compile(r"exact[ \t]+(?P<name>[A-Za-z_][\w'.]*)")
+
+
+def _declare_axiom(source: Source, start: int, end: int, axioms: dict[str, str]) -> None:
+    """``axiom NAME : P`` with P in the fragment: remembered by its statement text, as Lean adds it (no message)."""
+    match = _AXIOM.match(source.text, start)
+    colon = re.compile(r"\s*:(?!=)").match(source.text, match.end()) if match else None
+    if not colon:
+        raise CannotDecide("axioms with binders or hypotheses are outside the fragment")
+    parse_proposition(source.text[colon.end() : end], colon.end())
+    if match["name"] in axioms:
+        raise CannotDecide(f"a second axiom named {match['name']!r}")
+    axioms[match["name"]] = " ".join(source.text[colon.end() : end].split())
 
 
 def _split_commands(source: Source) -> list[tuple[int, int]]:
@@ -462,8 +481,10 @@ def _split_commands(source: Source) -> list[tuple[int, int]]:
     return [(start, starts[index + 1] if index + 1 < len(starts) else len(source.text)) for index, start in enumerate(starts)]
 
 
-def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Message], sorries: list[dict]) -> TheoremResult:
+def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Message], sorries: list[dict],
+                       axioms: dict[str, str] | None = None) -> TheoremResult:
     text = source.text
+    axioms = axioms or {}
     match = _THEOREM.match(text, start)
     name = match["name"]
     colon = re.compile(r"\s*:(?!=)").match(text, match.end())
@@ -479,9 +500,15 @@ def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Mess
     by_offset = by_match.end() - 2
 
     tactics: list[tuple[str, int]] = []
+    statement_text = " ".join(text[colon.end() : assign].split())
     for tactic_match in re.finditer(r"[^\s;]+(?:[ \t]+[^\s;]+)*", text[by_match.end() : end]):
         word = tactic_match.group(0)
         offset = by_match.end() + tactic_match.start()
+        exact = _EXACT.fullmatch(word)
+        if exact and exact["name"] in axioms:
+            if axioms[exact["name"]] != statement_text or len(tactics) or tactic_match.end() != len(text[by_match.end() : end].rstrip()):
+                raise CannotDecide(f"exact {exact['name']} where its statement is not the goal's, or beside other tactics")
+            return TheoremResult(name, False, False, "exact", (exact["name"],))
         if word not in _KNOWN_TACTICS:
             raise CannotDecide(f"the tactic {word.split()[0]!r} (with arguments, or outside the fragment)")
         tactics.append((word, offset))
@@ -490,7 +517,6 @@ def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Mess
 
     features = Features()
     is_true = truth(proposition, features)
-    statement_text = " ".join(text[colon.end() : assign].split())
     goal = f"⊢ {statement_text}"
     closed = False
     uses_sorry = False
@@ -556,6 +582,8 @@ def _elaborate_theorem(source: Source, start: int, end: int, messages: list[Mess
 def _axioms_of(result: TheoremResult) -> list[str]:
     if result.uses_sorry or result.has_error:
         return ["sorryAx"]
+    if result.axioms_used:
+        return list(result.axioms_used)  # `exact cheat` rests on cheat alone, as Lean reports it
     if result.closing_tactic in ("decide", "rfl"):
         return []
     # norm_num, simp and omega proofs go through Mathlib lemmas built on these three.
@@ -575,6 +603,7 @@ def decide_snippet(code: str) -> dict:
     messages: list[Message] = [Message("info", Position(1, 0), Position(1, 0), STANDIN_NOTE)]
     sorries: list[dict] = []
     theorems: dict[str, TheoremResult] = {}
+    axioms: dict[str, str] = {}
     for start, end in _split_commands(source):
         command = source.text[start:end]
         if command.startswith("set_option"):
@@ -584,8 +613,10 @@ def decide_snippet(code: str) -> dict:
         elif command.startswith("open"):
             if not re.fullmatch(r"open(\s+[A-Z][\w.]*)+\s*", command):
                 raise CannotDecide(f"the command {command.strip()!r}")
+        elif command.startswith("axiom"):
+            _declare_axiom(source, start, end, axioms)
         elif command.startswith("theorem"):
-            result = _elaborate_theorem(source, start, end, messages, sorries)
+            result = _elaborate_theorem(source, start, end, messages, sorries, axioms)
             if result.name in theorems:
                 raise CannotDecide(f"a second theorem named {result.name!r}")
             theorems[result.name] = result

@@ -201,6 +201,7 @@ export function matchesFilters(r, f) {
   if (f.step !== undefined && Number(r.step) !== Number(f.step)) return false;
   if (f.step_from !== undefined && Number(r.step) < Number(f.step_from)) return false;
   if (f.step_to !== undefined && Number(r.step) > Number(f.step_to)) return false;
+  if (f.round !== undefined && Number(r.round ?? 0) !== Number(f.round)) return false;
   if (f.policy_version !== undefined && r.policy_version !== Number(f.policy_version)) return false;
   if (f.min_tokens !== undefined && !(Number(r.num_tokens) >= Number(f.min_tokens))) return false;
   if (f.max_tokens !== undefined && !(Number(r.num_tokens) <= Number(f.max_tokens))) return false;

@@ -79,6 +79,7 @@ class RolloutFiltersIn(StrictSchema):
     format_error: str = ""
     problem: str = ""
     reward: str = ""
+    round: int | None = None
     policy_version: int | None = None
     min_tokens: int | None = None
     max_tokens: int | None = None

@@ -26,7 +26,8 @@ def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
             "input": attempt.prompt, "output": attempt.response, "gts": attempt.formal_statement,
             "score": attempt.reward, "step": attempt.step,
             "rollout_key": attempt.rollout_key, "problem_id": attempt.problem_key, "problem_name": attempt.problem_name,
-            "turn": attempt.turn, "parent_rollout_key": attempt.parent_rollout_key, "sample_index": attempt.sample_index,
+            "turn": attempt.turn, "round": attempt.round, "parent_rollout_key": attempt.parent_rollout_key,
+            "sample_index": attempt.sample_index,
             "is_evaluation": attempt.is_evaluation, "verdict": attempt.verdict, "format_error": attempt.format_error,
             "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
             "num_tokens": attempt.num_tokens, "is_truncated": attempt.is_truncated,
@@ -41,10 +42,10 @@ def rollout_schema():
     import pyarrow as pa
 
     fields = {name: pa.string() for name in STRING_COLUMNS}
-    fields.update(score=pa.float64(), step=pa.int64(), sample_index=pa.int64(), is_evaluation=pa.bool_(),
+    fields.update(score=pa.float64(), step=pa.int64(), round=pa.int64(), sample_index=pa.int64(), is_evaluation=pa.bool_(),
                   is_censored=pa.bool_(), is_standin_verdict=pa.bool_(), num_tokens=pa.int64(),
                   is_truncated=pa.bool_(), policy_version=pa.int64())
-    order = ("input", "output", "gts", "score", "step", "rollout_key", "problem_id", "problem_name", "turn",
+    order = ("input", "output", "gts", "score", "step", "rollout_key", "problem_id", "problem_name", "turn", "round",
              "parent_rollout_key", "sample_index", "is_evaluation", "verdict", "format_error", "is_censored",
              "is_standin_verdict", "num_tokens", "is_truncated", "policy_version", "reasoning", "lean_code",
              "lean_messages", "reasons")

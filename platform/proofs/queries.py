@@ -53,6 +53,8 @@ class RolloutFilters(forms.Form):
                                               *[(e.value, e.value.replace("_", " ")) for e in FormatError]])
     problem = forms.CharField(required=False, max_length=300, help_text="The problem's key, exactly.")
     reward = forms.ChoiceField(required=False, choices=RewardFilter.CHOICES)
+    round = forms.IntegerField(required=False, min_value=0, label="Round",
+                               help_text="Of correction: 0 a first attempt, 1 its retry, 2 the retry of that (retry.max_rounds).")
     policy_version = forms.IntegerField(required=False, min_value=0, label="Policy version",
                                         help_text="Learner updates in the weights that wrote it (0: the first weights).")
     min_tokens = forms.IntegerField(required=False, min_value=0, label="At least tokens")
@@ -109,6 +111,8 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
         queryset = queryset.filter(reward__gt=0)
     elif reward == RewardFilter.ZERO:
         queryset = queryset.filter(reward=0)
+    if data.get("round") is not None:
+        queryset = queryset.filter(round=data["round"])
     if data.get("policy_version") is not None:
         queryset = queryset.filter(policy_version=data["policy_version"])
     if data.get("min_tokens") is not None:

@@ -19,7 +19,8 @@ def rollouts(make_run, make_attempt):
                                response="<think>Nat.succ_le_of_lt closes it</think>", lean_messages=[]),
         "cut": make_attempt(run, step=3, policy_version=2, num_tokens=192, is_truncated=True, verdict="",
                             format_error="no_valid_think_block", response="<think>and so on and so on"),
-        "late": make_attempt(run, step=4, policy_version=2, num_tokens=64, response="<think>linarith</think>",
+        "late": make_attempt(run, step=4, policy_version=2, num_tokens=64, turn="retry", round=2,
+                             response="<think>linarith</think>",
                              lean_messages=[{"severity": "error", "line": 3, "column": 2, "end_line": 3,
                                              "end_column": 10, "text": "linarith failed to find a contradiction"}]),
     }
@@ -37,6 +38,8 @@ def keys_for(client, run, query):
     ("step_to=2", ["middle", "early"]),
     ("step_from=2&step_to=3", ["cut", "middle"]),
     ("policy_version=2", ["late", "cut"]),
+    ("round=2", ["late"]),
+    ("round=0", ["cut", "middle", "early"]),
     ("min_tokens=64&max_tokens=150", ["late", "middle"]),
     ("truncated=yes", ["cut"]),
     ("truncated=no", ["late", "middle", "early"]),

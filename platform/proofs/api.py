@@ -58,6 +58,7 @@ class RolloutCardOut(Schema):
     lean_code: str
     lean_messages: list
     policy_version: int | None
+    tool_calls: list
 
 
 class RolloutPageOut(Schema):
@@ -85,7 +86,7 @@ def card(attempt: ProofAttempt) -> dict:
         "verdict": attempt.verdict or None, "format_error": attempt.format_error or None, "reward": attempt.reward,
         "reasons": attempt.reasons, "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
         "reasoning": attempt.reasoning, "lean_code": attempt.lean_code, "lean_messages": attempt.lean_messages,
-        "policy_version": attempt.policy_version,
+        "policy_version": attempt.policy_version, "tool_calls": attempt.tool_calls,
     }
 
 

@@ -44,11 +44,12 @@ from pathlib import Path
 from trainer.checkpoint import export_hf, latest_checkpoint
 from trainer.config import ModelSource, RunConfig
 from trainer.events import EventPublisher, StdoutSink
-from trainer.format_reward import check_format
+from trainer.format_reward import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, check_format
 from trainer.models import TINY_RANDOM_SHAPE, smollm2_gguf_path, tiny_random_policy, trainer_cache_root
 from trainer.problems import DEFAULT_LEAN_HEADER, Problem
 from trainer.prompts import first_attempt_messages
 from trainer.retry import build_lean_feedback, retry_messages
+from trainer.rollout.lean_tool import checked_snippet, reply_text, snippet_line_offset
 from trainer.sft import SupervisedFineTuning, demonstrations_fingerprint
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.client import interpret_answer
@@ -83,6 +84,14 @@ SMOKE_PROBLEMS: tuple[Problem, ...] = (
     _smoke_problem("smoke_rat_add", "(1 : ℚ) / 4 + 1 / 4 = 1 / 2", "Show that 1/4 + 1/4 = 1/2."),
     _smoke_problem("smoke_false_mul", "(3 : ℕ) * 3 = 10", "Show that 3 · 3 = 10. (False: no proof exists.)"),
 )
+
+
+# Lean inside the reasoning (rollout.lean_tool_calls ≥ 1): this problem's one answer asks Lean about its proof in a
+# <lean> block first (trainer/rollout/lean_tool.py), reads the stand-in's reply, then answers.
+SMOKE_TOOL_PROBLEMS: tuple[Problem, ...] = (
+    _smoke_problem("smoke_tool_rat_half", "(1 : ℚ) / 2 + 1 / 2 = 1", "Show that 1/2 + 1/2 = 1, checking with Lean first."),
+)
+SMOKE_PROBLEMS = SMOKE_PROBLEMS + SMOKE_TOOL_PROBLEMS
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ def smoke_conversations(recipe: SmokeRecipe | None = None) -> list[list[dict]]:
     recipe = recipe or SMOKE_RECIPE
     conversations = []
     for problem in SMOKE_PROBLEMS:
+        if problem in SMOKE_TOOL_PROBLEMS:
+            continue  # answered with a Lean tool call (tool_call_conversations)
         for tactic in recipe.tactics:
             answer = smoke_answer(problem, tactic)
             conversations.append(first_attempt_messages(problem) + [{"role": "assistant", "content": answer}])
@@ -146,7 +157,28 @@ def smoke_conversations(recipe: SmokeRecipe | None = None) -> list[list[dict]]:
             if retry is not None:
                 conversations += [retry + [{"role": "assistant", "content": smoke_answer(problem, second)}]
                                   for second in recipe.tactics]
-    return conversations
+    return conversations + tool_call_conversations()
+
+
+SMOKE_TOOL_TACTIC = "norm_num"
+
+
+def smoke_tool_call_answer(problem: Problem) -> str:
+    """The answer that asks Lean inside its reasoning: the proof in a <lean> block, the stand-in's reply exactly as
+    a run appends it (the verifier's reading, the tool's wording), then the proof as its final answer."""
+    snippet = f"{problem.formal_statement}\n  {SMOKE_TOOL_TACTIC}"
+    code = checked_snippet(problem.header, snippet)
+    response = ReplResponse(id="smoke", time=0.0, response=decide_snippet(str(code)))
+    verification = interpret_answer(response, code, line_numbering=LineNumbering.AFTER_HEADER, is_standin=True)
+    reply = reply_text(verification, snippet_line_offset(problem.header))
+    return (f"<think>\n{TOOL_CALL_OPEN}\n{snippet}\n{TOOL_CALL_CLOSE}{reply}{SMOKE_TOOL_TACTIC}\n</think>\n"
+            f"```lean4\n{problem.formal_statement}\n  {SMOKE_TOOL_TACTIC}\n```")
+
+
+def tool_call_conversations() -> list[list[dict]]:
+    """Each tool problem's first-attempt prompt answered with its Lean tool call."""
+    return [first_attempt_messages(problem) + [{"role": "assistant", "content": smoke_tool_call_answer(problem)}]
+            for problem in SMOKE_TOOL_PROBLEMS]
 
 
 def _retry_messages_after(problem: Problem, answer: str) -> list[dict] | None:

@@ -16,6 +16,11 @@ all four statements), and the four problems are chosen so that a run meets every
   has rewards to tell apart and the rejected answers become retries;
 - ``smoke_false_mul``: false, every answer is rejected and becomes a retry.
 
+A fifth problem, ``smoke_tool_rat_half`` (``SMOKE_TOOL_PROBLEMS``), has one answer, which asks Lean inside its
+reasoning (``rollout.lean_tool_calls``; trainer/rollout/lean_tool.py): a ``<lean>`` block, the stand-in's reply
+exactly as a run appends it, then the proof (120 tokens: a run needs ``rollout.max_response_tokens`` of 128 or
+more for it; at the preset's 64 it is cut short and fails the format check).
+
 On another promptset it writes an answer to a problem it knows, whose statement is not the prompt's,
 and the format check fails it, as before.
 

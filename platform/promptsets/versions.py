@@ -281,8 +281,7 @@ def create_smoke_promptset(owner) -> tuple[Promptset, bool]:
     return _create_public_promptset(
         owner, SMOKE_PROMPTSET_NAME, rows, "smoke.jsonl",
         "The four problems the cpu-smoke preset's tiny model knows answers to by heart (trainer/smoke_model.py): "
-        "launch cpu-smoke on it to see answers reach Lean, earn rewards and become retries. A plumbing check. A fifth, "
-        "smoke_tool_rat_half, it answers by asking Lean inside its reasoning (rollout.lean_tool_calls ≥ 1).")
+        "launch cpu-smoke on it to see answers reach Lean, earn rewards and become retries. A plumbing check.")
 
 
 def _create_public_promptset(owner, name: str, rows: list[dict], filename: str,

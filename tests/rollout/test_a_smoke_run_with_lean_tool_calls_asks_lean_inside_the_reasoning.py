@@ -31,7 +31,7 @@ def tool_runs(tmp_path_factory) -> dict[int, list[dict]]:
 
     folder = tmp_path_factory.mktemp("tool-runs")
     promptset = folder / "smoke.jsonl"
-    write_smoke_promptset(promptset)
+    write_smoke_promptset(promptset, asks_lean=True)
     runs = {}
     with StandinServerThread() as server:
         for eta in (0, 1):

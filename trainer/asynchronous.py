@@ -97,8 +97,9 @@ class RolloutPipeline:
         sampling = run.sampling_settings(step)
         events = run.config.events
         is_streamed = getattr(run.publisher, "live", None) is not None and events.progress_rollouts > 0
+        asking = ({"headers": [slot.problem.header for slot in slots]} if run.config.rollout.lean_tool_calls else {})
         job = self.generator.submit([slot.prompt_ids for slot in slots], sampling,
-                                    events.progress_interval_s if is_streamed else None)
+                                    events.progress_interval_s if is_streamed else None, **asking)
         batch = InFlightBatch(step, slots, job.policy_version, job)
         self.in_flight[step] = batch
         threading.Thread(target=self._send_to_lean, args=(batch, sampling, is_streamed),

@@ -26,6 +26,13 @@ class TrainingSequence:
     group_key: str = ""  # sequences sharing it came from the same prompt; mini-batches never split a group
     rollout_key: str = ""
     sampled_logprobs: Sequence[float] | None = None  # the rollout engine's, one per response token (trainer/rollout/gap.py)
+    # True at response tokens the engine did not sample (Lean's replies, rollout.lean_tool_calls): context, zero loss weight.
+    context_mask: Sequence[bool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.context_mask is not None and len(self.context_mask) != len(self.response_ids):
+            raise ValueError(f"a context mask of {len(self.context_mask)} flags for a response of "
+                             f"{len(self.response_ids)} tokens; give one flag per response token")
 
 
 def mini_batches(sequences: Sequence[TrainingSequence], prompts_per_mini_batch: int) -> list[list[TrainingSequence]]:
@@ -65,6 +72,15 @@ class TokenBatch:
     advantages: torch.Tensor  # (B, 1) padded, (1, K) packed: broadcasts against (B, K)
     response_lengths: list[int]  # per sequence, in the order the sequences were given
     packed_lengths: list[int] | None = None  # packed: each sequence's tokens, prompt and response, in row order
+    context_mask: torch.Tensor | None = None  # (B, K) bool, True at context tokens (Lean's replies); None when none
+
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        """(B, K) float: the tokens the loss weighs, 1.0 at a response token the engine sampled; Lean's replies
+        (context, not policy) weigh 0. The response mask itself when there is no context."""
+        if self.context_mask is None:
+            return self.response_mask
+        return self.response_mask * (~self.context_mask).to(self.response_mask.dtype)
 
     def model_inputs(self) -> dict:
         """The keywords of the model's forward pass for these tokens (packed: each sequence's length too)."""
@@ -106,7 +122,15 @@ def pad_batch(sequences: Sequence[TrainingSequence], pad_token_id: int, device: 
     # Left padding shifts token positions; positions follow the real tokens, as in generation.
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
     advantages = torch.tensor([[s.advantage] for s in sequences], dtype=torch.float32)
+    context_mask = None
+    if any(s.context_mask is not None for s in sequences):
+        context_mask = torch.zeros((batch_size, response_width), dtype=torch.bool)
+        for row, sequence in enumerate(sequences):
+            if sequence.context_mask is not None:
+                context_mask[row, : len(sequence.response_ids)] = torch.as_tensor(list(sequence.context_mask), dtype=torch.bool)
+        context_mask = context_mask.to(device)
     return TokenBatch(
+        context_mask=context_mask,
         input_ids=input_ids.to(device),
         attention_mask=attention_mask.to(device),
         position_ids=position_ids.to(device),
@@ -141,7 +165,12 @@ def pack_batch(sequences: Sequence[TrainingSequence], device: torch.device) -> T
         response_ids.extend(sequence.response_ids)
         advantages.extend([sequence.advantage] * len(sequence.response_ids))
     as_row = lambda values, dtype=torch.long: torch.tensor([values], dtype=dtype, device=device)
+    context_mask = None
+    if any(s.context_mask is not None for s in sequences):
+        flags = [flag for s in sequences for flag in (s.context_mask if s.context_mask is not None else [False] * len(s.response_ids))]
+        context_mask = as_row(flags, torch.bool)
     return TokenBatch(
+        context_mask=context_mask,
         input_ids=as_row(input_ids),
         attention_mask=None,
         position_ids=as_row(position_ids),

@@ -101,6 +101,8 @@ class RolloutConfig(Section):
     vllm_enforce_eager: bool = Field(
         False, description="Run vLLM's model eagerly: no torch.compile (on CPU, about 20 s less at start-up) and no "
                            "CUDA graphs, at some decoding speed. For short runs and tests.")
+    lean_tool_calls: int = Field(0, ge=0, le=16, description="K, Lean checks an answer may ask for in its reasoning (trainer/rollout/lean_tool.py): a <lean>…</lean> block inside <think> pauses it, Lean's reply is "
+        "appended as <lean_result>…</lean_result> (context: zero loss weight) and it resumes. 0, the release's: off. Replies count in max_response_tokens.")
 
 
 class RewardConfig(Section):

@@ -650,6 +650,13 @@ class DataParallelRun(TrainingRun):
         # answers, while the shards of one engine must sample exactly alike.
         return replace(settings, seed=settings.seed + self.engine_index * SAMPLING_SEED_STRIDE)
 
+    def tool_session(self, headers, sampling):
+        if self.config.rollout.lean_tool_calls:
+            raise ValueError(
+                f"rollout.lean_tool_calls is {self.config.rollout.lean_tool_calls}, but a data-parallel run's engines "
+                "cannot pause an answer for Lean yet (their ranks must generate alike); set it to 0, or run on one GPU")
+        return None
+
     def scores_here(self, generation, samples_per_prompt: int) -> bool:
         return self.engine_groups.scores(self.group.rank, generation.prompt_index, generation.sample_index,
                                          samples_per_prompt)

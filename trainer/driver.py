@@ -45,7 +45,7 @@ from trainer.checkpoint import (
 )
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
-from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus
+from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus, ToolCallPayload
 from trainer.generator_process import GeneratorPool, GeneratorProcess
 from trainer.lifecycle import RunLifecycle
 from trainer.live import LiveRollouts
@@ -57,6 +57,7 @@ from trainer.reward import RewardScorer
 from trainer.smoke_model import with_smoke_model
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
+from trainer.rollout.lean_tool import LeanTool
 from trainer.rollout.vllm_platform import vllm_platform_problem
 from trainer.rollouts import PromptSlot, Rollout, lean_phase, rewards_matrix, rollout_key
 from trainer.run_evaluation import RunEvaluation
@@ -167,6 +168,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self._in_flight_slots: list = []  # from the checkpoint resumed: batches sampled but never trained
         self.clock_origin = time.time()  # the phases of every step are timed from here (RUN_STARTED)
         self._last_step_ended_at = self.clock_origin
+        self._lean_tool = None  # Lean inside the reasoning (rollout.lean_tool_calls ≥ 1), made at the first rollouts
 
     @property
     def is_asynchronous(self) -> bool:
@@ -533,7 +535,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             return key, step, slot.problem.problem_id, slot.turn
 
         # Token ids, not text: the engine samples from exactly the prompt the learner will score.
-        for generation in self.generate_live([slots[index].prompt_ids for index in indices], sampling, describe):
+        for generation in self.generate_live([slots[index].prompt_ids for index in indices], sampling, describe,
+                                             headers=[slots[index].problem.header for index in indices]):
             if not self.scores_here(generation, sampling.n):
                 continue  # another rank of this engine scores it
             slot_index = indices[generation.prompt_index]
@@ -546,12 +549,17 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         rollouts = [future.result() for future in pending]
         return rollouts, generation_seconds, time.perf_counter() - started - generation_seconds
 
-    def generate_live(self, prompt_ids: list[list[int]], sampling, describe):
+    def generate_live(self, prompt_ids: list[list[int]], sampling, describe, headers: list[str] | None = None):
         """The engine's generations, with their text streamed as ``rollout_progress`` while they are written
-        (trainer/live.py) when the publisher has a live sink and ``events.progress_rollouts`` allows."""
+        (trainer/live.py) when the publisher has a live sink and ``events.progress_rollouts`` allows.
+
+        ``headers``: each prompt's problem header, for the Lean snippets its answers may ask about
+        (``rollout.lean_tool_calls``; with 0, the engine is called as it always was)."""
         events = self.config.events
+        tools = self.tool_session(headers, sampling) if headers is not None else None
+        asking = {"tools": tools} if tools is not None else {}
         if getattr(self.publisher, "live", None) is None or events.progress_rollouts == 0:
-            yield from self.engine.generate(prompt_ids, sampling)
+            yield from self.engine.generate(prompt_ids, sampling, **asking)
             return
 
         def describe_if_published(prompt_index: int, sample_index: int):
@@ -561,9 +569,29 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
         live = LiveRollouts(self.publisher.publish_live, describe_if_published,
                             interval_s=events.progress_interval_s, max_rollouts=events.progress_rollouts)
-        for generation in self.engine.generate(prompt_ids, sampling, progress=live):
+        for generation in self.engine.generate(prompt_ids, sampling, progress=live, **asking):
             live.finish(generation.prompt_index, generation.sample_index, generation.text, generation.num_tokens)
             yield generation
+
+    def tool_session(self, headers: list[str], sampling):
+        """One generate call's Lean tool (trainer/rollout/lean_tool.py), or None when ``rollout.lean_tool_calls`` is 0."""
+        max_calls = self.config.rollout.lean_tool_calls
+        if max_calls == 0:
+            return None
+        if self._lean_tool is None:
+            self._lean_tool = LeanTool(max_calls, self._ask_lean)
+        return self._lean_tool.session(headers, self.tokenizer, sampling.max_tokens, sampling.n)
+
+    def _ask_lean(self, checked_code, key: str) -> Future:
+        if self.verifier is None:
+            raise RuntimeError("this run has no Lean verifier of its own (its scorer was given), so no snippet can be checked")
+        return self.events_loop.submit(self.verifier.verify(checked_code, key=key))
+
+    def scoring_options(self, generation) -> dict:
+        """What the scorer needs beyond the answer's text: with Lean inside the reasoning, the replies it was given."""
+        if self.config.rollout.lean_tool_calls == 0:
+            return {}
+        return {"tool_replies": [call.reply for call in getattr(generation, "tool_calls", ())]}
 
     def scores_here(self, generation, samples_per_prompt: int) -> bool:
         """Whether this process scores (and publishes) ``generation``: every answer, unless the engine spans
@@ -574,7 +602,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                                  policy_version: int) -> Rollout:
         started = time.perf_counter()
         scored = await self.scorer.score(
-            slot.problem, generation.text, generation.num_tokens, self.config.rollout.max_response_tokens, key=key
+            slot.problem, generation.text, generation.num_tokens, self.config.rollout.max_response_tokens, key=key,
+            **self.scoring_options(generation),
         )
         rollout = Rollout(key, slot_index, slot, generation, scored, time.perf_counter() - started, policy_version)
         self.publisher.publish(EventType.ROLLOUT_FINISHED, self.rollout_event(step, rollout, sampling_payload))
@@ -616,6 +645,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             verification_seconds=rollout.verification_seconds,
             sampling=sampling_payload,
             policy_version=None if is_evaluation else rollout.policy_version,
+            tool_calls=[ToolCallPayload(**call.as_dict()) for call in getattr(generation, "tool_calls", ())],
         )
 
     def training_sequences(self, slots: list[PromptSlot], rollouts: list[Rollout], rewards):
@@ -637,6 +667,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 group_key=f"slot-{rollout.slot_index}",
                 rollout_key=rollout.rollout_key,
                 sampled_logprobs=rollout.generation.logprobs,
+                context_mask=getattr(rollout.generation, "context_mask", None),
             ))
         return sequences
 

@@ -52,6 +52,20 @@ class LeanMessagePayload(BaseModel):
     text: str
 
 
+class ToolCallPayload(BaseModel):
+    """One Lean check an answer asked for inside its reasoning (``rollout.lean_tool_calls``; trainer/rollout/lean_tool.py)."""
+
+    snippet: str = Field(description="The Lean the model wrote between <lean> and </lean>.")
+    reply: str = Field(description="Lean's reply as appended to the answer (a <lean_result> block).")
+    verdict: Verdict = Field(description="Lean's verdict on the snippet; infra_error when the verifier could not decide.")
+    is_decided: bool = Field(description="False when the verifier could not decide (stand-in, outage): the reply says so.")
+    is_standin_verdict: bool = False
+    asked_at: float = Field(description="time.time() the answer paused and the snippet went to the verifier.")
+    answered_at: float = Field(description="time.time() Lean's reply was appended.")
+    reply_tokens: list[int] = Field([0, 0], description="[start, end) of the reply's tokens in the response: "
+                                                         "context, with zero loss weight.")
+
+
 class RolloutFinished(BaseModel):
     """One sampled answer, scored. ``reward`` is None when the verdict was censored."""
 
@@ -93,6 +107,8 @@ class RolloutFinished(BaseModel):
         None, ge=0, description="The version of the policy that wrote it: the number of learner updates in the weights "
                                 "that generated it (0: the starting weights); an asynchronous run (rollout.max_staleness "
                                 "≥ 1) trains it at most η versions later. None for evaluation samples and in older runs.")
+    tool_calls: list[ToolCallPayload] = Field(
+        [], description="The Lean checks it asked for inside its reasoning, in order (rollout.lean_tool_calls).")
 
 
 class RolloutProgress(BaseModel):

@@ -78,6 +78,9 @@ class FormatError(StrEnum):
     LEAN4_CODE_NOT_START_WITH_STATEMENT = "lean4_code_not_start_with_statement"
     REASONING_COMMENT_DENSITY = "reasoning_comment_density"
     CODE_COMMENT_DENSITY = "code_comment_density"
+    # Lean inside the reasoning (rollout.lean_tool_calls ≥ 1), checked only then and after the release's checks:
+    TOOL_BLOCK_OUTSIDE_REASONING = "tool_block_outside_reasoning"
+    TOOL_REPLY_NOT_FROM_LEAN = "tool_reply_not_from_lean"
 
 
 LineRange = tuple[int, int]  # first and last line, 1-based, inclusive, in the answer
@@ -105,6 +108,14 @@ class FormatCheck:
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
+# Lean inside the reasoning (rollout.lean_tool_calls; trainer/rollout/lean_tool.py): the model asks Lean to check
+# a snippet with a <lean>…</lean> block inside <think>, and the trainer, never the model, appends Lean's reply as
+# a <lean_result>…</lean_result> block.
+TOOL_CALL_OPEN = "<lean>"
+TOOL_CALL_CLOSE = "</lean>"
+TOOL_REPLY_OPEN = "<lean_result>"
+TOOL_REPLY_CLOSE = "</lean_result>"
+TOOL_TAGS = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, TOOL_REPLY_OPEN, TOOL_REPLY_CLOSE)
 # The release finds the final block loosely (any whitespace after ``lean4``, closed anywhere)…
 LEAN4_BLOCK_ANYWHERE = re.compile(r"```lean4\s*([\s\S]+?)\s*```")
 # …and counts blocks strictly: the opening line is exactly ```lean4, the fence closes at a line start.
@@ -246,11 +257,17 @@ class _Answer:
 
 
 def check_format(
-    response: str, problem: Problem, config: RewardConfig, earlier_answers: Sequence[str] = ()
+    response: str, problem: Problem, config: RewardConfig, earlier_answers: Sequence[str] = (),
+    tool_replies: Sequence[str] | None = None,
 ) -> FormatCheck:
     """The release's verdict on ``response`` (and, as the release checks every assistant turn of the
     conversation, on each of ``earlier_answers`` first: a retry's first attempt). The driver
-    passes none: its retries come only from first attempts that passed this same check."""
+    passes none: its retries come only from first attempts that passed this same check.
+
+    ``tool_replies``: None when Lean inside the reasoning is off (the release's check, nothing more); else the
+    replies the trainer appended to this answer, and an answer the release's checks pass must then keep every
+    tool block inside its reasoning and hold exactly those replies (one it wrote itself would be a verdict Lean
+    never gave)."""
     for number, earlier in enumerate(earlier_answers, 1):
         verdict = _check_answer(earlier, problem.formal_statement, config)
         if not verdict.is_valid:
@@ -262,6 +279,10 @@ def check_format(
     verdict = _check_answer(response, problem.formal_statement, config)
     if not verdict.is_valid:
         return verdict
+    if tool_replies is not None:
+        failure = _check_tool_blocks(response, tool_replies)
+        if failure is not None:
+            return FormatCheck(failure[0], failure[1], verdict.reasoning, verdict.lean_code, failure_lines=failure[2])
     statement_end = find_statement_end(verdict.lean_code, problem.formal_statement)
     if statement_end is None:
         return FormatCheck(
@@ -343,6 +364,30 @@ def _check_answer(text: str, formal_statement: str, config: RewardConfig) -> For
                 failure_lines=(answer.lean_lines(),), **found,
             )
     return FormatCheck(None, "format valid", **found)
+
+
+def _check_tool_blocks(text: str, tool_replies: Sequence[str]) -> tuple[FormatError, str, tuple[LineRange, ...]] | None:
+    """Tool blocks only inside the one <think>…</think> (which the release's checks found), and the reply blocks
+    exactly the trainer's, in order."""
+    think_open = text.index(THINK_OPEN)
+    think_close = text.index(THINK_CLOSE, think_open)
+    outside = [line_of(text, match.start()) for tag in TOOL_TAGS for match in re.finditer(re.escape(tag), text)
+               if not think_open < match.start() < think_close]
+    if outside:
+        return (FormatError.TOOL_BLOCK_OUTSIDE_REASONING,
+                f"a Lean tool block ({', '.join(TOOL_TAGS)}) outside <think>…</think> (line(s) "
+                f"{', '.join(map(str, sorted(set(outside))))}); Lean is asked only inside the reasoning",
+                merge_lines(outside))
+    replies = [match.group(0) for match in re.finditer(
+        re.escape(TOOL_REPLY_OPEN) + r".*?" + re.escape(TOOL_REPLY_CLOSE), text, re.DOTALL)]
+    stray = text.count(TOOL_REPLY_OPEN) != len(replies) or text.count(TOOL_REPLY_CLOSE) != len(replies)
+    if stray or [reply.strip() for reply in replies] != [reply.strip() for reply in tool_replies]:
+        marked = _lines_containing(text, TOOL_REPLY_OPEN) + _lines_containing(text, TOOL_REPLY_CLOSE)
+        return (FormatError.TOOL_REPLY_NOT_FROM_LEAN,
+                f"the answer holds {len(replies)} {TOOL_REPLY_OPEN} block(s) but Lean gave {len(tool_replies)} "
+                f"repl{'y' if len(tool_replies) == 1 else 'ies'} to its checks; only the trainer writes Lean's replies",
+                merge_lines(marked) or ((1, 1),))
+    return None
 
 
 def _check_final_block(answer: _Answer) -> tuple[FormatCheck | None, _Answer]:

@@ -24,6 +24,7 @@ process, a pool) change together; split, a command added on one side would be mi
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import itertools
 import os
@@ -40,6 +41,8 @@ from trainer.config import RolloutEngineKind, RunConfig
 from trainer.models import load_policy
 from trainer.rollout.engines import build_engine
 from trainer.rollout.base import Generation, SamplingSettings
+from trainer.rollout.lean_tool import LeanTool
+from trainer.verification.client import LeanVerifier
 
 # How long the run waits for the child to build its model and engine before it calls the start failed.
 START_TIMEOUT_S = 600.0
@@ -65,9 +68,12 @@ class _EngineOverJobs:
     """The rollout-engine protocol (trainer/rollout/base.py) over ``submit``/``answers_of``, so that evaluations
     run through a generator process or a pool unchanged."""
 
-    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None) -> Iterator[Generation]:
+    def generate(self, prompts, sampling: SamplingSettings, progress: Any = None, tools: Any = None) -> Iterator[Generation]:
+        """``tools``: the caller's Lean tool session; the generator process asks Lean itself, so only its
+        problems' headers travel (``rollout.lean_tool_calls``)."""
         interval = getattr(progress, "interval_s", None) if progress is not None else None
-        yield from self.answers_of(self.submit(list(prompts), sampling, interval), progress)
+        headers = tools.headers if tools is not None else None
+        yield from self.answers_of(self.submit(list(prompts), sampling, interval, headers), progress)
 
     def sleep(self) -> None:
         """Nothing to free: a generator's memory is its own process's, never the learner's."""
@@ -144,15 +150,16 @@ class GeneratorProcess(_EngineOverJobs):
         return self._process.pid
 
     def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
-               progress_interval_s: float | None = None) -> GenerationJob:
-        """Queue a batch; its answers stream into the returned job as the child finishes them."""
+               progress_interval_s: float | None = None, headers: list[str] | None = None) -> GenerationJob:
+        """Queue a batch; its answers stream into the returned job as the child finishes them. ``headers``: each
+        prompt's problem header, for the Lean snippets its answers may ask about (rollout.lean_tool_calls ≥ 1)."""
         self._raise_if_failed()
         if self.pushed_version is None:
             raise GeneratorFailed("no weights were pushed to the generator process before its first job")
         job = GenerationJob(next(self._job_ids), self.pushed_version)
         with self._lock:
             self._jobs[job.job_id] = job
-        self._commands.put(("generate", job.job_id, prompt_ids, sampling, progress_interval_s))
+        self._commands.put(("generate", job.job_id, prompt_ids, sampling, progress_interval_s, headers))
         return job
 
     def answers_of(self, job: GenerationJob, progress: Any = None) -> Iterator[Generation]:
@@ -340,14 +347,15 @@ class GeneratorPool(_EngineOverJobs):
             generator.push_packed(packed, version)
 
     def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
-               progress_interval_s: float | None = None) -> PoolJob:
+               progress_interval_s: float | None = None, headers: list[str] | None = None) -> PoolJob:
         count = len(self.generators)
         engines = [k for k in range(count) if k < len(prompt_ids)]  # a process with no prompt gets no job
         owned = [list(range(k, len(prompt_ids), count)) for k in engines]
         jobs = [self.generators[k].submit([prompt_ids[i] for i in mine],
                                           replace(sampling, seed=None if sampling.seed is None
                                                   else sampling.seed + k * ENGINE_SEED_STRIDE),
-                                          progress_interval_s)
+                                          progress_interval_s,
+                                          None if headers is None else [headers[i] for i in mine])
                 for k, mine in zip(engines, owned)]
         return PoolJob(engines, jobs, owned, self.pushed_version)
 
@@ -497,6 +505,19 @@ def pool_engine_config(config: RunConfig) -> RunConfig:
     return config.model_copy(update={"rollout": pooled})
 
 
+def child_lean_tool(config: RunConfig):
+    """The generator process's own Lean tool (rollout.lean_tool_calls ≥ 1): its answers pause here, so it asks the
+    run's Lean server itself, through a client and event loop of its own; None when tool calls are off."""
+    if config.rollout.lean_tool_calls == 0:
+        return None
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="generator-lean-tool", daemon=True).start()
+    verifier = LeanVerifier(config.verifier, environment=config.verifier.url,
+                            allow_native_decide=config.reward.allow_native_decide)
+    return LeanTool(config.rollout.lean_tool_calls,
+                    lambda code, key: asyncio.run_coroutine_threadsafe(verifier.verify(code, key=key), loop))
+
+
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
           visible_devices: str | None = None) -> None:
     """The generator process's body (see the module's docstring)."""
@@ -514,6 +535,7 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
                 # transformers samples from this copy itself; vLLM loads its own onto the GPUs from it.
                 model.to("cuda")
         engine = build_engine(pool_engine_config(config) if visible_devices else config, model, tokenizer)
+        lean_tool = child_lean_tool(config)
         results.put(("ready",))
         while True:
             command = commands.get()
@@ -526,11 +548,13 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
                 del command
                 engine.push_weights(model)
                 continue
-            _, job_id, prompt_ids, sampling, progress_interval_s = command
+            _, job_id, prompt_ids, sampling, progress_interval_s, headers = command
             progress = (_ForwardedProgress(results, job_id, progress_interval_s)
                         if progress_interval_s is not None else None)
+            asking = ({"tools": lean_tool.session(headers, tokenizer, sampling.max_tokens, sampling.n)}
+                      if lean_tool is not None and headers is not None else {})
             results.put(("started", job_id, time.time()))
-            for generation in engine.generate(prompt_ids, sampling, progress=progress):
+            for generation in engine.generate(prompt_ids, sampling, progress=progress, **asking):
                 results.put(("generation", job_id, generation))
             results.put(("done", job_id, time.time()))
         if hasattr(engine, "close"):

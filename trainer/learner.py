@@ -55,6 +55,16 @@ LOG_RATIO_CLAMP = 20.0
 # --- the objective, piece by piece ---------------------------------------------------------------
 
 
+def sampled_only(learner_logprobs: torch.Tensor, sequence: TrainingSequence) -> tuple[torch.Tensor, Sequence[float] | None]:
+    """The learner's (R,) and the engine's log-probabilities of the tokens the engine sampled: Lean's replies
+    (context) are in neither, so the train–inference gap compares only what both computed."""
+    if sequence.context_mask is None or sequence.sampled_logprobs is None:
+        return learner_logprobs, sequence.sampled_logprobs
+    keep = [not flag for flag in sequence.context_mask]
+    return (learner_logprobs[torch.as_tensor(keep, device=learner_logprobs.device)],
+            [value for value, kept in zip(sequence.sampled_logprobs, keep) if kept])
+
+
 def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """Dr.GRPO advantages (Liu et al. 2025, eq. 5 without the std): reward minus the group's mean.
 
@@ -341,20 +351,20 @@ class Learner:
             if self.corrects_for_the_behaviour_policy and not is_placeholder:
                 behaviour = batch.scatter([torch.tensor(sequence.sampled_logprobs, dtype=old.dtype) for sequence in micro])
                 token_loss = token_loss * behaviour_importance_weights(old, behaviour, loss_config.behaviour_is_cap)
-            micro_loss = constant_divisor_loss(token_loss, batch.response_mask, self.token_loss_divisor)
+            micro_loss = constant_divisor_loss(token_loss, batch.loss_mask, self.token_loss_divisor)
             scaled = micro_loss * (0.0 if is_placeholder else scale)
             scaled.backward()
             if is_placeholder:
                 continue
             totals["loss"] += scaled.item()
-            totals["tokens"] += int(batch.response_mask.sum())
+            totals["tokens"] += int(batch.loss_mask.sum())
             totals["trained_sequences"] += len(micro)
             with torch.no_grad():
                 masks = clipping_masks(
                     logprobs, old, batch.advantages,
                     loss_config.clip_ratio_low, loss_config.clip_ratio_high, loss_config.dual_clip,
                 )
-                is_response = batch.response_mask.bool()
+                is_response = batch.loss_mask.bool()
                 for name, mask in masks.items():
                     totals[name] += int((mask & is_response).sum())
         return totals
@@ -369,7 +379,7 @@ class Learner:
         clip_counts = {"clip_low": 0, "clip_high": 0, "dual_clip": 0}
         batches = mini_batches(sequences, self.config.optimizer.mini_batch_prompts)
         old = self.old_logprobs(batches)
-        metrics.update(train_inference_gap((old[id(s)], s.sampled_logprobs) for s in sequences if id(s) in old))
+        metrics.update(train_inference_gap(sampled_only(old[id(s)], s) for s in sequences if id(s) in old))
         for mini_batch in batches:
             self.optimizer.zero_grad(set_to_none=False)
             totals = self.accumulate_gradients(mini_batch, old)

@@ -50,11 +50,12 @@ class RewardScorer:
 
     async def score(
         self, problem, response: str, num_tokens: int | None = None, max_tokens: int | None = None, *,
-        key: str | None = None, earlier_answers: Sequence[str] = (),
+        key: str | None = None, earlier_answers: Sequence[str] = (), tool_replies: Sequence[str] | None = None,
     ) -> ScoredResponse:
         """``earlier_answers``: the model's earlier turns in this conversation (a retry's first
-        attempt), which the release's format check checks too."""
-        format_check = check_format(response, problem, self.config.reward, earlier_answers)
+        attempt), which the release's format check checks too. ``tool_replies``: Lean's replies the trainer
+        appended to the answer (rollout.lean_tool_calls ≥ 1), None when tool calls are off."""
+        format_check = check_format(response, problem, self.config.reward, earlier_answers, tool_replies)
         if not format_check.is_valid:
             return ScoredResponse(0.0, format_check, None, reasons=[f"format: {format_check.detail}"])
         if format_check.proof_body is None:

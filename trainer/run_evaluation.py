@@ -186,7 +186,8 @@ class RunEvaluation:
                 slot = slots[prompt_index]
                 return f"{key_prefix}-p{prompt_index}-r{sample_index}", step, slot.problem.problem_id, slot.turn
 
-            for generation in self.generate_live([s.prompt_ids for s in slots], sampling, describe):
+            for generation in self.generate_live([s.prompt_ids for s in slots], sampling, describe,
+                                                 headers=[s.problem.header for s in slots]):
                 if not self.scores_here(generation, sampling.n):
                     continue  # another rank of this engine scores (and publishes) it
                 key = f"{key_prefix}-p{generation.prompt_index}-r{generation.sample_index}"
@@ -198,7 +199,8 @@ class RunEvaluation:
             bar.close()
 
     async def _score_for_evaluation(self, problem, generation, max_tokens: int, key: str):
-        scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key)
+        scored = await self.scorer.score(problem, generation.text, generation.num_tokens, max_tokens, key=key,
+                                         **self.scoring_options(generation))
         lean_valid = await self.scorer.lean_validity(problem, generation.text, scored, key=key + "-acc")
         return scored, Outcome(None if scored.is_censored else scored.reward, lean_valid)
 

@@ -16,6 +16,14 @@ all four statements), and the four problems are chosen so that a run meets every
   has rewards to tell apart and the rejected answers become retries;
 - ``smoke_false_mul``: false, every answer is rejected and becomes a retry.
 
+A run with ``rollout.lean_tool_calls`` ≥ 1 gets a second smoke model (``SMOKE_TOOL_RECIPE``): the same, plus one
+answer to a fifth problem, ``smoke_tool_rat_half`` (``SMOKE_TOOL_PROBLEMS``, written to the promptset by
+``--write-promptset … --with-lean-tool-problem``), which asks Lean inside its reasoning (trainer/rollout/lean_tool.py):
+a ``<lean>`` block, the stand-in's reply exactly as a run appends it, then the proof (120 tokens: it needs
+``rollout.max_response_tokens`` ≥ 128). Apart, because that long answer costs the short ones their sharpness in the
+same 90 steps (a final loss of 0.05–0.09 nats a token instead of 0.016, measured here), and a default smoke run must
+stay what it was.
+
 On another promptset it writes an answer to a problem it knows, whose statement is not the prompt's,
 and the format check fails it, as before.
 
@@ -44,11 +52,12 @@ from pathlib import Path
 from trainer.checkpoint import export_hf, latest_checkpoint
 from trainer.config import ModelSource, RunConfig
 from trainer.events import EventPublisher, StdoutSink
-from trainer.format_reward import check_format
+from trainer.format_reward import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, check_format
 from trainer.models import TINY_RANDOM_SHAPE, smollm2_gguf_path, tiny_random_policy, trainer_cache_root
 from trainer.problems import DEFAULT_LEAN_HEADER, Problem
 from trainer.prompts import first_attempt_messages
 from trainer.retry import build_lean_feedback, retry_messages
+from trainer.rollout.lean_tool import checked_snippet, reply_text, snippet_line_offset
 from trainer.sft import SupervisedFineTuning, demonstrations_fingerprint
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.client import interpret_answer
@@ -85,6 +94,13 @@ SMOKE_PROBLEMS: tuple[Problem, ...] = (
 )
 
 
+# Lean inside the reasoning (rollout.lean_tool_calls ≥ 1): this problem's one answer asks Lean about its proof in a
+# <lean> block first (trainer/rollout/lean_tool.py), reads the stand-in's reply, then answers.
+SMOKE_TOOL_PROBLEMS: tuple[Problem, ...] = (
+    _smoke_problem("smoke_tool_rat_half", "(1 : ℚ) / 2 + 1 / 2 = 1", "Show that 1/2 + 1/2 = 1, checking with Lean first."),
+)
+
+
 @dataclass(frozen=True)
 class SmokeRecipe:
     """What shapes the smoke model besides tiny_random's architecture: its answers and the SFT's numbers.
@@ -101,6 +117,7 @@ class SmokeRecipe:
     learning_rate: float = 1e-2
     warmup_steps: int = 5
     steps: int = 90
+    asks_lean: bool = False  # also the answer to SMOKE_TOOL_PROBLEMS that asks Lean (rollout.lean_tool_calls ≥ 1)
 
     def sft_config(self, answers: int) -> RunConfig:  # answers: the assistant turns learned, one batch of all
         """The cpu-smoke preset with this recipe's SFT numbers, in float32 wherever it is built (a toy gains
@@ -120,12 +137,14 @@ class SmokeRecipe:
         optimizer = self.sft_config(1).optimizer.model_dump(mode="json", include={"weight_decay", "betas", "grad_clip"})
         recipe = {"shape": TINY_RANDOM_SHAPE, "tokenizer": [gguf_file.name, gguf_file.stat().st_size],
                   "demonstrations": demonstrations_fingerprint(smoke_conversations(self)),
-                  "recipe": dataclasses.asdict(self), "optimizer": optimizer, "seed": SMOKE_MODEL_SEED,
+                  # asks_lean shows in the demonstrations; left out here, the default recipe keeps its fingerprint.
+                  "recipe": {k: v for k, v in dataclasses.asdict(self).items() if k != "asks_lean"}, "optimizer": optimizer, "seed": SMOKE_MODEL_SEED,
                   "version": SMOKE_MODEL_VERSION}
         return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 
 SMOKE_RECIPE = SmokeRecipe()
+SMOKE_TOOL_RECIPE = SmokeRecipe(asks_lean=True)
 
 
 def smoke_answer(problem: Problem, tactic: str) -> str:
@@ -146,7 +165,28 @@ def smoke_conversations(recipe: SmokeRecipe | None = None) -> list[list[dict]]:
             if retry is not None:
                 conversations += [retry + [{"role": "assistant", "content": smoke_answer(problem, second)}]
                                   for second in recipe.tactics]
-    return conversations
+    return conversations + (tool_call_conversations() if recipe.asks_lean else [])
+
+
+SMOKE_TOOL_TACTIC = "norm_num"
+
+
+def smoke_tool_call_answer(problem: Problem) -> str:
+    """The answer that asks Lean inside its reasoning: the proof in a <lean> block, the stand-in's reply exactly as
+    a run appends it (the verifier's reading, the tool's wording), then the proof as its final answer."""
+    snippet = f"{problem.formal_statement}\n  {SMOKE_TOOL_TACTIC}"
+    code = checked_snippet(problem.header, snippet)
+    response = ReplResponse(id="smoke", time=0.0, response=decide_snippet(str(code)))
+    verification = interpret_answer(response, code, line_numbering=LineNumbering.AFTER_HEADER, is_standin=True)
+    reply = reply_text(verification, snippet_line_offset(problem.header))
+    return (f"<think>\n{TOOL_CALL_OPEN}\n{snippet}\n{TOOL_CALL_CLOSE}{reply}{SMOKE_TOOL_TACTIC}\n</think>\n"
+            f"```lean4\n{problem.formal_statement}\n  {SMOKE_TOOL_TACTIC}\n```")
+
+
+def tool_call_conversations() -> list[list[dict]]:
+    """Each tool problem's first-attempt prompt answered with its Lean tool call."""
+    return [first_attempt_messages(problem) + [{"role": "assistant", "content": smoke_tool_call_answer(problem)}]
+            for problem in SMOKE_TOOL_PROBLEMS]
 
 
 def _retry_messages_after(problem: Problem, answer: str) -> list[dict] | None:
@@ -229,13 +269,15 @@ def with_smoke_model(config: RunConfig) -> RunConfig:
     config says which."""
     if config.model.source is not ModelSource.TINY_SMOKE or config.model.init_checkpoint:
         return config
-    folder = build_smoke_model()
+    folder = build_smoke_model(recipe=SMOKE_TOOL_RECIPE if config.rollout.lean_tool_calls else None)
     return config.model_copy(update={"model": config.model.model_copy(update={"init_checkpoint": str(folder)})})
 
 
-def write_smoke_promptset(path: str | Path) -> int:
-    """The smoke promptset as JSON lines in the trainer's promptset format (``--promptset``); returns the rows."""
-    rows = [json.dumps(dataclasses.asdict(problem), ensure_ascii=False) for problem in SMOKE_PROBLEMS]
+def write_smoke_promptset(path: str | Path, asks_lean: bool = False) -> int:
+    """The smoke promptset as JSON lines in the trainer's promptset format (``--promptset``); returns the rows.
+    ``asks_lean``: with the problem answered by asking Lean (for runs with rollout.lean_tool_calls ≥ 1)."""
+    problems = SMOKE_PROBLEMS + (SMOKE_TOOL_PROBLEMS if asks_lean else ())
+    rows = [json.dumps(dataclasses.asdict(problem), ensure_ascii=False) for problem in problems]
     Path(path).write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
     return len(rows)
 
@@ -246,11 +288,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="Where the model is cached (default: $TRAINER_CACHE_DIR or ~/.cache/lean-rl-trainer).")
     parser.add_argument("--write-promptset", type=Path, default=None, metavar="FILE",
                         help="Also write the smoke promptset (JSON lines, for `python -m trainer run --promptset`).")
+    parser.add_argument("--with-lean-tool-problem", action="store_true",
+                        help="Build the model of runs with rollout.lean_tool_calls ≥ 1, and write its fifth problem too.")
     options = parser.parse_args(argv)
+    asks_lean = options.with_lean_tool_problem
     if options.write_promptset is not None:
-        print(f"wrote {write_smoke_promptset(options.write_promptset)} problems to {options.write_promptset}",
+        print(f"wrote {write_smoke_promptset(options.write_promptset, asks_lean)} problems to {options.write_promptset}",
               file=sys.stderr)
-    print(build_smoke_model(options.cache_root))
+    print(build_smoke_model(options.cache_root, SMOKE_TOOL_RECIPE if asks_lean else None))
     return 0
 
 

@@ -24,6 +24,7 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
     "data-attempt-id": r.attempt_id || null });
   card.append(head);
   if (r.reasoning) card.append(el("details", {}, el("summary", { text: "Reasoning" }), el("pre", { class: "reasoning", text: r.reasoning })));
+  if (r.tool_calls?.length) card.append(toolCallList(r.tool_calls, verdictLabels));
   card.append(el("pre", { class: "lean-code", text: r.lean_code || "(no Lean code block)" }));
   if (r.lean_messages?.length) {
     const list = el("ul", { class: "lean-messages" });
@@ -37,4 +38,21 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
   else if (!r.reward && r.format_error) card.append(el("p", { class: "zero-reason", text: `Format: ${r.format_error}` }));
   else if (!r.reward && r.reasons?.length) card.append(el("p", { class: "zero-reason", text: r.reasons.join("; ") }));
   return card;
+}
+
+// The Lean checks the answer asked for inside its reasoning (rollout.lean_tool_calls), as stored: each snippet, Lean's
+// reply and verdict, and how long the answer waited for it.
+export function toolCallList(calls, verdictLabels = {}) {
+  const list = el("ol", { class: "tool-calls", "aria-label": "Lean checks asked inside the reasoning" });
+  for (const call of calls) {
+    const waited = Number(call.answered_at) - Number(call.asked_at);
+    const verdict = call.is_decided ? (verdictLabels[call.verdict] || call.verdict) : "no verdict: the verifier could not decide";
+    const asked = new Date(Number(call.asked_at) * 1000);
+    list.append(el("li", { class: `tool-call verdict-${String(call.verdict).replace(/[^a-z_]/g, "")}` },
+      el("span", { class: "tool-label", text: `Asked Lean at ${asked.toISOString().slice(11, 19)} UTC · ${verdict}` +
+        (Number.isFinite(waited) ? ` · answered in ${waited.toFixed(2)} s` : "") }),
+      el("pre", { class: "lean-code", text: call.snippet }),
+      el("pre", { class: "tool-reply", text: call.reply.trim() })));
+  }
+  return list;
 }

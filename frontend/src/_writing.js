@@ -51,6 +51,46 @@ export function answerParts(text, marks) {
   return parts.filter((part) => part.kind !== "prose" || part.text.trim());
 }
 
+/** The reasoning's own parts: prose, the Lean checks it asks for (<lean>…</lean>) and Lean's replies
+ * (<lean_result>…</lean_result>, appended by the trainer), each marked open while it is still forming. */
+export function reasoningParts(text, marks) {
+  const parts = [];
+  let cursor = 0;
+  if (!marks.toolCallOpen) return [{ kind: "prose", text }];
+  while (cursor < text.length) {
+    const call = text.indexOf(marks.toolCallOpen, cursor);
+    const reply = text.indexOf(marks.toolReplyOpen, cursor);
+    const next = [call, reply].filter((at) => at >= 0).sort((a, b) => a - b)[0];
+    if (next === undefined) break;
+    const isCall = next === call;
+    const [open, close] = isCall ? [marks.toolCallOpen, marks.toolCallClose] : [marks.toolReplyOpen, marks.toolReplyClose];
+    parts.push({ kind: "prose", text: text.slice(cursor, next) });
+    const end = text.indexOf(close, next + open.length);
+    parts.push({ kind: isCall ? "tool-call" : "tool-reply", text: text.slice(next + open.length, end < 0 ? text.length : end).replace(/^\n|\n$/g, ""),
+      isClosed: end >= 0 });
+    cursor = end < 0 ? text.length : end + close.length;
+  }
+  parts.push({ kind: "prose", text: text.slice(cursor) });
+  return parts.filter((part) => part.kind !== "prose" || part.text.trim());
+}
+
+/** The reasoning drawn with its Lean checks: a call, then "waiting for Lean…" until Lean's reply is there. */
+export function reasoningNodes(text, marks) {
+  const parts = reasoningParts(text, marks);
+  const nodes = [];
+  parts.forEach((part, index) => {
+    if (part.kind === "prose") { nodes.push(el("pre", { class: "reasoning", text: part.text })); return; }
+    const isCall = part.kind === "tool-call";
+    const label = isCall ? "Asks Lean" : "Lean's reply";
+    nodes.push(el("div", { class: `${part.kind}${part.isClosed ? " closed" : " open"}` },
+      el("span", { class: "tool-label", text: label }), el("pre", { class: "lean-code", text: part.text })));
+    if (isCall && part.isClosed && parts[index + 1]?.kind !== "tool-reply") {
+      nodes.push(el("p", { class: "tool-waiting", role: "status", text: "waiting for Lean…" }));
+    }
+  });
+  return nodes;
+}
+
 function codePoints(text) {
   let count = 0;
   for (const _ of text) count += 1;
@@ -250,7 +290,7 @@ export class WritingPanel {
     for (const part of answerParts(answer.text, this.marks)) {
       if (part.kind === "think") {
         body.push(el("details", { class: "think", open: !part.isClosed || isPinned },
-          el("summary", { text: part.isClosed ? "Reasoning" : "Thinking…" }), el("pre", { class: "reasoning", text: part.text })));
+          el("summary", { text: part.isClosed ? "Reasoning" : "Thinking…" }), ...reasoningNodes(part.text, this.marks)));
       } else if (part.kind === "lean") {
         const box = el("div", { class: `lean-block${part.isClosed ? " closed" : " open"}` });
         if (part.isClosed && answer.leanLines) renderLeanView(box, { lines: answer.leanLines, messages: [] });

@@ -62,6 +62,7 @@ class RolloutCardOut(Schema):
     policy_version: int | None
     parent_rollout_key: str
     round: int
+    tool_calls: list
 
 
 class RolloutPageOut(Schema):
@@ -98,7 +99,7 @@ def card(attempt: ProofAttempt) -> dict:
         "reasons": attempt.reasons, "is_censored": attempt.is_censored, "is_standin_verdict": attempt.is_standin_verdict,
         "reasoning": attempt.reasoning, "lean_code": attempt.lean_code, "lean_messages": attempt.lean_messages,
         "policy_version": attempt.policy_version, "parent_rollout_key": attempt.parent_rollout_key,
-        "round": attempt.round,
+        "round": attempt.round, "tool_calls": attempt.tool_calls,
     }
 
 

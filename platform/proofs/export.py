@@ -17,7 +17,7 @@ from promptsets.export import BATCH_ROWS, rows_as_file
 from proofs.models import ProofAttempt
 
 STRING_COLUMNS = ("input", "output", "gts", "rollout_key", "problem_id", "problem_name", "turn", "parent_rollout_key",
-                  "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons")
+                  "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons", "tool_calls")
 
 
 def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
@@ -35,6 +35,7 @@ def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
             # Nested lists as JSON text: one flat column each, the same in both formats.
             "lean_messages": json.dumps(attempt.lean_messages, ensure_ascii=False),
             "reasons": json.dumps(attempt.reasons, ensure_ascii=False),
+            "tool_calls": json.dumps(attempt.tool_calls, ensure_ascii=False),
         }
 
 
@@ -48,7 +49,7 @@ def rollout_schema():
     order = ("input", "output", "gts", "score", "step", "rollout_key", "problem_id", "problem_name", "turn", "round",
              "parent_rollout_key", "sample_index", "is_evaluation", "verdict", "format_error", "is_censored",
              "is_standin_verdict", "num_tokens", "is_truncated", "policy_version", "reasoning", "lean_code",
-             "lean_messages", "reasons")
+             "lean_messages", "reasons", "tool_calls")
     return pa.schema([(name, fields[name]) for name in order])
 
 

@@ -87,6 +87,10 @@ class ProofAttempt(models.Model):
         null=True, blank=True,
         help_text="The policy that wrote it: learner updates in the weights that generated it (0: the starting "
                   "weights). Empty where the trainer did not say (runs from before asynchronous RL).")
+    tool_calls = models.JSONField(
+        default=list, blank=True,
+        help_text="The Lean checks the answer asked for inside its reasoning (rollout.lean_tool_calls), in order: "
+                  "snippet, Lean's reply, verdict, and when each was asked and answered.")
     event = models.ForeignKey("runs.RunEvent", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -76,6 +76,7 @@ def _store_attempts(events: list[RunEvent]) -> None:
             is_truncated=rollout.is_truncated, generation_seconds=rollout.generation_seconds,
             verification_seconds=rollout.verification_seconds, sampling=rollout.sampling,
             policy_version=rollout.policy_version, event_id=event.pk,
+            tool_calls=[call.model_dump(mode="json") for call in rollout.tool_calls],
         ))
     ProofAttempt.objects.bulk_create(rows, ignore_conflicts=True)
     unlinked = [row for row in rows if row.parent_rollout_key and row.parent_id is None]

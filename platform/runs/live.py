@@ -33,14 +33,25 @@ from django.conf import settings
 from promptsets.lean_view import highlighted_lines
 from runs.entries import storable_text
 from trainer.events import LIVE_CHANNEL_PATTERN, EventType, run_id_of_live_channel, writing_key
-from trainer.format_reward import FENCE, THINK_CLOSE, THINK_OPEN
+from trainer.format_reward import (
+    FENCE,
+    THINK_CLOSE,
+    THINK_OPEN,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_REPLY_CLOSE,
+    TOOL_REPLY_OPEN,
+)
 from trainer.live import WRITING_EXPIRY_S
 
 logger = logging.getLogger(__name__)
 
 LEAN4_OPEN = FENCE + "lean4"
 # How a page finds an answer's think and Lean blocks while it forms: the format check's own marks.
-ANSWER_MARKS = {"thinkOpen": THINK_OPEN, "thinkClose": THINK_CLOSE, "leanOpen": LEAN4_OPEN, "fence": FENCE}
+ANSWER_MARKS = {"thinkOpen": THINK_OPEN, "thinkClose": THINK_CLOSE, "leanOpen": LEAN4_OPEN, "fence": FENCE,
+                # Lean inside the reasoning (rollout.lean_tool_calls): the model's call and Lean's reply
+                "toolCallOpen": TOOL_CALL_OPEN, "toolCallClose": TOOL_CALL_CLOSE,
+                "toolReplyOpen": TOOL_REPLY_OPEN, "toolReplyClose": TOOL_REPLY_CLOSE}
 MAX_TRACKED_ANSWERS = 10_000  # answers whose text the forwarder keeps to find their Lean block (oldest forgotten)
 
 

@@ -95,6 +95,9 @@ class Generation:
     ``processed_logprobs``. With the training defaults (top-k and top-p off) that is exactly what
     the learner's π_old pass computes, so their difference is the train–inference gap
     (trainer/rollout/gap.py); with top-p on, it also counts the nucleus's renormalisation.
+    ``tool_calls`` (``rollout.lean_tool_calls``; trainer/rollout/lean_tool.py ``ToolCall``): the Lean checks the
+    answer asked for; each reply's tokens are in ``token_ids`` (at ``reply_tokens``) but were never sampled, so
+    their ``logprobs`` are placeholders and ``context_mask`` marks them.
     """
 
     prompt_index: int
@@ -105,6 +108,18 @@ class Generation:
     is_truncated: bool
     seconds: float
     logprobs: list[float] | None = None
+    tool_calls: tuple = ()
+
+    @property
+    def context_mask(self) -> list[bool] | None:
+        """Per response token, True where it is context the engine did not sample (Lean's replies); None when none is."""
+        if not self.tool_calls:
+            return None
+        mask = [False] * len(self.token_ids)
+        for call in self.tool_calls:
+            start, end = call.reply_tokens
+            mask[start:end] = [True] * (end - start)
+        return mask
 
 
 @runtime_checkable

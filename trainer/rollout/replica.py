@@ -46,8 +46,10 @@ class ReplicaRolloutEngine:
         engine.push_weights(model)
         return engine
 
-    def generate(self, prompts, sampling, progress=None):
-        return self._engine.generate(prompts, sampling, progress)
+    def generate(self, prompts, sampling, progress=None, tools=None):
+        if tools is None:
+            return self._engine.generate(prompts, sampling, progress)
+        return self._engine.generate(prompts, sampling, progress, tools=tools)
 
     def sleep(self) -> None:
         self._engine.sleep()

@@ -61,16 +61,45 @@ class TransformersEngine:
         self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
 
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
-                 progress: Any = None) -> Iterator[Generation]:
+                 progress: Any = None, tools: Any = None) -> Iterator[Generation]:
         """``prompts`` as token ids (the driver's), or text tokenized here as the learner does; ``progress``
-        (trainer/live.py LiveRollouts) hears each unfinished answer's text at every decoding step."""
+        (trainer/live.py LiveRollouts) hears each unfinished answer's text at every decoding step.
+
+        ``tools`` (trainer/rollout/lean_tool.py ``ToolCallSession``; ``rollout.lean_tool_calls``): an answer that
+        asks Lean leaves its batch (the other rows go on decoding) while the snippet is checked; once the
+        batches are done, the answers whose replies came resume together, one row each, until none waits."""
         started = time.perf_counter()
         prompts_per_batch = max(1, self._max_batch_sequences // sampling.n)
         for batch_number, first in enumerate(range(0, len(prompts), prompts_per_batch)):
             batch = prompts[first : first + prompts_per_batch]
             # Distinct seeds per batch, or every batch would draw the same random numbers.
             seed = None if sampling.seed is None else sampling.seed + batch_number
-            yield from self._generate_batch(batch, first, sampling, seed, started, progress)
+            yield from self._generate_batch(batch, first, sampling, seed, started, progress, tools)
+        wave = 0
+        while tools is not None and tools.has_waiting():
+            wave += 1
+            resumptions = tools.ready(block=True)
+            for first in range(0, len(resumptions), self._max_batch_sequences):
+                batch = resumptions[first : first + self._max_batch_sequences]
+                seed = None if sampling.seed is None else sampling.seed + 100_003 * wave + first
+                yield from self._resume_batch(batch, sampling, seed, started, progress, tools)
+
+    def _resume_batch(self, resumptions: list, sampling: SamplingSettings, seed: int | None, started: float,
+                      progress: Any, tools: Any) -> Iterator[Generation]:
+        """Paused answers, each its own row of one batch: prompt, response so far and Lean's reply as the prompt."""
+        runnable = []
+        for resumption in resumptions:
+            if resumption.max_tokens <= 0:
+                yield tools.out_of_room(resumption, time.perf_counter() - started)
+            else:
+                runnable.append(resumption)
+        if not runnable:
+            return
+        one_each = SamplingSettings(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                                    max_tokens=max(r.max_tokens for r in runnable), seed=seed)
+        rows = [(r.prompt_index, r.sample_index, r.max_tokens, r.may_call) for r in runnable]
+        yield from self._generate_batch([r.prefix_ids for r in runnable], 0, one_each, seed, started, progress, tools,
+                                        rows=rows)
 
     def _left_padded(self, prompts: list[str] | list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(P, T) token ids and attention mask, left-padded so every answer starts at the same column."""
@@ -89,17 +118,24 @@ class TransformersEngine:
 
     def _generate_batch(
         self, prompts: list[str] | list[list[int]], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float,
-        progress: Any = None,
+        progress: Any = None, tools: Any = None, rows: list[tuple[int, int, int, bool]] | None = None,
     ) -> Iterator[Generation]:
+        """``rows`` (resumed answers): each row's (prompt index, sample index, token budget, whether it may call)."""
         device = _device_of(self._model)
         input_ids, attention_mask = self._left_padded(prompts)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (P, T_prompt)
         prompt_length = input_ids.shape[1]
         results: queue.Queue = queue.Queue()
 
-        def hand_over(row: int, response_ids: list[int], logprobs: list[float], is_truncated: bool) -> None:
+        def answer_of(row: int) -> tuple[int, int]:
+            if rows is not None:
+                return rows[row][0], rows[row][1]
             prompt_index, sample_index = divmod(row, sampling.n)
-            results.put(self._generation(first_prompt_index + prompt_index, sample_index, response_ids,
+            return first_prompt_index + prompt_index, sample_index
+
+        def hand_over(row: int, response_ids: list[int], logprobs: list[float], is_truncated: bool) -> None:
+            prompt_index, sample_index = answer_of(row)
+            results.put(self._generation(prompt_index, sample_index, response_ids,
                                          logprobs, is_truncated, time.perf_counter() - started))
 
         recorder = _SampledDistribution()
@@ -109,12 +145,31 @@ class TransformersEngine:
             tokens = input_ids.shape[1] - prompt_length
             for row in range(input_ids.shape[0]):
                 if not watcher.has_finished(row):
-                    prompt_index, sample_index = divmod(row, sampling.n)
-                    progress.update(first_prompt_index + prompt_index, sample_index, tokens, lambda row=row: (
-                        decoder.text(row, input_ids[row, prompt_length:].tolist())))
+                    prompt_index, sample_index = answer_of(row)
+                    if tools is None:
+                        progress.update(prompt_index, sample_index, tokens, lambda row=row: (
+                            decoder.text(row, input_ids[row, prompt_length:].tolist())))
+                    else:
+                        progress.update(prompt_index, sample_index, tokens, lambda row=row, where=(prompt_index, sample_index): (
+                            tools.text_of(*where, decoder.text(row, input_ids[row, prompt_length:].tolist()))))
 
+        pauser = None
+        if tools is not None:
+            def pauser(row: int, response_ids: list[int]) -> bool:
+                prompt_index, sample_index = answer_of(row)
+                may_call = rows[row][3] if rows is not None else True
+                if not may_call or ">" not in self._tokenizer.decode(response_ids[-1:]):
+                    return False
+                return tools.wants_pause(prompt_index, sample_index, response_ids)
+
+            def pause(row: int, response_ids: list[int], logprobs: list[float]) -> None:
+                results.put(("paused", row, response_ids, logprobs))
+
+            budgets = [row[2] for row in rows] if rows is not None else None
         watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over, recorder,
                                            report_progress if progress is not None else None)
+        if pauser is not None:
+            watcher.pause_when(pauser, pause, budgets)
 
         def decode_all() -> None:
             try:
@@ -134,7 +189,13 @@ class TransformersEngine:
             while (item := results.get()) is not _FINISHED:
                 if isinstance(item, BaseException):
                     raise item
-                yield item
+                if isinstance(item, tuple):  # ("paused", row, response ids, log-probabilities): Lean is asked
+                    _, row, response_ids, logprobs = item
+                    prompt_index, sample_index = answer_of(row)
+                    tools.pause(prompt_index, sample_index, list(prompts[row // (1 if rows is not None else sampling.n)]),
+                                response_ids, logprobs, f"p{prompt_index}-r{sample_index}")
+                    continue
+                yield item if tools is None else tools.finish(item)
         finally:
             watcher.stop_requested = True  # the caller stopped early: end the batch at the next step
             worker.join()
@@ -258,6 +319,13 @@ class _FinishedSequenceWatcher(StoppingCriteria):
         self._finished_rows: set[int] = set()
         self._logprobs: list[list[float]] = []  # per row, one per decoded token
         self.stop_requested = False
+        self._pauser = None  # Lean inside the reasoning: (row, response ids) -> whether the row just asked Lean
+        self._pause = None
+        self._budgets: list[int] | None = None  # resumed rows: each its own token budget
+
+    def pause_when(self, pauser, pause, budgets: list[int] | None) -> None:
+        """Rows that ask Lean (``pauser``) leave the batch, handed to ``pause``; rows past their budget end."""
+        self._pauser, self._pause, self._budgets = pauser, pause, budgets
 
     def has_finished(self, row: int) -> bool:
         return row in self._finished_rows
@@ -281,9 +349,31 @@ class _FinishedSequenceWatcher(StoppingCriteria):
                 self._finished_rows.add(row)
                 response_ids = input_ids[row, self._prompt_length :].tolist()
                 self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), False)
+        if self._pauser is not None:
+            return self._pause_rows(input_ids)
         if self._report_progress is not None:
             self._report_progress(input_ids)
         return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
+
+    def _pause_rows(self, input_ids: torch.LongTensor) -> torch.BoolTensor:
+        stops = torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
+        tokens = input_ids.shape[1] - self._prompt_length
+        for row in range(input_ids.shape[0]):
+            if row in self._finished_rows:
+                stops[row] = True
+                continue
+            response_ids = input_ids[row, self._prompt_length:].tolist()
+            if self._pauser(row, response_ids):
+                self._finished_rows.add(row)
+                self._pause(row, response_ids, self.logprobs_of(row, len(response_ids)))
+                stops[row] = True
+            elif self._budgets is not None and tokens >= self._budgets[row]:
+                self._finished_rows.add(row)
+                self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), True)
+                stops[row] = True
+        if self._report_progress is not None:
+            self._report_progress(input_ids)
+        return stops
 
 
 def _prompt_cache(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, repeats: int):

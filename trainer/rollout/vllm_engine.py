@@ -77,6 +77,7 @@ import torch
 
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import ModelSource
+from trainer.format_reward import TOOL_CALL_CLOSE
 from trainer.ranks import cpu_stands_in_for_gpus, tensor_parallel_problem
 from trainer.rollout.base import Generation, SamplingSettings
 from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
@@ -90,7 +91,8 @@ if TYPE_CHECKING:
 SLEEP_LEVEL = 2
 _WEIGHTS, _KV_CACHE = "weights", "kv_cache"
 _RPC_BUCKET_BYTES = 1 << 30  # per collective_rpc when weights must leave this process
-_REQUEST_ID = re.compile(r"^rollout-(?P<call>\d+)-(?P<prompt>\d+)")
+# A resumed answer (Lean inside the reasoning) adds ".s<sample>.t<turn>".
+_REQUEST_ID = re.compile(r"^rollout-(?P<call>\d+)-(?P<prompt>\d+)(?:\.s(?P<sample>\d+)\.t(?P<turn>\d+))?")
 
 
 class VllmEngine:
@@ -229,9 +231,14 @@ class VllmEngine:
     # --- generation -------------------------------------------------------------------
 
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
-                 progress: Any = None) -> Iterator[Generation]:
+                 progress: Any = None, tools: Any = None) -> Iterator[Generation]:
         """``prompts`` as token ids (the driver's), or text tokenized here exactly as the learner does;
-        ``progress`` (trainer/live.py LiveRollouts) hears each unfinished answer's text as vLLM writes it."""
+        ``progress`` (trainer/live.py LiveRollouts) hears each unfinished answer's text as vLLM writes it.
+
+        ``tools`` (trainer/rollout/lean_tool.py ``ToolCallSession``; ``rollout.lean_tool_calls``): requests stop at
+        ``</lean>``; an answer that asked Lean waits for the reply while the engine loop goes on with the rest, then
+        comes back as a request of its own whose prompt is the whole prefix (prompt, answer so far, reply), which
+        vLLM's prefix cache already holds but for the reply."""
         prompt_ids = [self._token_ids(prompt) for prompt in prompts]
         self._wake(_WEIGHTS, _KV_CACHE)
         started = time.perf_counter()
@@ -240,32 +247,52 @@ class VllmEngine:
         unfinished: set[str] = set()
         for prompt_index, ids in enumerate(prompt_ids):
             request_id = f"rollout-{call}-{prompt_index}"
-            engine.add_request(request_id, {"prompt_token_ids": ids}, self._sampling_params(sampling, prompt_index))
+            engine.add_request(request_id, {"prompt_token_ids": ids},
+                               self._sampling_params(sampling, prompt_index, stop_at_tool_call=tools is not None))
             unfinished.add(request_id)
-        pieces: dict[tuple[int, int], _Pieces] = {}
+        pieces: dict[tuple[str, int], _Pieces] = {}
         try:
-            while unfinished and engine.has_unfinished_requests():
+            while unfinished or (tools is not None and tools.has_waiting()):
+                if tools is not None:
+                    for resumption in tools.ready(block=not unfinished):
+                        if resumption.max_tokens <= 0:
+                            yield tools.out_of_room(resumption, time.perf_counter() - started)
+                        else:
+                            unfinished.add(self._resume(engine, call, resumption, sampling))
+                    if not unfinished:
+                        continue
+                if not engine.has_unfinished_requests():
+                    break
                 for output in engine.step():
-                    prompt_index = _prompt_index(output.request_id, call)
-                    if prompt_index is None:
+                    where = _request_of(output.request_id, call)
+                    if where is None:
                         continue  # another caller's request
+                    prompt_index, resumed_sample = where
+                    our_id = _request_id_prefix(output.request_id)
                     for completion in output.outputs:
-                        key = (prompt_index, completion.index)
-                        piece = pieces.setdefault(key, _Pieces())
+                        sample_index = completion.index if resumed_sample is None else resumed_sample
+                        piece = pieces.setdefault((our_id, completion.index), _Pieces())
                         piece.add(completion.text, completion.token_ids, completion.logprobs)
                         if completion.finish_reason is None:
                             if progress is not None:
-                                progress.update(prompt_index, completion.index, len(piece.token_ids),
-                                                lambda piece=piece: "".join(piece.texts))
+                                progress.update(prompt_index, sample_index, len(piece.token_ids),
+                                                self._progress_text(piece, tools, prompt_index, sample_index))
                             continue
                         if completion.finish_reason == "abort":
                             raise RuntimeError(
-                                f"vLLM aborted sample {completion.index} of prompt {prompt_index} "
+                                f"vLLM aborted sample {sample_index} of prompt {prompt_index} "
                                 "(engine shut down or request cancelled); rerun the step"
                             )
-                        yield Generation(
+                        if tools is not None and completion.finish_reason == "stop" and completion.stop_reason == TOOL_CALL_CLOSE:
+                            tools.pause(prompt_index, sample_index, prompt_ids[prompt_index], piece.token_ids,
+                                        piece.logprobs, f"p{prompt_index}-r{sample_index}")
+                            plain = tools.unanswered_resumption(prompt_index, sample_index)
+                            if plain is not None:  # a </lean> that asked nothing: it goes on as written
+                                unfinished.add(self._resume(engine, call, plain, sampling))
+                            continue
+                        generation = Generation(
                             prompt_index=prompt_index,
-                            sample_index=completion.index,
+                            sample_index=sample_index,
                             text="".join(piece.texts),
                             token_ids=piece.token_ids,
                             num_tokens=len(piece.token_ids),
@@ -273,8 +300,9 @@ class VllmEngine:
                             seconds=time.perf_counter() - started,
                             logprobs=piece.logprobs,
                         )
+                        yield generation if tools is None else tools.finish(generation)
                     if output.finished:
-                        unfinished.discard(_request_id_prefix(output.request_id))
+                        unfinished.discard(our_id)
             if unfinished:
                 raise RuntimeError(
                     f"vLLM went idle with {len(unfinished)} of this call's requests unanswered "
@@ -284,6 +312,22 @@ class VllmEngine:
             if unfinished:  # the caller stopped early: free vLLM of work nobody will read
                 engine.abort_request(sorted(unfinished))
 
+    def _progress_text(self, piece: _Pieces, tools: Any, prompt_index: int, sample_index: int):
+        if tools is None:
+            return lambda: "".join(piece.texts)
+        return lambda: tools.text_of(prompt_index, sample_index, "".join(piece.texts))
+
+    def _resume(self, engine: Any, call: int, resumption: Any, sampling: SamplingSettings) -> str:
+        """A paused answer as a request of its own: one sample, its remaining budget, a seed of its own."""
+        request_id = f"rollout-{call}-{resumption.prompt_index}.s{resumption.sample_index}.t{resumption.turn}"
+        seed = None if sampling.seed is None else (
+            sampling.seed + resumption.prompt_index * sampling.n + resumption.sample_index + 1_000_003 * resumption.turn)
+        one = SamplingSettings(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                               max_tokens=resumption.max_tokens, seed=seed)
+        engine.add_request(request_id, {"prompt_token_ids": resumption.prefix_ids},
+                           self._sampling_params(one, 0, stop_at_tool_call=resumption.may_call))
+        return request_id
+
     def _token_ids(self, prompt: str | list[int]) -> list[int]:
         if not isinstance(prompt, str):
             return [int(token) for token in prompt]
@@ -292,10 +336,13 @@ class VllmEngine:
                              "pass the token ids, or build it with VllmEngine.from_config")
         return list(self._tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
-    def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
+    def _sampling_params(self, sampling: SamplingSettings, prompt_index: int, stop_at_tool_call: bool = False) -> Any:
         from vllm.sampling_params import RequestOutputKind
 
+        # An answer that closes a Lean call pauses there (rollout.lean_tool_calls); the stop string stays in its text.
+        tool_stop = {"stop": [TOOL_CALL_CLOSE], "include_stop_str_in_output": True} if stop_at_tool_call else {}
         return self._vllm.SamplingParams(
+            **tool_stop,
             n=sampling.n,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -451,11 +498,12 @@ def _request_id_prefix(request_id: str) -> str:
     return match.group(0) if match else request_id
 
 
-def _prompt_index(request_id: str, call: int) -> int | None:
+def _request_of(request_id: str, call: int) -> tuple[int, int | None] | None:
+    """(prompt index, the sample a resumed request continues or None) of this call's request, or None."""
     match = _REQUEST_ID.match(request_id)
     if match is None or int(match["call"]) != call:
         return None
-    return int(match["prompt"])
+    return int(match["prompt"]), (int(match["sample"]) if match["sample"] is not None else None)
 
 
 def _in_process_worker(llm: Any) -> Any | None:

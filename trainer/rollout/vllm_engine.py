@@ -509,14 +509,48 @@ def _model_folder(config: RunConfig, model: Any, tokenizer: Any) -> tuple[str, s
     # tiny_random and smollm2_gguf exist only in memory (the GGUF is quantized; vLLM must
     # serve the float weights the learner trains), so they are written out once. The
     # weights are gathered by name, so this works for a sharded learner too (every rank
-    # writes its own folder).
+    # writes its own folder, or finds it written).
+    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, compute_dtype_of(config).torch_dtype())}
+    return staged_policy_folder(weights, model, tokenizer), None
+
+
+def staged_policy_folder(weights: dict[str, torch.Tensor], model: Any, tokenizer: Any, root: str | None = None) -> str:
+    """A model folder holding ``weights``, ``model``'s config and ``tokenizer``, named by a hash of them all.
+
+    vLLM keys its torch.compile cache (under ``VLLM_CACHE_ROOT``) by its whole config, the model's path
+    included: a fresh temporary folder each start made every start compile again (~95 s for SmolLM2 on
+    two cores). The same policy now lands in the same folder, so a second run or process finds vLLM's
+    compiled graphs and starts in seconds. The folder is written once, into a temporary name then renamed,
+    so runs starting together never read a half-written one, and is kept (a cache: one per distinct policy).
+    """
+    import hashlib
+
     from safetensors.torch import save_file
 
-    staging_dir = tempfile.mkdtemp(prefix="vllm-policy-")
-    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, compute_dtype_of(config).torch_dtype())}
-    save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
-    model.config.save_pretrained(staging_dir)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(staging_dir)
-    tokenizer.save_pretrained(staging_dir)
-    return staging_dir, staging_dir
+    root = root or tempfile.gettempdir()
+    staging_dir = tempfile.mkdtemp(prefix=".vllm-policy-", dir=root)
+    try:
+        model.config.save_pretrained(staging_dir)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(staging_dir)
+        tokenizer.save_pretrained(staging_dir)
+        digest = hashlib.sha256()
+        for name in sorted(os.listdir(staging_dir)):
+            with open(os.path.join(staging_dir, name), "rb") as written:
+                digest.update(name.encode() + b"\0" + written.read())
+        for name in sorted(weights):
+            tensor = weights[name]
+            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        folder = os.path.join(root, f"vllm-policy-{digest.hexdigest()[:16]}")
+        if os.path.isdir(folder):
+            return folder
+        save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
+        try:
+            os.rename(staging_dir, folder)
+        except OSError:  # another run wrote the same policy first: its folder is ours too
+            if not os.path.isdir(folder):
+                raise
+        return folder
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)

@@ -363,11 +363,13 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 self.publisher.log(f"closing the Lean client failed: {error}", "warning")
         if self.events_loop is not None:
             self.events_loop.close()
-        if self.engine is not None and hasattr(self.engine, "close"):
-            self.engine.close()
-        if self._cores_before_split is not None:  # the process outlives the run (a test, an evaluation after it)
-            restore_cores(self._cores_before_split)
-            self._cores_before_split = None
+        try:
+            if self.engine is not None and hasattr(self.engine, "close"):
+                self.engine.close()
+        finally:
+            if self._cores_before_split is not None:  # the process outlives the run (a test, an evaluation after it)
+                restore_cores(self._cores_before_split)
+                self._cores_before_split = None
 
     # --- one training step ----------------------------------------------------------------------
 

@@ -55,6 +55,14 @@ bucket would corrupt every fused layer a bucket boundary splits). vLLM's newer w
 (``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
 has kept its meaning, so it is the one used here.
 
+Threads on CPU: in this process vLLM computes with the process's torch threads, one per core it may use (all
+of them in a synchronous run; its share in an asynchronous run's generator process, trainer/generator_process.py
+``cpu_split``). vLLM's log line "Reducing Torch threads from 2 to 1 for serving" changes nothing here: its CPU
+worker has by then replaced ``torch.set_num_threads`` with a no-op for the rest of the process
+(vllm/v1/worker/cpu_worker.py ``init_device``), which is also why a thread count must be set before the engine
+is built. Its compile cache (``VLLM_CACHE_ROOT``) is keyed by the model's folder among the rest, so a policy
+that lives only in memory is staged into a folder named by its content (``staged_policy_folder``).
+
 Why one piece: vLLM's life in a run (build, sleep, wake, the weight push with its one in-place reload,
 streaming generation) is one sequence of calls into one engine whose order matters; the worker-side half
 of the push lives in ``vllm_worker.py`` because it runs inside vLLM's processes.

@@ -7,7 +7,7 @@ policy staged into its content-named folder, compiled unless ``--eager``) with t
 ``staged_policy_folder``). Each line gives the process's whole wall time (imports and the model's loading
 included) and the engine's build alone, with the load average before and after.
 
-Rerun: .venv/bin/python benchmarks/vllm_start_up.py [--cache-root DIR] [--eager]
+Rerun: .venv/bin/python benchmarks/vllm_start_up.py [--cache-root DIR] [--eager] [--logs DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-root", default=None, help="VLLM_CACHE_ROOT for both starts (default: a new empty folder)")
     parser.add_argument("--eager", action="store_true")
+    parser.add_argument("--logs", default=None, help="a folder to keep each start's vLLM log in (where the seconds go)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -61,6 +62,9 @@ def main() -> None:
         wall_s = time.perf_counter() - started
         if child.returncode != 0:
             raise SystemExit(f"{label} failed:\n{child.stderr[-3000:]}")
+        if args.logs:
+            Path(args.logs).mkdir(parents=True, exist_ok=True)
+            (Path(args.logs) / f"{label.replace(' ', '-')}.log").write_text(child.stderr)
         figures = json.loads(child.stdout.strip().splitlines()[-1])
         after = os.getloadavg()
         print(f"{label:13s} process {wall_s:6.1f} s, engine build {figures['build_s']:6.1f} s  "

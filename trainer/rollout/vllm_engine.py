@@ -194,6 +194,7 @@ class VllmEngine:
             problem = cpu_attention_problem(model)
             if problem:
                 raise RuntimeError(problem)
+            use_a_compile_cache_that_loads_on_cpu()
         rank, world_size = _distributed_rank_and_size()
         tensor_parallel = rollout.vllm_tensor_parallel_size
         # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
@@ -415,6 +416,19 @@ class _Pieces:
 # vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py);
 # another size loads, then fails at the first forward pass.
 CPU_ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def use_a_compile_cache_that_loads_on_cpu() -> None:
+    """vLLM's compile cache without its ahead-of-time artifacts, unless the operator chose (VLLM_USE_AOT_COMPILE).
+
+    vLLM 0.32 saves an ahead-of-time compiled function by default with torch ≥ 2.10, but with this
+    torch (2.13, CPU) loading it fails ("'function' object has no attribute 'finalize_loading'",
+    vllm/compilation/decorators.py) and every start compiles again: 147 s against 275 s the first
+    time, at load 8–14 on 2 cores. Without it, vLLM traces the model (seconds) and loads Inductor's
+    compiled graphs from the same cache: the second start's engine build took 42 s against 148 s
+    (benchmarks/vllm_start_up.py). Read when the engine starts, so set before it.
+    """
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
 
 
 def cpu_attention_problem(model: Any) -> str | None:

@@ -46,7 +46,7 @@ from trainer.checkpoint import (
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.events import EventPublisher, EventType, LeanMessagePayload, RolloutFinished, RunStatus, ToolCallPayload
-from trainer.generator_process import GeneratorPool, GeneratorProcess
+from trainer.generator_process import GeneratorPool, GeneratorProcess, cpu_split, restore_cores, use_cores
 from trainer.lifecycle import RunLifecycle
 from trainer.live import LiveRollouts
 from trainer.models import load_policy
@@ -67,12 +67,13 @@ from trainer.verification.verdicts import Verdict
 from trainer.verification.shared_cache import SharedVerdictCache
 
 
-def start_rollout_generators(config: RunConfig, tokenizer):
-    """An asynchronous run's generator: one process beside the learner on CPU, or one per engine of the
-    rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's CUDA_VISIBLE_DEVICES."""
+def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None):
+    """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or one per
+    engine of the rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's
+    CUDA_VISIBLE_DEVICES."""
     devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if not devices:
-        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed)
+        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores)
     return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices)
 
 
@@ -165,6 +166,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self._startup_notes: list[tuple[str, str]] = []  # (message, level), published after RUN_STARTED
         self.evaluation_samples: list[dict] = []  # the last evaluation's every sample (evaluate() fills it)
         self.pipeline = None  # the rollouts in flight of an asynchronous run (trainer/asynchronous.py)
+        self._cores_before_split: tuple[set[int], int] | None = None  # the learner's, before an asynchronous CPU run
         self._in_flight_slots: list = []  # from the checkpoint resumed: batches sampled but never trained
         self.clock_origin = time.time()  # the phases of every step are timed from here (RUN_STARTED)
         self._last_step_ended_at = self.clock_origin
@@ -288,7 +290,14 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if self.engine is not None:
             raise ValueError("an asynchronous run (rollout.max_staleness ≥ 1) generates in a process of its own; "
                              "pass no engine, or set rollout.max_staleness=0")
-        self.engine = start_rollout_generators(self.config, self.tokenizer)
+        # On CPU the generator and the learner compute at the same time: each gets its own cores (cpu_split says why).
+        split = cpu_split(os.sched_getaffinity(0)) if self.config.cluster.num_gpus == 0 else None
+        self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None)
+        if split is not None:
+            self._cores_before_split = use_cores(split.learner)  # after the child started: it inherits the whole set
+            self._startup_notes.append((
+                f"CPU cores split: the generator process on {list(split.generator)}, the learner on "
+                f"{list(split.learner)}, one torch thread each", "info"))
         self.engine.push_state_dict(self.model.state_dict(), version=self.step)
         self._startup_notes.append((
             f"asynchronous RL: a generator process writes the next batches while the learner updates; a batch is "
@@ -357,8 +366,13 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 self.publisher.log(f"closing the Lean client failed: {error}", "warning")
         if self.events_loop is not None:
             self.events_loop.close()
-        if self.engine is not None and hasattr(self.engine, "close"):
-            self.engine.close()
+        try:
+            if self.engine is not None and hasattr(self.engine, "close"):
+                self.engine.close()
+        finally:
+            if self._cores_before_split is not None:  # the process outlives the run (a test, an evaluation after it)
+                restore_cores(self._cores_before_split)
+                self._cores_before_split = None
 
     # --- one training step ----------------------------------------------------------------------
 

@@ -86,11 +86,12 @@ class GeneratorProcess(_EngineOverJobs):
     """The run's handle on its generator process (see the module's docstring)."""
 
     def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
-                 wait: bool = True):
+                 wait: bool = True, cores: tuple[int, ...] | None = None):
         """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
-        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``wait`` False returns
-        once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all its engines
-        at once)."""
+        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``cores``: the CPU
+        cores the child computes on, one torch thread each (``cpu_split``); None leaves it the run's. ``wait``
+        False returns once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all
+        its engines at once)."""
         import torch.multiprocessing as multiprocessing
 
         self._config = config
@@ -101,7 +102,8 @@ class GeneratorProcess(_EngineOverJobs):
         # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
         # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
         self._process = context.Process(
-            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices),
+            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices,
+                                cores),
             name="leanrl-generator", daemon=False,
         )
         self._jobs: dict[int, GenerationJob] = {}
@@ -486,12 +488,57 @@ _TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "
                        "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
-def _become_a_process_alone(visible_devices: str | None) -> None:
+def _become_a_process_alone(visible_devices: str | None, cores: tuple[int, ...] | None = None) -> None:
     for name in _TORCHRUN_VARIABLES:
         os.environ.pop(name, None)
     if visible_devices is not None:
         # Before anything initialises CUDA (torch does so lazily, at first use; vLLM's workers inherit it).
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+    if cores:
+        # Before vLLM starts: its CPU worker turns torch.set_num_threads into a no-op for the rest of the process.
+        use_cores(cores)
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """The CPU cores of an asynchronous run on CPU: the generator's and the learner's, apart."""
+
+    generator: tuple[int, ...]
+    learner: tuple[int, ...]
+
+
+def cpu_split(cores) -> CpuSplit | None:
+    """Half the cores (the larger half) to the generator, the rest to the learner; None under two cores.
+
+    Generation and the learner's update run at the same time in an asynchronous run, each in its own process;
+    left alone, each would start one torch thread per core of the machine, twice as many threads as cores,
+    and each step's threads would wait on the other process's (a thread of a parallel region that loses its
+    core holds up the whole region). The generator takes the larger half: on CPU it is most of a step.
+    """
+    ordered = tuple(sorted(cores))
+    if len(ordered) < 2:
+        return None
+    generator_count = (len(ordered) + 1) // 2
+    return CpuSplit(generator=ordered[-generator_count:], learner=ordered[:-generator_count])
+
+
+def use_cores(cores: tuple[int, ...]) -> tuple[set[int], int]:
+    """Pin this process to ``cores``, one torch thread each; returns the affinity and thread count it had."""
+    import torch
+
+    before = (os.sched_getaffinity(0), torch.get_num_threads())
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(len(cores))
+    return before
+
+
+def restore_cores(before: tuple[set[int], int]) -> None:
+    """Undo ``use_cores``: its returned affinity and thread count."""
+    import torch
+
+    affinity, threads = before
+    os.sched_setaffinity(0, affinity)
+    torch.set_num_threads(threads)
 
 
 def pool_engine_config(config: RunConfig) -> RunConfig:
@@ -519,9 +566,9 @@ def child_lean_tool(config: RunConfig):
 
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
-          visible_devices: str | None = None) -> None:
+          visible_devices: str | None = None, cores: tuple[int, ...] | None = None) -> None:
     """The generator process's body (see the module's docstring)."""
-    _become_a_process_alone(visible_devices)
+    _become_a_process_alone(visible_devices, cores)
     # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/lifecycle.py).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()

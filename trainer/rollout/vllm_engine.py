@@ -55,6 +55,14 @@ bucket would corrupt every fused layer a bucket boundary splits). vLLM's newer w
 (``init_weight_transfer_engine``) changed shape between releases, while ``load_weights``
 has kept its meaning, so it is the one used here.
 
+Threads on CPU: in this process vLLM computes with the process's torch threads, one per core it may use (all
+of them in a synchronous run; its share in an asynchronous run's generator process, trainer/generator_process.py
+``cpu_split``). vLLM's log line "Reducing Torch threads from 2 to 1 for serving" changes nothing here: its CPU
+worker has by then replaced ``torch.set_num_threads`` with a no-op for the rest of the process
+(vllm/v1/worker/cpu_worker.py ``init_device``), which is also why a thread count must be set before the engine
+is built. Its compile cache (``VLLM_CACHE_ROOT``) is keyed by the model's folder among the rest, so a policy
+that lives only in memory is staged into a folder named by its content (``staged_policy_folder``).
+
 Why one piece: vLLM's life in a run (build, sleep, wake, the weight push with its one in-place reload,
 streaming generation) is one sequence of calls into one engine whose order matters; the worker-side half
 of the push lives in ``vllm_worker.py`` because it runs inside vLLM's processes.
@@ -190,6 +198,7 @@ class VllmEngine:
             problem = cpu_attention_problem(model)
             if problem:
                 raise RuntimeError(problem)
+            use_a_compile_cache_that_loads_on_cpu()
         rank, world_size = _distributed_rank_and_size()
         tensor_parallel = rollout.vllm_tensor_parallel_size
         # Alone (world size 1) vLLM starts its own workers for the shards; under torchrun the ranks are the shards.
@@ -458,6 +467,19 @@ class _Pieces:
 CPU_ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 
+def use_a_compile_cache_that_loads_on_cpu() -> None:
+    """vLLM's compile cache without its ahead-of-time artifacts, unless the operator chose (VLLM_USE_AOT_COMPILE).
+
+    vLLM 0.32 saves an ahead-of-time compiled function by default with torch ≥ 2.10, but with this
+    torch (2.13, CPU) loading it fails ("'function' object has no attribute 'finalize_loading'",
+    vllm/compilation/decorators.py) and every start compiles again: 147 s against 275 s the first
+    time, at load 8–14 on 2 cores. Without it, vLLM traces the model (seconds) and loads Inductor's
+    compiled graphs from the same cache: the second start's engine build took 42 s against 148 s
+    (benchmarks/vllm_start_up.py). Read when the engine starts, so set before it.
+    """
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+
+
 def cpu_attention_problem(model: Any) -> str | None:
     """Why vLLM's CPU attention cannot run ``model``, or None."""
     config = getattr(model, "config", None)
@@ -559,14 +581,48 @@ def _model_folder(config: RunConfig, model: Any, tokenizer: Any) -> tuple[str, s
     # tiny_random and smollm2_gguf exist only in memory (the GGUF is quantized; vLLM must
     # serve the float weights the learner trains), so they are written out once. The
     # weights are gathered by name, so this works for a sharded learner too (every rank
-    # writes its own folder).
+    # writes its own folder, or finds it written).
+    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, compute_dtype_of(config).torch_dtype())}
+    return staged_policy_folder(weights, model, tokenizer), None
+
+
+def staged_policy_folder(weights: dict[str, torch.Tensor], model: Any, tokenizer: Any, root: str | None = None) -> str:
+    """A model folder holding ``weights``, ``model``'s config and ``tokenizer``, named by a hash of them all.
+
+    vLLM keys its torch.compile cache (under ``VLLM_CACHE_ROOT``) by its whole config, the model's path
+    included: a fresh temporary folder each start made every start compile again (~95 s for SmolLM2 on
+    two cores). The same policy now lands in the same folder, so a second run or process finds vLLM's
+    compiled graphs and starts in seconds. The folder is written once, into a temporary name then renamed,
+    so runs starting together never read a half-written one, and is kept (a cache: one per distinct policy).
+    """
+    import hashlib
+
     from safetensors.torch import save_file
 
-    staging_dir = tempfile.mkdtemp(prefix="vllm-policy-")
-    weights = {name: tensor.contiguous().cpu() for name, tensor in iter_full_weights(model, compute_dtype_of(config).torch_dtype())}
-    save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
-    model.config.save_pretrained(staging_dir)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(staging_dir)
-    tokenizer.save_pretrained(staging_dir)
-    return staging_dir, staging_dir
+    root = root or tempfile.gettempdir()
+    staging_dir = tempfile.mkdtemp(prefix=".vllm-policy-", dir=root)
+    try:
+        model.config.save_pretrained(staging_dir)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(staging_dir)
+        tokenizer.save_pretrained(staging_dir)
+        digest = hashlib.sha256()
+        for name in sorted(os.listdir(staging_dir)):
+            with open(os.path.join(staging_dir, name), "rb") as written:
+                digest.update(name.encode() + b"\0" + written.read())
+        for name in sorted(weights):
+            tensor = weights[name]
+            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        folder = os.path.join(root, f"vllm-policy-{digest.hexdigest()[:16]}")
+        if os.path.isdir(folder):
+            return folder
+        save_file(weights, os.path.join(staging_dir, "model.safetensors"), metadata={"format": "pt"})
+        try:
+            os.rename(staging_dir, folder)
+        except OSError:  # another run wrote the same policy first: its folder is ours too
+            if not os.path.isdir(folder):
+                raise
+        return folder
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)

@@ -36,6 +36,9 @@ class TruncatedFilter:
 
 
 ANY_FORMAT_ERROR = "any"
+# The filters that compare a number: the form's field → the ORM lookup.
+NUMBER_FILTERS = {"step": "step", "step_from": "step__gte", "step_to": "step__lte", "round": "round",
+                  "policy_version": "policy_version", "min_tokens": "num_tokens__gte", "max_tokens": "num_tokens__lte"}
 
 
 class RolloutFilters(forms.Form):
@@ -86,12 +89,9 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
     if not filters.is_valid():
         raise ValueError(f"invalid rollout filters: {filters.errors.as_json()}")
     data = filters.cleaned_data
-    if data.get("step") is not None:
-        queryset = queryset.filter(step=data["step"])
-    if data.get("step_from") is not None:
-        queryset = queryset.filter(step__gte=data["step_from"])
-    if data.get("step_to") is not None:
-        queryset = queryset.filter(step__lte=data["step_to"])
+    numbers = {lookup: data[name] for name, lookup in NUMBER_FILTERS.items() if data.get(name) is not None}
+    if numbers:
+        queryset = queryset.filter(**numbers)
     if data.get("purpose"):
         queryset = queryset.filter(is_evaluation=data["purpose"] == PurposeFilter.EVALUATION)
     if data.get("turn"):
@@ -111,14 +111,6 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
         queryset = queryset.filter(reward__gt=0)
     elif reward == RewardFilter.ZERO:
         queryset = queryset.filter(reward=0)
-    if data.get("round") is not None:
-        queryset = queryset.filter(round=data["round"])
-    if data.get("policy_version") is not None:
-        queryset = queryset.filter(policy_version=data["policy_version"])
-    if data.get("min_tokens") is not None:
-        queryset = queryset.filter(num_tokens__gte=data["min_tokens"])
-    if data.get("max_tokens") is not None:
-        queryset = queryset.filter(num_tokens__lte=data["max_tokens"])
     if data.get("truncated"):
         queryset = queryset.filter(is_truncated=data["truncated"] == TruncatedFilter.TRUNCATED)
     if data.get("text", "").strip():

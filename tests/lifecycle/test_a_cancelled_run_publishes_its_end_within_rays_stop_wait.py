@@ -17,24 +17,33 @@ from deploy.services import REPO_DIR
 from trainer.events import stream_key
 from trainer.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
 
-# A stand-in for a run whose tear-down hangs (vLLM's engines, a generator process, a peer in a collective):
-# the lifecycle is the trainer's own, the work and the tear-down are sleeps.
-HANGING_TEAR_DOWN = textwrap.dedent("""
+# Stand-ins for runs that end badly once stopped: the lifecycle is the trainer's own; the work, the tear-down and
+# the sink are what each test says, in the script after this prelude.
+STAND_IN_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from trainer.events import EventPublisher, EventType, StdoutSink
-    from trainer.lifecycle import RunLifecycle
+    from trainer.lifecycle import RunCancelled, RunLifecycle
 
-    class HangingTearDown(RunLifecycle):
+    class StandInRun(RunLifecycle):
+        sink = StdoutSink
+
         def __init__(self):
-            self.publisher = EventPublisher("hang", StdoutSink())
+            self.publisher = EventPublisher("stand-in", self.sink())
             self._seq_recorder = self.publisher.record_sequence()
             self.output_dir = Path(sys.argv[1])
 
         def live(self):
             self.publisher.publish(EventType.RUN_STARTED, {})
-            time.sleep(600)
+            self.work()
 
+        def work(self):
+            time.sleep(600)
+""")
+
+# A run whose tear-down hangs (vLLM's engines, a generator process, a peer in a collective).
+HANGING_TEAR_DOWN = textwrap.dedent("""
+    class HangingTearDown(StandInRun):
         def tear_down(self):
             time.sleep(600)
 
@@ -44,26 +53,14 @@ HANGING_TEAR_DOWN = textwrap.dedent("""
 # The race of a tear-down that ends just after the deadline: the watchdog has claimed the end and is still
 # delivering it (a slow sink) when the run's own thread comes back.
 TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from trainer.events import EventPublisher, EventType, StdoutSink
-    from trainer.lifecycle import RunLifecycle
-
     class SlowToDeliverTheEnd(StdoutSink):
         def write(self, event):
             if event.type == EventType.RUN_FINISHED:
                 time.sleep(1.5)
             super().write(event)
 
-    class TearDownJustPastTheDeadline(RunLifecycle):
-        def __init__(self):
-            self.publisher = EventPublisher("race", SlowToDeliverTheEnd())
-            self._seq_recorder = self.publisher.record_sequence()
-            self.output_dir = Path(sys.argv[1])
-
-        def live(self):
-            self.publisher.publish(EventType.RUN_STARTED, {})
-            time.sleep(600)
+    class TearDownJustPastTheDeadline(StandInRun):
+        sink = SlowToDeliverTheEnd
 
         def tear_down(self):
             time.sleep(2.3)  # the deadline is 2 s: the watchdog claims the end, then this returns
@@ -73,26 +70,34 @@ TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS = textwrap.dedent("""
 
 # Ray's stop signals the trainer's children as well: a child's end surfaces in the run as an error of its own.
 SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from trainer.events import EventPublisher, EventType, StdoutSink
-    from trainer.lifecycle import RunCancelled, RunLifecycle
-
-    class ChildGoneWithTheStop(RunLifecycle):
-        def __init__(self):
-            self.publisher = EventPublisher("echo", StdoutSink())
-            self._seq_recorder = self.publisher.record_sequence()
-            self.output_dir = Path(sys.argv[1])
-
+    class ChildGoneWithTheStop(StandInRun):
         def live(self):
-            self.publisher.publish(EventType.RUN_STARTED, {})
-            try:
-                time.sleep(600)
+            try:  # from before the run says it started, when the test may stop it
+                super().live()
             except RunCancelled:
                 raise BrokenPipeError("the generator process is gone")
 
     ChildGoneWithTheStop().run()
 """)
+
+
+def stop_once_started(tmp_path, script: str, stop_wait_s: str) -> tuple[int, float, list[dict], str]:
+    """Run ``script`` after the prelude, SIGTERM it once it has started (as Ray's stop does), and return its exit
+    code, the seconds from the signal to its end, its events and its standard error."""
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: stop_wait_s, "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen([sys.executable, "-c", STAND_IN_RUN + script, str(tmp_path)], cwd=REPO_DIR,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        assert json.loads(process.stdout.readline())["type"] == "run_started"
+        stopped_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - stopped_at
+        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
+        return code, took, events, process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def test_the_deadline_lies_inside_rays_wait_with_room_for_the_last_events():
@@ -102,55 +107,22 @@ def test_the_deadline_lies_inside_rays_wait_with_room_for_the_last_events():
 
 
 def test_a_run_whose_tear_down_hangs_still_publishes_its_cancelled_end_within_the_deadline(tmp_path):
-    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "4", "PYTHONPATH": str(REPO_DIR)}
-    process = subprocess.Popen([sys.executable, "-c", HANGING_TEAR_DOWN, str(tmp_path)], cwd=REPO_DIR,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    try:
-        assert json.loads(process.stdout.readline())["type"] == "run_started"
-        stopped_at = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        took = time.monotonic() - stopped_at
-        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert code == 143 and took < 4, (code, took, process.stderr.read()[-2000:])  # before Ray's SIGKILL at 4 s
+    code, took, events, stderr = stop_once_started(tmp_path, HANGING_TEAR_DOWN, stop_wait_s="4")
+    assert code == 143 and took < 4, (code, took, stderr[-2000:])  # before Ray's SIGKILL at 4 s
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled"
     assert "its shutdown outlasted 2 s" in finished["payload"]["reason"]
 
 
 def test_a_tear_down_ending_while_the_watchdog_delivers_the_end_leaves_it_to_the_watchdog(tmp_path):
-    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "4", "PYTHONPATH": str(REPO_DIR)}
-    process = subprocess.Popen([sys.executable, "-c", TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS, str(tmp_path)],
-                               cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=environment)
-    try:
-        assert json.loads(process.stdout.readline())["type"] == "run_started"
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert code == 143, (code, process.stderr.read()[-2000:])
+    code, _, events, stderr = stop_once_started(tmp_path, TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS, stop_wait_s="4")
+    assert code == 143, (code, stderr[-2000:])
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled"
 
 
 def test_an_error_raised_by_the_shutdown_of_a_stopped_run_ends_it_cancelled_naming_both(tmp_path):
-    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "60", "PYTHONPATH": str(REPO_DIR)}
-    process = subprocess.Popen([sys.executable, "-c", SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD, str(tmp_path)],
-                               cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    try:
-        assert json.loads(process.stdout.readline())["type"] == "run_started"
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-        events = [json.loads(line) for line in process.stdout.read().splitlines() if line.startswith("{")]
-    finally:
-        if process.poll() is None:
-            process.kill()
+    _, _, events, _ = stop_once_started(tmp_path, SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD, stop_wait_s="60")
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled", finished
     assert finished["payload"]["reason"] == ("stopped by SIGTERM during step 0; its shutdown then raised "

@@ -31,3 +31,14 @@ def logged_in(client):
         return client
 
     return log_in
+
+
+@pytest.fixture
+def listed_keys():
+    """The rollout keys the rollout list API returns for ``query``, newest first (asserting it answered)."""
+    def keys(client, run, query: str) -> list[str]:
+        response = client.get(f"/api/proofs/runs/{run.pk}/rollouts?{query}")
+        assert response.status_code == 200, response.content
+        return [r["rollout_key"] for r in response.json()["rollouts"]]
+
+    return keys

@@ -27,12 +27,6 @@ def rollouts(make_run, make_attempt):
     return run, made
 
 
-def keys_for(client, run, query):
-    response = client.get(f"/api/proofs/runs/{run.pk}/rollouts?{query}")
-    assert response.status_code == 200, response.content
-    return [r["rollout_key"] for r in response.json()["rollouts"]]
-
-
 @pytest.mark.parametrize(("query", "expected"), [
     ("step_from=2", ["late", "cut", "middle"]),
     ("step_to=2", ["middle", "early"]),
@@ -54,18 +48,18 @@ def keys_for(client, run, query):
     ("text=so+-omega", ["cut"]),
     ("text=omega&step_from=2", []),
 ])
-def test_each_new_filter_narrows_the_api_list_newest_first(rollouts, alice, logged_in, query, expected):
+def test_each_new_filter_narrows_the_api_list_newest_first(rollouts, alice, logged_in, query, expected, listed_keys):
     run, made = rollouts
-    assert keys_for(logged_in(alice), run, query) == [made[name].rollout_key for name in expected]
+    assert listed_keys(logged_in(alice), run, query) == [made[name].rollout_key for name in expected]
 
 
-def test_a_link_with_filters_shows_the_same_list_on_the_page_and_in_the_api(rollouts, alice, logged_in):
+def test_a_link_with_filters_shows_the_same_list_on_the_page_and_in_the_api(rollouts, alice, logged_in, listed_keys):
     run, made = rollouts
     client = logged_in(alice)
     query = "step_from=2&policy_version=2&text=linarith"
     page = client.get(f"/runs/{run.pk}/?{query}").content.decode()
     shown = [name for name, attempt in made.items() if attempt.rollout_key in page]
-    assert shown == ["late"] == [name for name, a in made.items() if a.rollout_key in keys_for(client, run, query)]
+    assert shown == ["late"] == [name for name, a in made.items() if a.rollout_key in listed_keys(client, run, query)]
     assert 'value="linarith"' in page  # the form shows the filters the link carries
 
 

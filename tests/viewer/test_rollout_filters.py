@@ -19,12 +19,6 @@ def rollouts(make_run, make_attempt):
     return run, made
 
 
-def keys_for(client, run, query):
-    response = client.get(f"/api/proofs/runs/{run.pk}/rollouts?{query}")
-    assert response.status_code == 200, response.content
-    return [r["rollout_key"] for r in response.json()["rollouts"]]
-
-
 @pytest.mark.parametrize(("query", "expected"), [
     ("", ["retry", "censored", "format", "rejected", "accepted"]),
     ("step=2", ["censored", "format"]),
@@ -38,17 +32,17 @@ def keys_for(client, run, query):
     ("reward=censored", ["censored"]),
     ("step=1&verdict=valid", ["accepted"]),
 ])
-def test_each_filter_narrows_the_api_list_newest_first(rollouts, alice, logged_in, query, expected):
+def test_each_filter_narrows_the_api_list_newest_first(rollouts, alice, logged_in, query, expected, listed_keys):
     run, made = rollouts
-    assert keys_for(logged_in(alice), run, query) == [made[name].rollout_key for name in expected]
+    assert listed_keys(logged_in(alice), run, query) == [made[name].rollout_key for name in expected]
 
 
-def test_the_list_pages_back_with_before(rollouts, alice, logged_in):
+def test_the_list_pages_back_with_before(rollouts, alice, logged_in, listed_keys):
     run, made = rollouts
     client = logged_in(alice)
     first = client.get(f"/api/proofs/runs/{run.pk}/rollouts?limit=2").json()
     assert [r["rollout_key"] for r in first["rollouts"]] == [made["retry"].rollout_key, made["censored"].rollout_key]
-    rest = keys_for(client, run, f"limit=10&before={first['next_before']}")
+    rest = listed_keys(client, run, f"limit=10&before={first['next_before']}")
     assert rest == [made[name].rollout_key for name in ("format", "rejected", "accepted")]
 
 

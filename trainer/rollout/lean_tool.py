@@ -199,7 +199,6 @@ class ToolCallSession:
     def __init__(self, tool: LeanTool, headers: list[str], tokenizer: Any, max_tokens: int, n: int):
         self.tool = tool
         self.headers = headers
-        self._headers = headers
         self._tokenizer = tokenizer
         self.max_tokens = max_tokens
         self._n = n
@@ -249,7 +248,7 @@ class ToolCallSession:
             answer.waiting = None
             return
         answer.searched_to = found.end
-        header = self._headers[prompt_index] if prompt_index < len(self._headers) else ""
+        header = self.headers[prompt_index] if prompt_index < len(self.headers) else ""
         future = self.tool.ask(checked_snippet(header, found.snippet), f"{key}-tool{len(answer.calls) + 1}")
         answer.waiting = (future, found.snippet, time.time())
 
@@ -299,7 +298,7 @@ class ToolCallSession:
     # --- inside ---------------------------------------------------------------------------------
 
     def _answer_call(self, where, answer: _Answer, future, snippet: str, asked_at: float) -> Resumption | None:
-        header = self._headers[where[0]] if where[0] < len(self._headers) else ""
+        header = self.headers[where[0]] if where[0] < len(self.headers) else ""
         try:
             result = future.result()
         except Exception as error:  # noqa: BLE001 - an outage is answered as one, never as a verdict

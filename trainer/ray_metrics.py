@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import threading
 
 from trainer.events import EventSink, EventType, TrainerEvent
 
@@ -82,8 +84,14 @@ class RayMetricsSink:
         from ray.util.metrics import Gauge
 
         if not ray.is_initialized():
+            # ray.init replaces the process's SIGTERM handler with sys.exit(15): Ray's stop would then end the run
+            # as a SystemExit failure instead of the lifecycle's cancel (trainer/lifecycle.py). Ours comes back.
+            in_main_thread = threading.current_thread() is threading.main_thread()
+            on_sigterm = signal.getsignal(signal.SIGTERM) if in_main_thread else None
             ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING,
                      include_dashboard=False, namespace="leanrl-trainer")
+            if in_main_thread and on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
         return {metric: Gauge(gauge_name(metric), description=text, tag_keys=("run_id",))
                 for metric, text in EXPORTED.items()}
 

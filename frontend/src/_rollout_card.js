@@ -1,7 +1,7 @@
 // A stored rollout as a card: the run page's list, its "Writing now" panel once an answer is stored, and the live
 // rollout page once its answer is stored all draw it here. Labels come with each page (trainer's lists, through
 // json_script), never a copy in JavaScript. Model output is untrusted: text nodes only.
-import { el } from "./_dom.js";
+import { el, formatTimestamp } from "./_dom.js";
 
 export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
   const verdictText = r.format_error || verdictLabels[r.verdict] || r.verdict || "—";
@@ -47,9 +47,8 @@ export function toolCallList(calls, verdictLabels = {}) {
   for (const call of calls) {
     const waited = Number(call.answered_at) - Number(call.asked_at);
     const verdict = call.is_decided ? (verdictLabels[call.verdict] || call.verdict) : "no verdict: the verifier could not decide";
-    const asked = new Date(Number(call.asked_at) * 1000);
     list.append(el("li", { class: `tool-call verdict-${String(call.verdict).replace(/[^a-z_]/g, "")}` },
-      el("span", { class: "tool-label", text: `Asked Lean at ${asked.toISOString().slice(11, 19)} UTC · ${verdict}` +
+      el("span", { class: "tool-label", text: `Asked Lean at ${formatTimestamp(Number(call.asked_at))} · ${verdict}` +
         (Number.isFinite(waited) ? ` · answered in ${waited.toFixed(2)} s` : "") }),
       el("pre", { class: "lean-code", text: call.snippet }),
       el("pre", { class: "tool-reply", text: call.reply.trim() })));

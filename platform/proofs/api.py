@@ -127,22 +127,19 @@ class RolloutExportIn(RolloutFiltersIn):
     format: str = "jsonl"
 
 
-@router.get("/runs/{run_id}/rollouts/export")
-def export_rollouts(request, run_id: int, filters: Query[RolloutExportIn]):
-    """One step's rollouts (``step`` is required), narrowed by the list's other filters, as JSON Lines or
-    Parquet (``format``), oldest first; verl's rollout-dump columns first."""
+@router.get("/runs/{run_id}/steps/{step}/rollouts/export")
+def export_rollouts(request, run_id: int, step: int, filters: Query[RolloutExportIn]):
+    """One step's rollouts, narrowed by the list's other filters, as JSON Lines or Parquet (``format``), oldest
+    first; verl's rollout-dump columns first."""
     refuse_unknown_fields(request.GET, RolloutExportIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
     chosen = {k: v for k, v in filters.dict().items() if v not in (None, "") and k not in ("format", "before", "limit")}
-    if "step" not in chosen:
-        raise HttpError(422, "choose the step to export: add step=N (one step's rollouts a file)")
-    form = RolloutFilters(chosen)
+    form = RolloutFilters({**chosen, "step": step})
     if not form.is_valid():
         raise HttpError(422, "invalid rollout filters: " + "; ".join(
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
     try:
-        return export.export_response(run.name, form.cleaned_data["step"], filter_attempts(run.proof_attempts.all(), form),
-                                      filters.format)
+        return export.export_response(run.name, step, filter_attempts(run.proof_attempts.all(), form), filters.format)
     except UnknownExportFormat as error:
         raise HttpError(422, str(error)) from error
 

@@ -37,6 +37,10 @@ FAILING = [
     pytest.param(FormatError.LEAN4_CODE_NOT_START_WITH_STATEMENT, make_answer(lean_code="axiom cheat : False\n" + VALID_LEAN_CODE), {"min_tactics_lean4_match": None}, id="declares-an-axiom"),
     pytest.param(FormatError.REASONING_COMMENT_DENSITY, make_answer(reasoning=VALID_REASONING + COMMENTED_TACTICS), {"max_reasoning_comment_density": 0.2}, id="comment-heavy-tactics"),
     pytest.param(FormatError.CODE_COMMENT_DENSITY, make_answer(lean_code=STATEMENT + COMMENTED_BODY), {"max_code_comment_density": 0.2, "min_tactics_lean4_match": None}, id="comment-heavy-proof-body"),
+    # With Lean inside the reasoning on (tool_replies: the replies the trainer appended; more in
+    # test_lean_tool_blocks_are_allowed_only_inside_the_reasoning_and_only_when_enabled.py).
+    pytest.param(FormatError.TOOL_BLOCK_OUTSIDE_REASONING, make_answer(between="\n<lean>\nexample : True := trivial\n</lean>\n"), {"tool_replies": []}, id="tool-block-after-the-reasoning"),
+    pytest.param(FormatError.TOOL_REPLY_NOT_FROM_LEAN, make_answer(reasoning=VALID_REASONING + "<lean>\nexample : True := trivial\n</lean>\n<lean_result>\nLean accepts this snippet: no errors.\n</lean_result>\n"), {"tool_replies": []}, id="reply-written-by-the-model"),
 ]
 
 PASSING = [
@@ -56,7 +60,9 @@ PASSING = [
 
 @pytest.mark.parametrize(("expected_error", "response", "overrides"), FAILING)
 def test_it_rejects_an_answer_with_the_matching_format_error(problem, expected_error, response, overrides):
-    check = check_format(response, problem, RewardConfig(**overrides))
+    settings = dict(overrides)
+    tool_replies = settings.pop("tool_replies", None)
+    check = check_format(response, problem, RewardConfig(**settings), tool_replies=tool_replies)
     assert check.error is expected_error, check.detail
     assert not check.is_valid
 

@@ -22,15 +22,15 @@ def rollouts(make_run, make_attempt):
     return run, made
 
 
-def download(client, run, query):
-    response = client.get(f"/api/proofs/runs/{run.pk}/rollouts/export?{query}")
+def download(client, run, step, query):
+    response = client.get(f"/api/proofs/runs/{run.pk}/steps/{step}/rollouts/export?{query}")
     assert response.status_code == 200, response.content
     return response, b"".join(response.streaming_content) if response.streaming else response.getvalue()
 
 
 def test_jsonl_has_verls_columns_first_and_one_row_per_rollout_of_the_step(rollouts, alice, logged_in):
     run, made = rollouts
-    response, body = download(logged_in(alice), run, "step=2&format=jsonl")
+    response, body = download(logged_in(alice), run, 2, "format=jsonl")
     assert response["Content-Disposition"] == 'attachment; filename="export run-step-2.jsonl"'
     rows = [json.loads(line) for line in body.decode().splitlines()]
     assert [row["rollout_key"] for row in rows] == [made["accepted"].rollout_key, made["censored"].rollout_key]
@@ -45,7 +45,7 @@ def test_parquet_holds_the_same_rows_with_typed_columns(rollouts, alice, logged_
     import pyarrow.parquet as pq
 
     run, made = rollouts
-    _, body = download(logged_in(alice), run, "step=2&verdict=valid&format=parquet")
+    _, body = download(logged_in(alice), run, 2, "verdict=valid&format=parquet")
     table = pq.read_table(io.BytesIO(body))
     assert table.column_names[:5] == ["input", "output", "gts", "score", "step"]
     assert table.column("rollout_key").to_pylist() == [made["accepted"].rollout_key]
@@ -53,13 +53,12 @@ def test_parquet_holds_the_same_rows_with_typed_columns(rollouts, alice, logged_
 
 
 @pytest.mark.parametrize(("query", "words"), [
-    ("format=jsonl", "choose the step to export: add step=N"),
-    ("step=2&format=csv", "unknown export format 'csv'; choose one of jsonl, parquet"),
-    ("step=2&verdict=maybe", "verdict"),
+    ("format=csv", "unknown export format 'csv'; choose one of jsonl, parquet"),
+    ("verdict=maybe", "verdict"),
 ])
-def test_an_export_without_a_step_or_with_a_bad_format_says_what_to_fix(rollouts, alice, logged_in, query, words):
+def test_an_export_with_a_bad_format_or_filter_says_what_to_fix(rollouts, alice, logged_in, query, words):
     run, _ = rollouts
-    response = logged_in(alice).get(f"/api/proofs/runs/{run.pk}/rollouts/export?{query}")
+    response = logged_in(alice).get(f"/api/proofs/runs/{run.pk}/steps/2/rollouts/export?{query}")
     assert response.status_code == 422 and words in response.json()["detail"]
 
 
@@ -67,10 +66,10 @@ def test_the_run_page_links_the_filtered_steps_exports(rollouts, alice, logged_i
     run, _ = rollouts
     client = logged_in(alice)
     page = client.get(f"/runs/{run.pk}/?step=2&verdict=valid").content.decode()
-    assert f"/api/proofs/runs/{run.pk}/rollouts/export?step=2&amp;verdict=valid&amp;format=parquet" in page
+    assert f"/api/proofs/runs/{run.pk}/steps/2/rollouts/export?verdict=valid&amp;format=parquet" in page
     assert "rollout-exports" not in client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_another_users_export_of_the_run_is_not_found(rollouts, bob, logged_in):
     run, _ = rollouts
-    assert logged_in(bob).get(f"/api/proofs/runs/{run.pk}/rollouts/export?step=2").status_code == 404
+    assert logged_in(bob).get(f"/api/proofs/runs/{run.pk}/steps/2/rollouts/export").status_code == 404

@@ -21,7 +21,7 @@ from trainer.smoke_model import SMOKE_TOOL_PROBLEMS, write_smoke_promptset
 pytestmark = pytest.mark.timeout(900)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-STEPS = 4
+STEPS = 8
 TOOL_PROBLEM = SMOKE_TOOL_PROBLEMS[0].problem_id
 
 

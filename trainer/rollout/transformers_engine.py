@@ -59,6 +59,7 @@ class TransformersEngine:
             )
         pad = tokenizer.pad_token_id
         self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
+        self._decoding: set[_FinishedSequenceWatcher] = set()  # the batches being decoded, for close()
 
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
                  progress: Any = None, tools: Any = None) -> Iterator[Generation]:
@@ -183,9 +184,13 @@ class TransformersEngine:
             except BaseException as error:  # noqa: BLE001 - re-raised in the consuming thread
                 results.put(error)
 
-        worker = threading.Thread(target=decode_all, name="transformers-rollout", daemon=True)
-        worker.start()
+        # Not a daemon: a daemon thread still inside a torch op when the interpreter finalizes is ended by
+        # pthread_exit through C++ frames that cannot unwind (std::terminate: a cancelled run exits -6). The
+        # interpreter waits for this one, which ends at the next decoding step once its batch is stopped.
+        worker = threading.Thread(target=decode_all, name="transformers-rollout")
+        self._decoding.add(watcher)
         try:
+            worker.start()  # inside the try: a cancel may land while start() waits for the thread
             while (item := results.get()) is not _FINISHED:
                 if isinstance(item, BaseException):
                     raise item
@@ -198,7 +203,9 @@ class TransformersEngine:
                 yield item if tools is None else tools.finish(item)
         finally:
             watcher.stop_requested = True  # the caller stopped early: end the batch at the next step
-            worker.join()
+            self._decoding.discard(watcher)
+            if worker.is_alive():
+                worker.join()
 
     def _run_generate(self, input_ids, attention_mask, sampling: SamplingSettings, seed: int | None, watcher, recorder):
         model = self._model
@@ -277,6 +284,10 @@ class TransformersEngine:
             )
 
     def close(self) -> None:
+        """Ends the batches still decoding at their next step (their streams may never be read again: a cancel
+        that left them), then frees the allocator's cache."""
+        for watcher in list(self._decoding):
+            watcher.stop_requested = True
         self.sleep()
 
 

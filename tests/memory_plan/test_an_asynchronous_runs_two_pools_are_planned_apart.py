@@ -11,17 +11,13 @@ many ranks.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.memory_plan.tiny_gpu import tiny_gpu_config, two_pools
+from tests.memory_plan.tiny_gpu import memory_plan_of_eight_tiny_gpus, tiny_gpu_config, two_pools
 from trainer import memory_fit, memory_plan
 from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, VLLM_ASLEEP_GIB, learner_plan_key
 
-ROOT = Path(__file__).resolve().parents[2]
 EMBEDDING_ELEMENTS = 49152 * 64  # the tiny model's largest parameter
 
 
@@ -106,13 +102,7 @@ def test_a_run_without_a_pool_keeps_the_learner_plan_key_it_had():
 
 
 def test_the_command_prints_both_pools():
-    result = subprocess.run(
-        [sys.executable, "-m", "trainer", "memory-plan", "--preset", "h100x8", "--set", "model.source=tiny_random",
-         "--set", "rollout.max_prompt_tokens=64", "--set", "retry.max_prompt_tokens=64", "--set",
-         "rollout.max_response_tokens=192", "--set", "optimizer.micro_batch_tokens=512", "--set",
-         "rollout.max_staleness=1", "--set", "cluster.rollout_gpus=4", "--set", "cluster.gpu_memory_gib=40",
-         "--no-validate"], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "8 GPUs of 40 GiB in two pools (4 learner, 4 rollout)" in result.stdout
-    assert "learner pool: 4 GPUs, FSDP2 over 4 ranks, no vLLM" in result.stdout
-    assert "rollout pool peak" in result.stdout and "35.01" in result.stdout
+    printed = memory_plan_of_eight_tiny_gpus("rollout.max_staleness=1", "cluster.rollout_gpus=4")
+    assert "8 GPUs of 40 GiB in two pools (4 learner, 4 rollout)" in printed
+    assert "learner pool: 4 GPUs, FSDP2 over 4 ranks, no vLLM" in printed
+    assert "rollout pool peak" in printed and "35.01" in printed

@@ -9,18 +9,13 @@ and two layers of 4 · 64 · 64 attention, 3 · 64 · 128 MLP and 2 · 64 norm w
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.memory_plan.tiny_gpu import two_pools
+from tests.memory_plan.tiny_gpu import memory_plan_of_eight_tiny_gpus, two_pools
 from trainer import memory_plan
 from trainer.config import RunConfig
 from trainer.memory_plan import GIB, plan_push_shared_memory
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY_STATE_DICT_ELEMENTS = 2 * 49152 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64  # 6,373,696
 
 
@@ -61,14 +56,8 @@ def test_the_json_contract_carries_the_pushes_and_each_layouts_verdict():
 
 
 def test_the_command_prints_the_pushes_against_each_layout():
-    result = subprocess.run(
-        [sys.executable, "-m", "trainer", "memory-plan", "--preset", "h100x8", "--set", "model.source=tiny_random",
-         "--set", "rollout.max_prompt_tokens=64", "--set", "retry.max_prompt_tokens=64", "--set",
-         "rollout.max_response_tokens=192", "--set", "optimizer.micro_batch_tokens=512", "--set",
-         "rollout.max_staleness=2", "--set", "cluster.rollout_gpus=4", "--set", "cluster.gpu_memory_gib=40",
-         "--no-validate"], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "× pushes live at once (η = 2 waiting, 1 loading)" in result.stdout
+    printed = memory_plan_of_eight_tiny_gpus("rollout.max_staleness=2", "cluster.rollout_gpus=4")
+    assert "× pushes live at once (η = 2 waiting, 1 loading)" in printed
     assert ("compose (deploy/compose/compose.yaml): 80 GiB /dev/shm − 64 GiB Ray object store = 16 GiB: fits"
-            in result.stdout)
-    assert "KubeRay (deploy/k8s/20-raycluster.yaml): 96 GiB /dev/shm − 64 GiB Ray object store = 32 GiB: fits" in result.stdout
+            in printed)
+    assert "KubeRay (deploy/k8s/20-raycluster.yaml): 96 GiB /dev/shm − 64 GiB Ray object store = 32 GiB: fits" in printed

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+from deploy.services import REPO_DIR
 from trainer.config import RunConfig
 
 TINY_GPU_SECTIONS = {
@@ -31,3 +35,16 @@ def two_pools(**changes: dict) -> RunConfig:
     rollout = {"max_staleness": 1, **changes.pop("rollout", {})}
     cluster = {"num_gpus": 4, "rollout_gpus": 2, **changes.pop("cluster", {})}
     return tiny_gpu_config(rollout=rollout, cluster=cluster, **changes)
+
+
+def memory_plan_of_eight_tiny_gpus(*settings: str) -> str:
+    """What ``python -m trainer memory-plan`` prints for the h100x8 preset around the tiny random model and short
+    answers on its eight GPUs, given 40 GiB each, with ``settings`` ("section.field=value") on top."""
+    tiny = ["model.source=tiny_random", "rollout.max_prompt_tokens=64", "retry.max_prompt_tokens=64",
+            "rollout.max_response_tokens=192", "optimizer.micro_batch_tokens=512", "cluster.gpu_memory_gib=40"]
+    argv = [sys.executable, "-m", "trainer", "memory-plan", "--preset", "h100x8", "--no-validate"]
+    for setting in [*tiny, *settings]:
+        argv += ["--set", setting]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO_DIR, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout

@@ -142,17 +142,16 @@ class TransformersEngine:
         recorder = _SampledDistribution()
         decoder = IncrementalDecoder(lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True))
 
+        def text_so_far(row: int, input_ids: torch.Tensor) -> str:
+            written = decoder.text(row, input_ids[row, prompt_length:].tolist())
+            return written if tools is None else tools.text_of(*answer_of(row), written)  # after its earlier segments
+
         def report_progress(input_ids: torch.Tensor) -> None:  # (B, T_prompt + t)
             tokens = input_ids.shape[1] - prompt_length
             for row in range(input_ids.shape[0]):
                 if not watcher.has_finished(row):
                     prompt_index, sample_index = answer_of(row)
-                    if tools is None:
-                        progress.update(prompt_index, sample_index, tokens, lambda row=row: (
-                            decoder.text(row, input_ids[row, prompt_length:].tolist())))
-                    else:
-                        progress.update(prompt_index, sample_index, tokens, lambda row=row, where=(prompt_index, sample_index): (
-                            tools.text_of(*where, decoder.text(row, input_ids[row, prompt_length:].tolist()))))
+                    progress.update(prompt_index, sample_index, tokens, lambda row=row: text_so_far(row, input_ids))
 
         pauser = None
         if tools is not None:

@@ -552,7 +552,7 @@ class DataParallelRun(TrainingRun):
         if self._is_cancelling:
             return
         self._is_cancelling = True
-        self._start_stop_deadline("SIGTERM")
+        self._start_stop_deadline()
         raise RunCancelled()
 
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:

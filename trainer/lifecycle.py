@@ -12,7 +12,9 @@ default; the platform sends the setting with every job) and then SIGKILLs it, so
 tear-down outlasts that (vLLM's engines, a generator process, a peer in a collective) would die
 without its end. On SIGTERM a deadline starts: if the run has not published its end when it passes
 (``stop_deadline_s``, inside Ray's wait), a watchdog thread publishes the cancelled end, delivers
-it and exits the process.
+it and exits the process. The deadline is started from a thread of its own that hears the signal
+through Python's wakeup file descriptor: a main thread inside a C++ call (a collective or a
+rendezvous waiting for a peer that is gone) runs no Python signal handler until that call returns.
 """
 
 from __future__ import annotations
@@ -56,6 +58,29 @@ class RunCancelled(BaseException):
         self.signal_name = signal_name
 
 
+class _SigtermWatch:
+    """Hears SIGTERM while the main thread cannot: the C-level handler writes each signal's number to the wakeup
+    file descriptor, which a thread of this watch reads, calling ``on_sigterm`` from there."""
+
+    def __init__(self, on_sigterm) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)  # set_wakeup_fd's requirement: the C handler must never block
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, args=(on_sigterm,), name="sigterm-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self, on_sigterm) -> None:
+        while data := os.read(self._read, 64):  # empty once close() has closed the writing end
+            if signal.SIGTERM in data:
+                on_sigterm()
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._write)
+        self._thread.join()
+        os.close(self._read)
+
+
 class RunLifecycle:
     """What every run kind shares; a run kind says how it lives (``live``) and what its end carries."""
 
@@ -64,6 +89,7 @@ class RunLifecycle:
     install_signal_handlers: bool = True
     step: int = 0
     _end_lock: threading.Lock | None = None
+    _deadline_lock: threading.Lock | None = None
     _has_published_end: bool = False
     _stop_deadline: threading.Timer | None = None
     _stopped_by: str | None = None  # the signal that told the run to stop, once its handler has run
@@ -100,17 +126,19 @@ class RunLifecycle:
         signal_name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
         self._stopped_by = self._stopped_by or signal_name
         if signum == signal.SIGTERM:
-            self._start_stop_deadline(signal_name)
+            self._start_stop_deadline()
         raise RunCancelled(signal_name)
 
-    def _start_stop_deadline(self, signal_name: str) -> None:
-        """Ray's SIGKILL follows its SIGTERM: from now on the run has stop_deadline_s() to publish its end."""
-        if self._stop_deadline is not None:
-            return
-        deadline_s = stop_deadline_s()
-        self._stop_deadline = threading.Timer(deadline_s, self._end_before_the_kill, (signal_name, deadline_s))
-        self._stop_deadline.daemon = True
-        self._stop_deadline.start()
+    def _start_stop_deadline(self) -> None:
+        """Ray's SIGKILL follows its SIGTERM: from now on the run has stop_deadline_s() to publish its end.
+        Called by the signal handler and by the SIGTERM watch, whichever comes first."""
+        with self._deadline_lock:
+            if self._stop_deadline is not None:
+                return
+            deadline_s = stop_deadline_s()
+            self._stop_deadline = threading.Timer(deadline_s, self._end_before_the_kill, ("SIGTERM", deadline_s))
+            self._stop_deadline.daemon = True
+            self._stop_deadline.start()
 
     def _end_before_the_kill(self, signal_name: str, deadline_s: float) -> None:
         """The watchdog: the run's shutdown outlasted its deadline; publish its cancelled end before Ray's SIGKILL."""
@@ -136,11 +164,13 @@ class RunLifecycle:
     def run(self) -> RunStatus:
         """Live, then end with RUN_FINISHED, whatever happens."""
         previous_handlers = {}
-        self._end_lock = threading.Lock()
+        self._end_lock, self._deadline_lock = threading.Lock(), threading.Lock()
+        sigterm_watch = None
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             # Ctrl-C is a cancel as Ray's stop is, not a failure with a KeyboardInterrupt traceback.
             for signum in (signal.SIGTERM, signal.SIGINT):
                 previous_handlers[signum] = signal.signal(signum, self._on_sigterm)
+            sigterm_watch = _SigtermWatch(self._start_stop_deadline)
         status, reason = RunStatus.FAILED, ""
         try:
             self.live()
@@ -154,6 +184,8 @@ class RunLifecycle:
                 })
         finally:
             self.tear_down()
+            if sigterm_watch is not None:
+                sigterm_watch.close()
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
         if not self._claim_the_end():

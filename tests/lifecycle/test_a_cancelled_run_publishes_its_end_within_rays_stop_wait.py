@@ -50,6 +50,31 @@ HANGING_TEAR_DOWN = textwrap.dedent("""
     HangingTearDown().run()
 """)
 
+# A run inside a C++ call that never returns to Python (a rendezvous whose peer is gone, as a collective whose peer
+# died): no Python signal handler runs until it does.
+STUCK_WAITING_FOR_A_PEER = textwrap.dedent("""
+    import datetime, socket, threading
+    import psutil
+    import torch.distributed as dist
+
+    class WaitingForAPeer(StandInRun):
+        def live(self):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+
+            def say_started_once_waiting():  # the store listens, then waits inside its constructor
+                while not any(connection.status == psutil.CONN_LISTEN and connection.laddr.port == port
+                              for connection in psutil.Process().net_connections("tcp")):
+                    time.sleep(0.05)
+                self.publisher.publish(EventType.RUN_STARTED, {})
+
+            threading.Thread(target=say_started_once_waiting, daemon=True).start()
+            dist.TCPStore("127.0.0.1", port, 2, True, timeout=datetime.timedelta(seconds=600))  # waits for rank 1
+
+    WaitingForAPeer().run()
+""")
+
 # The race of a tear-down that ends just after the deadline: the watchdog has claimed the end and is still
 # delivering it (a slow sink) when the run's own thread comes back.
 TEAR_DOWN_ENDING_AS_THE_WATCHDOG_DELIVERS = textwrap.dedent("""
@@ -112,6 +137,13 @@ def test_a_run_whose_tear_down_hangs_still_publishes_its_cancelled_end_within_th
     [finished] = [event for event in events if event["type"] == "run_finished"]
     assert finished["payload"]["status"] == "cancelled"
     assert "its shutdown outlasted 2 s" in finished["payload"]["reason"]
+
+
+def test_a_run_stuck_in_a_call_that_never_returns_to_python_still_publishes_its_cancelled_end(tmp_path):
+    code, took, events, stderr = stop_once_started(tmp_path, STUCK_WAITING_FOR_A_PEER, stop_wait_s="4")
+    assert code == 143 and took < 4, (code, took, stderr[-2000:])
+    [finished] = [event for event in events if event["type"] == "run_finished"]
+    assert finished["payload"]["status"] == "cancelled"
 
 
 def test_a_tear_down_ending_while_the_watchdog_delivers_the_end_leaves_it_to_the_watchdog(tmp_path):

@@ -12,8 +12,9 @@ run: install
 	.venv/bin/python -m deploy.stack $(ARGS)
 
 # docs/ (MkDocs, mkdocs.yml) into site/, offline: the theme loads no web fonts and no plugin fetches anything.
+# Strict, as `make test` builds it: a broken internal link stops the build here first.
 docs: install
-	.venv/bin/mkdocs build
+	.venv/bin/mkdocs build --strict
 
 # The linter first (pyproject.toml [tool.ruff]: the rules that catch real faults): seconds, before the suite's minutes.
 # Then the docs site in strict mode: a broken internal link, a missing page or a page left out of the nav fails

@@ -223,7 +223,8 @@ class LossConfig(Section):
     behaviour_is_cap: float = Field(
         2.0, ge=1.0,
         description="C in the truncated importance weight min(π_prox / π_behaviour, C) on every token of an "
-        "asynchronous run (rollout.max_staleness ≥ 1), as AReaL's decoupled PPO and verl's rollout correction: "
+        "asynchronous run (rollout.max_staleness ≥ 1): a token above the cap keeps weight C, as verl's truncated "
+        "importance sampling does (AReaL's decoupled PPO takes the same ratio but drops a token above its cap). "
         "π_behaviour is the rollout engine's log-probability of the sampled token, π_prox the learner's recomputed "
         "π_old. Unused when max_staleness is 0, where the loss is the release's.")
     release_micro_batch_sequences: int = Field(

@@ -11,6 +11,18 @@ RUN npm ci --no-audit --no-fund
 COPY frontend/ ./
 RUN npm run build
 
+# The docs site (`make docs`), which the platform serves under /docs/ and its pages' help links lead to: MkDocs,
+# its theme and pydantic alone, from the hashed lock (deploy/lock_subset.py), built strict as `make test` builds it.
+FROM python:3.11.7-slim-bookworm AS docs
+WORKDIR /src
+COPY requirements-dev.lock deploy/lock_subset.py deploy/docs-packages.txt ./
+RUN python lock_subset.py requirements-dev.lock docs-packages.txt > docs.lock \
+ && pip install --no-cache-dir --require-hashes --no-deps -r docs.lock
+COPY mkdocs.yml ./
+COPY docs/ docs/
+COPY trainer/ trainer/
+RUN NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --site-dir /site
+
 FROM python:3.11.7-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -35,6 +47,8 @@ COPY deploy/ deploy/
 COPY frontend/templates/ frontend/templates/
 COPY frontend/static/ frontend/static/
 COPY --from=frontend /src/frontend/dist/ frontend/dist/
+# settings.DOCS_SITE_DIR: the checkout's site/, here /app/site.
+COPY --from=docs /site/ site/
 
 ARG CODE_VERSION=unknown
 # PLATFORM_CODE_VERSION is what a run records as the code it ran with (runs/cluster.py).

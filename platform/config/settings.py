@@ -65,7 +65,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # The client's address is REMOTE_ADDR (django-ipware is not installed): uvicorn rewrites it from
-# X-Forwarded-For only for connections from FORWARDED_ALLOW_IPS, the proxy (deploy/README.md), so a
+# X-Forwarded-For only for connections from FORWARDED_ALLOW_IPS, the proxy (docs/operations/index.md), so a
 # client cannot choose the address it is counted under.
 
 ROOT_URLCONF = "config.urls"
@@ -181,6 +181,9 @@ STATICFILES_DIRS = [FRONTEND_DIR / "dist", FRONTEND_DIR / "static"]
 # The embedded stack serves static files from the ASGI app; production puts them behind a web server.
 SERVE_STATIC = os.environ.get("SERVE_STATIC", "0" if ENVIRONMENT == "production" else "1") == "1"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", REPO_DIR / "var" / "static"))
+# The docs site, built from docs/ by `make docs` (MkDocs), served under /docs/ (config/docs.py) so the pages'
+# help links (config.context_processors: docs_url) reach the guide on any deployment that built it.
+DOCS_SITE_DIR = Path(os.environ.get("DOCS_SITE_DIR", REPO_DIR / "site"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024  # larger uploads stream to a temporary file
 

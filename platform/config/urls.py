@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from config import docs
 from config.api import api
 from runs import observability
 
@@ -17,6 +18,8 @@ urlpatterns = [
     path("benchmarks/", include("proofs.benchmark_urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
+    path("docs/", docs.page, name="docs-home"),
+    path("docs/<path:path>", docs.page, name="docs-page"),
     path("healthz", observability.health, name="health"),
     path("readyz", observability.readiness, name="readiness"),
     path("readyz/<str:dependency>", observability.readiness, name="readiness-of"),

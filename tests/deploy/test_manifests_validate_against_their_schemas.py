@@ -17,7 +17,7 @@ COMPOSE_FILES = sorted((DEPLOY_DIR / "compose").glob("compose*.yaml"))
 KUBERNETES_FILES = sorted((DEPLOY_DIR / "k8s").glob("*.yaml"))
 COMPOSE_SCHEMA = DEPLOY_DIR / "compose" / "compose-spec.schema.json"
 RAYCLUSTER_SCHEMA = DEPLOY_DIR / "k8s" / "schemas" / "raycluster-ray.io-v1.schema.json"
-KUBERNETES_VERSION = "1.33.0"  # the oldest version deploy/README.md supports
+KUBERNETES_VERSION = "1.33.0"  # the oldest version docs/operations/index.md supports
 
 
 def kubernetes_documents():

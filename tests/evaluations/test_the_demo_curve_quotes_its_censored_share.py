@@ -44,13 +44,13 @@ def test_the_censored_share_is_counted_over_every_step_and_left_out_of_the_accur
     assert out.stat().st_size > 0
 
 
-def test_the_readme_calls_the_curve_training_accuracy_and_says_what_it_leaves_out():
-    readme = (REPO / "README.md").read_text()
+def test_the_demo_page_calls_the_curve_training_accuracy_and_says_what_it_leaves_out():
+    readme = (REPO / "docs" / "guide" / "cpu-demo.md").read_text()
     assert "first-attempt training accuracy" in readme
     assert "leaves\ncensored answers out" in readme or "leaves censored answers out" in readme.replace("\n", " ")
 
 
-def test_the_readme_quotes_the_censored_share_of_the_run_its_picture_was_drawn_from():
+def test_the_demo_page_quotes_the_censored_share_of_the_run_its_picture_was_drawn_from():
     script = load_script()
     censored, answers = script.censored_share(script.step_figures(REPO / "docs" / "demo-curve-events.jsonl"))
-    assert f"{censored} of the {answers} answers ({censored / answers:.1%})" in (REPO / "README.md").read_text()
+    assert f"{censored} of the {answers} answers ({censored / answers:.1%})" in (REPO / "docs" / "guide" / "cpu-demo.md").read_text()

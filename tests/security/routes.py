@@ -21,6 +21,8 @@ PUBLIC = {
     "readyz": "the orchestrator's readiness check: which dependencies answer, nothing of anyone's",
     "readyz/<str:dependency>": "the readiness of one dependency",
     "metrics": "Prometheus: its own guard (METRICS_TOKEN, or a staff login), tested in tests/observability",
+    "docs/": "the docs site built from docs/ (MkDocs): the repository's own pages, nothing of anyone's",
+    "docs/<path:path>": "a page or asset of the docs site, read only under settings.DOCS_SITE_DIR",
 }
 # Parameters by (URL namespace, name): each fills the route with one of alice's private things.
 PARAMETERS = {

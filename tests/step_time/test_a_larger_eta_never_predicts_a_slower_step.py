@@ -1,6 +1,6 @@
 """On the same devices, allowing more staleness never makes the predicted step slower: a larger η only lets
 work start earlier. (Across layouts it can: on h100x8, η ≥ 1 must take GPUs from generation for a learner
-pool; see deploy/README.md.)
+pool; see docs/operations/sizing.md.)
 
 On split pools this holds exactly. On shared devices the two phases share them at half speed each while
 both run, so a generation that starts earlier slows the learner step it overlaps: a larger η can then be a

@@ -75,9 +75,9 @@ def test_an_asynchronous_runs_eta_and_layout_are_read_from_its_events(tmp_path):
 
 
 @pytest.mark.parametrize("run", [DEMO, SMOKE])
-def test_deploy_readme_quotes_the_calibration_as_measured_here(run):
+def test_the_sizing_page_quotes_the_calibration_as_measured_here(run):
     result = calibrate(run)
-    row = next(line for line in (REPO / "deploy" / "README.md").read_text().splitlines()
+    row = next(line for line in (REPO / "docs" / "operations" / "sizing.md").read_text().splitlines()
                if line.startswith("| cpu-") and f"`{run.relative_to(REPO)}`" in line)
     error = f"{result.error:+.1%}".replace("-", "−")
     for seconds in (result.measured_step_s, result.predicted_step_s):

@@ -116,8 +116,9 @@ def behaviour_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logp
     The rollout engine sampled each token from an older policy (π_behaviour, its own log-probability
     of the token); the learner's π_old pass at the start of the step is the proximal policy the PPO
     ratio is taken against. Weighting each token's loss by their ratio corrects for the staleness,
-    and the cap C keeps a token the old policy rarely chose from dominating: AReaL's decoupled PPO
-    (Fu et al. 2025, eq. 5) and verl's rollout correction (truncated IS). No gradient flows through it.
+    and the cap C keeps a token the old policy rarely chose from dominating. The weight is truncated at C,
+    as verl's rollout correction (truncated IS) does; AReaL's decoupled PPO (Fu et al. 2025, eq. 5) takes the
+    same ratio but drops a token above its cap instead. No gradient flows through it.
     """
     return importance_ratio(proximal_logprobs, behaviour_logprobs).clamp(max=cap).detach()
 

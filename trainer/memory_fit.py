@@ -2,7 +2,7 @@
 
 ``check_fits`` is the platform's launch check (a run that would run out of GPU memory is refused
 before any GPU is taken, each message keyed by the setting a person would change);
-``smallest_fit`` sizes deploy/README.md's table (``python -m trainer memory-plan --smallest-fit``).
+``smallest_fit`` sizes the table of docs/operations/sizing.md (``python -m trainer memory-plan --smallest-fit``).
 Both ask trainer/memory_plan.py for the plan.
 """
 

@@ -64,7 +64,7 @@ def check_cuda_for_gpus(num_gpus: int, environ: Mapping[str, str] = os.environ) 
 
 def in_flight_share(max_in_flight: int, scoring_ranks: int, rank: int) -> int:
     """This rank's part of verifier.max_in_flight, a budget for the whole run (the Lean server's REPLs are
-    sized by it, deploy/README.md): split as evenly as it goes, the first ranks taking the remainder, and
+    sized by it, docs/operations/sizing.md): split as evenly as it goes, the first ranks taking the remainder, and
     at least one proof per scoring rank, so a budget below the rank count holds one per rank."""
     if rank >= scoring_ranks:
         return max_in_flight  # a rank that scores nothing for the run: its budget is never drawn on

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              '{"predicted_mib", "measured_mib"}} instead of the table.')
     parser.add_argument("--smallest-fit", action="store_true",
                         help="Instead of planning the configuration as given, find the fewest GPUs (ranks), the vLLM "
-                             "tensor parallel size and share with which its model fits; prints a deploy/README.md "
+                             "tensor parallel size and share with which its model fits; prints a docs/operations/sizing.md "
                              "table row.")
     parser.add_argument("--no-validate", action="store_true",
                         help="Skip the check of the method against a real CPU measurement (validated is then null).")

@@ -57,6 +57,11 @@ class ModelConfig(Section):
     gradient_checkpointing: bool = Field(True, description="Trade compute for memory in the learner.")
 
 
+# The most Lean checks one answer may ask for inside its reasoning (rollout.lean_tool_calls): each pauses the answer
+# for a round trip to Lean, and each reply takes tokens from the answer's budget.
+MAX_LEAN_TOOL_CALLS = 16
+
+
 class RolloutConfig(Section):
     engine: RolloutEngineKind = RolloutEngineKind.VLLM
     prompts_per_step: int = Field(256, ge=1, description="Prompts sampled per training step.")
@@ -101,7 +106,7 @@ class RolloutConfig(Section):
     vllm_enforce_eager: bool = Field(
         False, description="Run vLLM's model eagerly: no torch.compile (on CPU, about 20 s less at start-up) and no "
                            "CUDA graphs, at some decoding speed. For short runs and tests.")
-    lean_tool_calls: int = Field(0, ge=0, le=16, description="K, Lean checks an answer may ask for in its reasoning (trainer/rollout/lean_tool.py): a <lean>…</lean> block inside <think> pauses it, Lean's reply is "
+    lean_tool_calls: int = Field(0, ge=0, le=MAX_LEAN_TOOL_CALLS, description="K, Lean checks an answer may ask for in its reasoning (trainer/rollout/lean_tool.py): a <lean>…</lean> block inside <think> pauses it, Lean's reply is "
         "appended as <lean_result>…</lean_result> (context: zero loss weight) and it resumes. 0, the release's: off. Replies count in max_response_tokens.")
 
 

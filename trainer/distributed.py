@@ -95,6 +95,7 @@ from trainer.ranks import (
     RankPosition,
     check_world_fits_config,
     in_flight_share,
+    lean_tool_calls_problem,
     owned_slot_indices,
     rollout_tensor_parallel_size,
 )
@@ -651,11 +652,12 @@ class DataParallelRun(TrainingRun):
         return replace(settings, seed=settings.seed + self.engine_index * SAMPLING_SEED_STRIDE)
 
     def tool_session(self, headers, sampling):
-        if self.config.rollout.lean_tool_calls:
-            raise ValueError(
-                f"rollout.lean_tool_calls is {self.config.rollout.lean_tool_calls}, but a data-parallel run's engines "
-                "cannot pause an answer for Lean yet (their ranks must generate alike); set it to 0, or run on one GPU")
-        return None
+        # Refused at start-up (check_world_fits_config); kept so that no path around it pauses one rank alone.
+        problem = lean_tool_calls_problem(self.config, self.group.world_size)
+        if problem:
+            raise ValueError(problem)
+        # Fed by a rollout pool, rank 0's evaluations go to the pool too, whose processes ask Lean themselves.
+        return super().tool_session(headers, sampling)
 
     def scores_here(self, generation, samples_per_prompt: int) -> bool:
         return self.engine_groups.scores(self.group.rank, generation.prompt_index, generation.sample_index,

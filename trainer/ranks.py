@@ -173,6 +173,24 @@ def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str |
             f"cluster.num_gpus) but is {tensor_parallel_size}; set it to one of {sizes}{more_gpus}")
 
 
+def lean_tool_calls_problem(config: RunConfig, world_size: int) -> str | None:
+    """Why ``config`` cannot ask Lean inside the reasoning on ``world_size`` ranks; None when it can.
+
+    Generating on its learner ranks, a data-parallel run samples in lockstep (the ranks of one vLLM
+    engine must decode alike, and every rank waits at each step's exchange): an answer paused for Lean
+    would stall or split them, which trainer/distributed.py does not do yet. A rollout pool
+    (``cluster.rollout_gpus``) generates in processes of its own, each pausing its answers for Lean
+    itself (trainer/generator_process.py), as one process does.
+    """
+    calls = config.rollout.lean_tool_calls
+    if calls == 0 or world_size <= 1 or config.cluster.rollout_gpus > 0:
+        return None
+    return (f"rollout.lean_tool_calls is {calls}, but this run generates on its {world_size} learner ranks, which "
+            f"cannot pause an answer for Lean yet (they sample in lockstep); set rollout.lean_tool_calls to 0, run on "
+            f"one GPU (cluster.num_gpus 1), or generate on a rollout pool (rollout.max_staleness 1 or more with "
+            f"cluster.rollout_gpus 1 or more)")
+
+
 def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, str]]:
     """(config field, message) for each rule of a run of ``world_size`` ranks that ``config`` breaks.
 
@@ -196,6 +214,9 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
         return [tuple(refusal)]
     problems = []
     has_rollout_pool = config.cluster.rollout_gpus > 0
+    tool_problem = lean_tool_calls_problem(config, world_size)
+    if tool_problem:
+        problems.append(("rollout.lean_tool_calls", tool_problem))
     if not has_rollout_pool:
         engines_problem = tensor_parallel_problem(rollout_tensor_parallel_size(config), world_size)
         if engines_problem:

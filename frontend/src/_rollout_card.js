@@ -3,8 +3,15 @@
 // json_script), never a copy in JavaScript. Model output is untrusted: text nodes only.
 import { el, formatTimestamp } from "./_dom.js";
 
-export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
-  const verdictText = r.format_error || verdictLabels[r.verdict] || r.verdict || "—";
+/** A rollout's verdict in words: a format error's category where Lean never saw it (proofs.queries.round_summary). */
+export function verdictText(r, verdictLabels = {}) {
+  return r.format_error || verdictLabels[r.verdict] || r.verdict || "—";
+}
+
+// ``earlierRounds(r)``: the rounds of correction before ``r`` ({rollout_key, attempt_id, round, label, verdict}, round 0
+// first); the run page knows them from the answers it has seen, a stored page from ``r.earlier_rounds``.
+export function rolloutCard(r, { verdictLabels = {}, turnLabels = {}, earlierRounds = (x) => x.earlier_rounds } = {}) {
+  const shownVerdict = verdictText(r, verdictLabels);
   const reward = r.reward === null || r.reward === undefined ? "censored" : String(r.reward);
   const name = r.problem_name || r.problem_id;
   const title = r.attempt_id ? el("a", { href: `/proofs/${Number(r.attempt_id)}/`, text: name }) : el("span", { text: name });
@@ -17,12 +24,15 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {} } = {}) {
     // and the answer it corrects.
     Number.isInteger(r.round) && r.round > 1 ? el("span", { class: "round", text: ` · round ${r.round}`,
       title: `Corrects ${r.parent_rollout_key || "an earlier answer"}` }) : null, " · ",
-    el("span", { class: "verdict", text: verdictText }), ` · reward ${reward}`);
+    el("span", { class: "verdict", text: shownVerdict }), ` · reward ${reward}`);
   if (r.is_standin_verdict) head.append(" ", el("span", { class: "badge standin", text: "stand-in" }));
   const verdictClass = String(r.verdict || "none").replace(/[^a-z_]/g, "");
   const card = el("li", { class: `rollout verdict-${verdictClass} fresh`, tabindex: "0", "data-rollout-key": r.rollout_key,
-    "data-attempt-id": r.attempt_id || null });
+    "data-attempt-id": r.attempt_id || null, "data-round": Number.isInteger(r.round) ? r.round : null,
+    "data-parent-rollout-key": r.parent_rollout_key || null });
   card.append(head);
+  const earlier = earlierRounds(r) || [];
+  if (earlier.length) card.append(roundTrajectory([...earlier, { ...r, label: shownVerdict }], r.rollout_key));
   if (r.reasoning) card.append(el("details", {}, el("summary", { text: "Reasoning" }), el("pre", { class: "reasoning", text: r.reasoning })));
   if (r.tool_calls?.length) card.append(toolCallList(r.tool_calls, verdictLabels));
   card.append(el("pre", { class: "lean-code", text: r.lean_code || "(no Lean code block)" }));
@@ -52,6 +62,22 @@ export function toolCallList(calls, verdictLabels = {}) {
         (Number.isFinite(waited) ? ` · answered in ${waited.toFixed(2)} s` : "") }),
       el("pre", { class: "lean-code", text: call.snippet }),
       el("pre", { class: "tool-reply", text: call.reply.trim() })));
+  }
+  return list;
+}
+
+// A problem's rounds of correction up to this answer, as one line: round 0 (the first attempt) → 1 → … → this one,
+// each with its verdict and a link to its page. The same markup as frontend/templates/proofs/_round_trajectory.html.
+export function roundTrajectory(rounds, currentKey) {
+  const list = el("ol", { class: "round-trajectory", "aria-label": "This answer's rounds of correction, the first attempt first" });
+  for (const round of rounds) {
+    const isCurrent = round.rollout_key === currentKey;
+    const name = `round ${round.round}`;
+    list.append(el("li", { class: `trajectory-round verdict-${String(round.verdict || "none").replace(/[^a-z_]/g, "")}${isCurrent ? " current" : ""}`,
+      "data-round": round.round, "data-rollout-key": round.rollout_key, "data-attempt-id": round.attempt_id || null, title: round.round === 0 ? "the first attempt" : null },
+      isCurrent || !round.attempt_id ? el("span", { class: "round-name", text: name })
+        : el("a", { class: "round-name", href: `/proofs/${Number(round.attempt_id)}/`, text: name }),
+      " ", el("span", { class: "round-verdict", text: round.label })));
   }
   return list;
 }

@@ -7,7 +7,7 @@
 // Model output is untrusted: text nodes only.
 import { el, formatDuration, formatNumber, formatTimestamp, isTypingTarget, readJson } from "./_dom.js";
 import { StepChart, evaluationSeries, formatErrorSeries, noFormatErrors, value } from "./_charts.js";
-import { rolloutCard as storedRolloutCard } from "./_rollout_card.js";
+import { rolloutCard as storedRolloutCard, verdictText } from "./_rollout_card.js";
 import { WritingPanel } from "./_writing.js";
 import { PhaseTimeline } from "./_phase_timeline.js";
 
@@ -222,7 +222,61 @@ export function matchesFilters(r, f) {
 const VERDICT_LABELS = context.verdictLabels || {};
 const TURN_LABELS = context.turnLabels || {};
 
-const rolloutCard = (r) => storedRolloutCard(r, { verdictLabels: VERDICT_LABELS, turnLabels: TURN_LABELS });
+// The rounds of correction this page has seen (retry.max_rounds), by rollout key: each answer's round, verdict and the
+// answer it corrects, so that a later round arriving live draws its trajectory (round 0 → 1 → …) from the earlier
+// ones, whether they came live, with a fetched page (earlier_rounds) or in the page as stored (the cards' data).
+const MAX_KNOWN_ROUNDS = 5000; // the oldest are forgotten: a long run must not grow the page without bound
+const knownRounds = new Map();
+
+function rememberRound(entry) {
+  if (!entry.rollout_key || !Number.isInteger(entry.round)) return;
+  knownRounds.delete(entry.rollout_key);
+  knownRounds.set(entry.rollout_key, entry);
+  if (knownRounds.size > MAX_KNOWN_ROUNDS) knownRounds.delete(knownRounds.keys().next().value);
+}
+
+function rememberRollout(r) {
+  let parent = null;
+  for (const earlier of r.earlier_rounds || []) {
+    rememberRound({ ...earlier, parent_rollout_key: parent });
+    parent = earlier.rollout_key;
+  }
+  rememberRound({ rollout_key: r.rollout_key, attempt_id: r.attempt_id, round: r.round, verdict: r.verdict,
+    label: verdictText(r, VERDICT_LABELS), parent_rollout_key: r.parent_rollout_key || parent });
+}
+
+function earlierRounds(r) {
+  const chain = [];
+  let key = r.parent_rollout_key;
+  while (key && knownRounds.has(key) && chain.length < 16) {
+    const entry = knownRounds.get(key);
+    chain.unshift(entry);
+    key = entry.parent_rollout_key;
+  }
+  // Only a whole chain: a trajectory that starts after round 0 would misstate where the problem began.
+  return chain.length && chain[0].round === 0 ? chain : (r.earlier_rounds || []);
+}
+
+for (const card of document.querySelectorAll("#rollouts > li.rollout[data-round]")) {
+  const items = [...card.querySelectorAll(".round-trajectory > li")];
+  if (!items.length) {
+    rememberRound({ rollout_key: card.dataset.rolloutKey, round: Number(card.dataset.round),
+      attempt_id: Number(card.dataset.attemptId) || null, parent_rollout_key: card.dataset.parentRolloutKey || null,
+      label: card.querySelector(".rollout-head .verdict")?.textContent.trim() || "—" });
+    continue;
+  }
+  let parent = null;
+  for (const item of items) {
+    rememberRound({ rollout_key: item.dataset.rolloutKey, round: Number(item.dataset.round), parent_rollout_key: parent,
+      attempt_id: Number(item.dataset.attemptId) || null, label: item.querySelector(".round-verdict")?.textContent || "—" });
+    parent = item.dataset.rolloutKey;
+  }
+}
+
+const rolloutCard = (r) => {
+  rememberRollout(r);
+  return storedRolloutCard(r, { verdictLabels: VERDICT_LABELS, turnLabels: TURN_LABELS, earlierRounds });
+};
 
 // Answers still being written (frontend/src/_writing.js); an SFT run's page has no panel.
 const writingList = document.getElementById("writing");
@@ -330,7 +384,7 @@ document.addEventListener("keydown", (key) => {
 function handle(event) {
   const p = event.payload || {};
   switch (event.type) {
-    case "rollout_finished": queueRollout(p); writing?.stored(p); break;
+    case "rollout_finished": rememberRollout(p); queueRollout(p); writing?.stored(p); break;
     case "run_started":
       setState("running");
       addTimeline("running", "the trainer started", event.time);

@@ -63,6 +63,7 @@ class RolloutCardOut(Schema):
     parent_rollout_key: str
     round: int
     tool_calls: list
+    earlier_rounds: list
 
 
 class RolloutPageOut(Schema):
@@ -100,6 +101,8 @@ def card(attempt: ProofAttempt) -> dict:
         "reasoning": attempt.reasoning, "lean_code": attempt.lean_code, "lean_messages": attempt.lean_messages,
         "policy_version": attempt.policy_version, "parent_rollout_key": attempt.parent_rollout_key,
         "round": attempt.round, "tool_calls": attempt.tool_calls,
+        # The rounds of correction before this one (proofs.queries.attach_earlier_rounds), for the card's trajectory.
+        "earlier_rounds": getattr(attempt, "earlier_rounds", []),
     }
 
 

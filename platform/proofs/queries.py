@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import QuerySet
 
-from proofs.models import TEXT_SEARCH_CONFIG, ProofAttempt, Turn, Verdict
+from proofs.models import MAX_TRAJECTORY_ROUNDS, TEXT_SEARCH_CONFIG, ProofAttempt, Turn, Verdict
 from trainer.format_reward import FormatError
 
 PAGE_SIZE = 100
@@ -125,6 +125,40 @@ def attempt_page(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -> t
     """One page of rollouts, newest first, and the id to pass as ``before`` for the next page (None at the end)."""
     limit = filters.cleaned_data.get("limit") or PAGE_SIZE
     rows = list(filter_attempts(queryset, filters).defer("prompt", "checked_code", "response", "searchable")[: limit + 1])
-    if len(rows) > limit:
-        return rows[:limit], rows[limit - 1].pk
-    return rows, None
+    next_before = rows[limit - 1].pk if len(rows) > limit else None
+    rows = rows[:limit]
+    attach_earlier_rounds(rows)
+    return rows, next_before
+
+
+_ROUND_FIELDS = ("pk", "parent_id", "rollout_key", "round", "verdict", "format_error", "reward", "is_censored")
+
+
+def round_summary(row: dict) -> dict:
+    """One round of a trajectory as the run page's cards draw it (frontend/src/_rollout_card.js ``roundTrajectory``):
+    which answer, its round, and its verdict in words (a format error's category, where Lean never saw it)."""
+    label = row["format_error"] or (Verdict(row["verdict"]).label if row["verdict"] else "—")
+    return {"rollout_key": row["rollout_key"], "attempt_id": row["pk"], "round": row["round"], "label": label,
+            "verdict": row["verdict"] or None, "reward": row["reward"], "is_censored": row["is_censored"]}
+
+
+def attach_earlier_rounds(attempts: list[ProofAttempt]) -> None:
+    """Set ``earlier_rounds`` on each attempt: the answers its chain of corrections went through before it, round 0
+    (the first attempt) first; empty for a first attempt. One query per round back, whatever the page's length, and
+    never more than ``MAX_TRAJECTORY_ROUNDS`` of them."""
+    known: dict[int, dict] = {}
+    wanted = {attempt.parent_id for attempt in attempts if attempt.parent_id}
+    for _ in range(MAX_TRAJECTORY_ROUNDS):
+        wanted -= known.keys()
+        if not wanted:
+            break
+        rows = list(ProofAttempt.objects.filter(pk__in=wanted).values(*_ROUND_FIELDS))
+        known.update((row["pk"], row) for row in rows)
+        wanted = {row["parent_id"] for row in rows if row["parent_id"]}
+    for attempt in attempts:
+        chain: list[dict] = []
+        parent_id = attempt.parent_id
+        while parent_id in known and len(chain) < MAX_TRAJECTORY_ROUNDS:
+            chain.insert(0, round_summary(known[parent_id]))
+            parent_id = known[parent_id]["parent_id"]
+        attempt.earlier_rounds = chain

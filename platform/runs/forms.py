@@ -7,7 +7,7 @@ from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
-from trainer.config import PRESETS, RolloutEngineKind, RunConfig
+from trainer.config import PRESETS, RetryHistory, RolloutEngineKind, RunConfig
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
@@ -20,7 +20,7 @@ FIELD_GROUPS = (
     ("Schedule", ("total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed")),
     ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
-    ("Beyond the release", ("max_rounds",)),
+    ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls")),
 )
 
 
@@ -54,6 +54,13 @@ class LaunchRunForm(forms.Form):
                  (RolloutEngineKind.TRANSFORMERS.value, "transformers")],
         help_text="What samples the rollouts. A node that cannot run the engine fails the run at start-up, "
                   "saying why; nothing falls back to the other engine.")
+
+    retry_history = forms.ChoiceField(
+        required=False, label="What a round's prompt carries",
+        choices=[("", "the preset's"),
+                 (RetryHistory.LAST.value, "last: the last attempt and its errors (the release's retry)"),
+                 (RetryHistory.ALL.value, "all: every earlier attempt and its errors, the oldest dropped to fit")],
+        help_text="With two or more rounds of correction: what each round's prompt quotes of the rounds before it.")
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -110,8 +117,9 @@ class LaunchRunForm(forms.Form):
                      if self.cleaned_data.get(name) is not None})
         if self.cleaned_data.get("error_correction") is not None:
             data["error_correction"] = self.cleaned_data["error_correction"]
-        if self.cleaned_data.get("rollout_engine"):
-            data["rollout_engine"] = self.cleaned_data["rollout_engine"]
+        for choice in ("rollout_engine", "retry_history"):  # blank: the preset's
+            if self.cleaned_data.get(choice):
+                data[choice] = self.cleaned_data[choice]
         return data
 
     def clean(self):

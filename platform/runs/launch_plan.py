@@ -57,6 +57,7 @@ def blank_choices(config: RunConfig) -> dict[str, str]:
     entry = registered_model(config)
     return {"model": f"the preset's ({entry.name if entry else config.model.name_or_path})",
             "rollout_engine": f"the preset's ({config.rollout.engine.value})",
+            "retry_history": f"the preset's ({config.retry.history.value})",
             "error_correction": f"the preset's ({'on' if config.schedule.eval_error_correction else 'off'})"}
 
 

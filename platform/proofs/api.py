@@ -11,6 +11,7 @@ from proofs import export
 from proofs.models import ProofAttempt
 from proofs.queries import RolloutFilters, attempt_page, filter_attempts
 from runs.models import Run
+from trainer import token_records
 
 router = Router(tags=["proofs"])
 
@@ -154,3 +155,35 @@ def attempt_code(request, attempt_id: int):
     """The Lean code as highlighted tokens per line, with Lean's messages (columns in code points)."""
     attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user), pk=attempt_id)
     return code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)
+
+
+class TokenRecordsOut(Schema):
+    """One rollout's tokens with the learner's figures, column by column (a list per figure, one value a token)."""
+
+    attempt_id: int
+    rollout_key: str
+    step: int
+    is_recorded: bool
+    advantage: float | None
+    ratio_outside_tokens: int | None
+    flag_bits: dict[str, int]
+    tokens: dict[str, list]
+
+
+TOKEN_COLUMNS = ("token_texts", "token_ids", "engine_logprob", "learner_logprob", "entropy", "loss_weight", "flags")
+
+
+@router.get("/attempts/{attempt_id}/tokens", response=TokenRecordsOut)
+def attempt_tokens(request, attempt_id: int):
+    """The rollout's per-token records as the learner used them; ``is_recorded`` false (and no tokens) where
+    none were written, which is never drawn as zeros."""
+    attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user).select_related("run"), pk=attempt_id)
+    record = attempt.token_records()
+    return {
+        "attempt_id": attempt.pk, "rollout_key": attempt.rollout_key, "step": attempt.step,
+        "is_recorded": record is not None,
+        "advantage": None if record is None else record["advantage"],
+        "ratio_outside_tokens": None if record is None else record["ratio_outside_tokens"],
+        "flag_bits": {name: bit for bit, name in token_records.FLAG_NAMES.items()},
+        "tokens": {} if record is None else {name: record[name] for name in TOKEN_COLUMNS},
+    }

@@ -10,6 +10,7 @@ from django.db.models.functions import Cast
 from django.urls import reverse
 
 from runs.models import Run
+from trainer import token_records
 from trainer.verification import verdicts
 
 # The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
@@ -147,6 +148,14 @@ class ProofAttempt(models.Model):
                 break
             chain.append(following)
         return chain
+
+    def token_records(self) -> dict | None:
+        """This rollout's per-token records (trainer/token_records.py), read on demand from the run's artifacts:
+        one row of its step's file. None where there are none: an evaluation sample, a censored or empty answer
+        (never trained), a step the run's retention (schedule.keep_token_records) removed, a run from before."""
+        if self.is_evaluation:
+            return None
+        return token_records.read_rollout(self.run.artifacts_dir, self.step, self.run_attempt, self.rollout_key)
 
     def updates_behind(self, trained_by_version: int | None) -> int | None:
         """How many learner updates stale this rollout was when it trained, given the policy version that trained

@@ -172,6 +172,21 @@ def read_step_summary(output_dir: str | os.PathLike, step: int, attempt: int) ->
         *(table.column(name).to_pylist() for name in ("rollout_key", "advantage", "ratio_outside_tokens")))}
 
 
+def step_records(output_dir: str | os.PathLike, step: int, columns: Sequence[str] | None = None) -> dict[str, dict]:
+    """Every recorded rollout of ``step`` (each attempt's file), by rollout key: ``columns`` (default all) as lists."""
+    import pyarrow.parquet as pq
+
+    found = {}
+    for recorded_step, _, path in recorded_steps(output_dir):
+        if recorded_step != step:
+            continue
+        table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+        rows = table.to_pydict()
+        for index, key in enumerate(rows["rollout_key"]):
+            found[key] = {name: values[index] for name, values in rows.items() if name != "rollout_key"}
+    return found
+
+
 def recorded_steps(output_dir: str | os.PathLike) -> list[tuple[int, int, Path]]:
     """(step, attempt, path) of every step's file, oldest step first."""
     folder = Path(output_dir) / FOLDER

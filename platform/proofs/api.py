@@ -87,6 +87,7 @@ class RolloutFiltersIn(StrictSchema):
     max_tokens: int | None = None
     truncated: str = ""
     text: str = ""
+    mismatch: str = ""
     before: int | None = None
     limit: int | None = None
 
@@ -116,7 +117,7 @@ def list_rollouts(request, run_id: int, filters: Query[RolloutFiltersIn]):
     """The proof viewer's list: newest first, filtered; ``next_before`` pages further back."""
     refuse_unknown_fields(request.GET, RolloutFiltersIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
-    form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")})
+    form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")}, run=run)
     if not form.is_valid():
         raise HttpError(422, "invalid rollout filters: " + "; ".join(
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
@@ -135,12 +136,12 @@ def export_rollouts(request, run_id: int, step: int, filters: Query[RolloutExpor
     refuse_unknown_fields(request.GET, RolloutExportIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
     chosen = {k: v for k, v in filters.dict().items() if v not in (None, "") and k not in ("format", "before", "limit")}
-    form = RolloutFilters({**chosen, "step": step})
+    form = RolloutFilters({**chosen, "step": step}, run=run)
     if not form.is_valid():
         raise HttpError(422, "invalid rollout filters: " + "; ".join(
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
     try:
-        return export.export_response(run.name, step, filter_attempts(run.proof_attempts.all(), form), filters.format)
+        return export.export_response(run, step, filter_attempts(run.proof_attempts.all(), form), filters.format)
     except UnknownExportFormat as error:
         raise HttpError(422, str(error)) from error
 

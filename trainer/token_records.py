@@ -57,16 +57,15 @@ class TokenRecord:
 
     def ratio_outside_tokens(self) -> int:
         """Sampled tokens whose engine/π_old ratio falls outside RATIO_BOUNDS (the mismatch chart's figure)."""
+        import numpy as np
+
         if self.engine_logprobs is None:
             return 0
         low, high = (math.log(bound) for bound in RATIO_BOUNDS)
-        count = 0
-        for learner, engine, flag in zip(self.learner_logprobs, self.engine_logprobs, self.flags):
-            if flag & IS_CONTEXT or engine is None or math.isnan(engine):
-                continue
-            difference = float(learner) - float(engine)
-            count += difference < low or difference > high
-        return count
+        engine = np.asarray(self.engine_logprobs, dtype=np.float64)  # None (not sampled) becomes NaN
+        difference = np.asarray(self.learner_logprobs, dtype=np.float64) - engine
+        is_sampled = ~np.isnan(engine) & (np.asarray(self.flags, dtype=np.uint8) & IS_CONTEXT == 0)
+        return int((((difference < low) | (difference > high)) & is_sampled).sum())
 
 
 def records_path(output_dir: str | os.PathLike, step: int, attempt: int) -> Path:
@@ -90,15 +89,23 @@ class TokenTexts:
     a character (byte-level vocabularies split UTF-8) decodes alone to the replacement character."""
 
     def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self._texts: dict[int, str] = {}
+        import numpy as np
 
-    def __call__(self, token_ids: Sequence[int]) -> list[str]:
-        texts = self._texts
-        missing = {int(token) for token in token_ids} - texts.keys()
-        for token in missing:
-            texts[token] = self.tokenizer.decode([token])
-        return [texts[int(token)] for token in token_ids]
+        self.tokenizer = tokenizer
+        self._texts = np.empty(0, dtype=object)  # by token id; None where not decoded yet
+
+    def __call__(self, token_ids: Sequence[int]):
+        """The texts of ``token_ids``, as a numpy array of str."""
+        import numpy as np
+
+        ids = np.asarray(token_ids, dtype=np.int64)
+        if ids.size and ids.max() >= len(self._texts):
+            grown = np.empty(int(ids.max()) + 1, dtype=object)
+            grown[: len(self._texts)] = self._texts
+            self._texts = grown
+        for token in np.unique(ids[np.equal(self._texts[ids], None)]):
+            self._texts[token] = self.tokenizer.decode([int(token)])
+        return self._texts[ids]
 
 
 def write_step_records(output_dir: str | os.PathLike, step: int, attempt: int, records: Sequence[TokenRecord],
@@ -131,7 +138,8 @@ def write_step_records(output_dir: str | os.PathLike, step: int, attempt: int, r
         "ratio_outside_tokens": pa.array([r.ratio_outside_tokens() for r in ordered], pa.int32()),
         "token_ids": per_token(lambda r: r.token_ids, np.int32, pa.int32()),
         "token_texts": pa.ListArray.from_arrays(offsets, pa.array(
-            [text for r in ordered for text in token_texts(r.token_ids)], pa.string())),
+            np.concatenate([np.asarray(token_texts(r.token_ids), dtype=object) for r in ordered])
+            if ordered else [], pa.string())),
         # Null where the engine gave no figure, or at a context token (it sampled none there).
         "engine_logprob": pa.ListArray.from_arrays(offsets, pa.array(engine, type=pa.float32(), from_pandas=True)),
         "learner_logprob": per_token(lambda r: r.learner_logprobs, np.float32, pa.float32()),

@@ -180,19 +180,53 @@ def read_step_summary(output_dir: str | os.PathLike, step: int, attempt: int) ->
         *(table.column(name).to_pylist() for name in ("rollout_key", "advantage", "ratio_outside_tokens")))}
 
 
-def step_records(output_dir: str | os.PathLike, step: int, columns: Sequence[str] | None = None) -> dict[str, dict]:
-    """Every recorded rollout of ``step`` (each attempt's file), by rollout key: ``columns`` (default all) as lists."""
-    import pyarrow.parquet as pq
+class StepRecords:
+    """Every recorded rollout of one step (each attempt's file), kept as Arrow columns: a rollout's row becomes
+    Python lists only when asked for, so a full step (tens of millions of tokens) is never a Python object each."""
 
-    found = {}
-    for recorded_step, _, path in recorded_steps(output_dir):
-        if recorded_step != step:
-            continue
-        table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
-        rows = table.to_pydict()
-        for index, key in enumerate(rows["rollout_key"]):
-            found[key] = {name: values[index] for name, values in rows.items() if name != "rollout_key"}
-    return found
+    def __init__(self, output_dir: str | os.PathLike, step: int, columns: Sequence[str] | None = None):
+        import pyarrow.parquet as pq
+
+        self._tables = []
+        self._where: dict[str, tuple[int, int]] = {}
+        for recorded_step, _, path in recorded_steps(output_dir):
+            if recorded_step != step:
+                continue
+            table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+            for row, key in enumerate(table.column("rollout_key").to_pylist()):
+                self._where[key] = (len(self._tables), row)
+            self._tables.append(table)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._where
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def get(self, key: str, default=None) -> dict | None:
+        if key not in self._where:
+            return default
+        table_index, row = self._where[key]
+        values = self._tables[table_index].slice(row, 1).to_pylist()[0]
+        values.pop("rollout_key")
+        return values
+
+    def __getitem__(self, key: str) -> dict:
+        values = self.get(key)
+        if values is None:
+            raise KeyError(key)
+        return values
+
+    def items(self):
+        return ((key, self[key]) for key in self._where)
+
+
+def step_records(output_dir: str | os.PathLike, step: int, columns: Sequence[str] | None = None) -> StepRecords:
+    """Every recorded rollout of ``step``, by rollout key: ``columns`` (default all) as lists, read row by row."""
+    return StepRecords(output_dir, step, columns)
 
 
 def recorded_steps(output_dir: str | os.PathLike) -> list[tuple[int, int, Path]]:

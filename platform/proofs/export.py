@@ -27,7 +27,7 @@ TOKEN_COLUMNS = ("advantage", "token_ids", "token_texts", "engine_logprob", "lea
                  "flags")
 
 
-def rollout_rows(attempts: QuerySet[ProofAttempt], recorded: dict[str, dict]) -> Iterator[dict]:
+def rollout_rows(attempts: QuerySet[ProofAttempt], recorded: token_records.StepRecords) -> Iterator[dict]:
     for attempt in attempts.order_by("pk").iterator(chunk_size=BATCH_ROWS):
         tokens = recorded.get(attempt.rollout_key, {}) if not attempt.is_evaluation else {}
         yield {

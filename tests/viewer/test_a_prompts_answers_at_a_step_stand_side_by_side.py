@@ -90,3 +90,12 @@ def test_every_rollout_links_to_its_group(group, alice, logged_in):
 def test_a_stranger_gets_not_found(group, charlie, logged_in):
     _, answers, _ = group
     assert logged_in(charlie).get(f"/proofs/{answers[0].pk}/group/").status_code == 404
+
+
+def test_lean_s_error_and_the_problem_name_are_escaped(make_run, make_attempt, alice, logged_in):
+    run = make_run(state="running")
+    attempt = make_attempt(run, step=1, rollout_key="a1-s1-p0-r0", problem_name="<b>name</b>", lean_messages=[
+        {"severity": "error", "line": 1, "column": 0, "text": "<script>alert(1)</script> failed"}])
+    page = logged_in(alice).get(f"/proofs/{attempt.pk}/group/").content.decode()
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; failed" in page
+    assert "<b>name</b>" not in page

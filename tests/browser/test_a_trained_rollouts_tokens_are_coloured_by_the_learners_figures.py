@@ -114,3 +114,33 @@ def test_a_stranger_reads_no_tokens_and_sees_no_page(browser, charlie, smoke_run
         assert attempt.rollout_key not in stranger.content()
     finally:
         context.close()
+
+
+def test_token_texts_are_drawn_as_text_and_a_rollout_without_records_says_so(page, alice, make_run):
+    from proofs.models import ProofAttempt
+    from trainer import token_records
+
+    run = make_run(state="running")
+    attempt = ProofAttempt.objects.create(run=run, rollout_key="a1-s1-p0-r0", step=1, problem_key="p", reward=0.0)
+    evaluation = ProofAttempt.objects.create(run=run, rollout_key="a1-eval1-p0-r0", step=1, problem_key="p",
+                                             is_evaluation=True, reward=0.0)
+    unrecorded = ProofAttempt.objects.create(run=run, rollout_key="a1-s5-p0-r0", step=5, problem_key="p", reward=0.0)
+    hostile = ["<b>bold</b>", "<img src=x onerror=\"document.title='owned'\">"]
+    token_records.write_step_records(run.artifacts_dir, 1, 1, [token_records.TokenRecord(
+        attempt.rollout_key, 0.5, [1, 2], [-0.5, -0.5], [-0.5, -0.5], [1.0, 1.0], [1.0, 1.0], [0, 0])],
+        lambda ids: hostile)
+    log_in(page, "alice", "alice-password")
+    page.goto(f"/proofs/{attempt.pk}/")
+    page.wait_for_selector("#token-view[data-tokens='drawn']")
+    assert page.eval_on_selector_all("#tokens .token", "spans => spans.map(s => s.textContent)") == hostile
+    assert page.query_selector("#tokens b, #tokens img") is None and page.title() != "owned"
+    hover_figures(page, 1)
+    assert page.text_content("#token-readout dd[data-figure='text']") == '"<img src=x onerror=\\"document.title=\'owned\'\\">"'
+
+    page.goto(f"/proofs/{unrecorded.pk}/")
+    page.wait_for_selector("#token-view[data-tokens='none']")
+    assert page.text_content("#token-status").startswith("No token records for this rollout")
+    assert page.query_selector("#tokens .token") is None  # nothing drawn, rather than zeros
+
+    page.goto(f"/proofs/{evaluation.pk}/")
+    assert page.query_selector("#token-view") is None  # an evaluation sample trained nothing: no token view

@@ -291,6 +291,10 @@ class ScheduleConfig(Section):
     keep_last_checkpoints: int | None = Field(
         None, ge=1, description="Checkpoints kept: the latest this many (and the best, below); older ones are deleted "
         "once a newer one is complete. None keeps every checkpoint, as the release does.")
+    keep_token_records: int | None = Field(
+        None, ge=1, description="Steps whose per-token records (token_records/ beside the checkpoints: log-probs, "
+        "entropy, loss weights of every trained token) are kept: the latest this many; None keeps every step's. "
+        "Lower it when disk is short: a full h100x8 step is benchmarks/token_records.py's bytes.")
     keep_best_checkpoint_by: str | None = Field(
         "pass@1", min_length=1, description="With keep_last_checkpoints: an evaluation value (higher is better) whose "
         "best checkpoint is kept too; None keeps only the latest.")

@@ -638,6 +638,10 @@ class DataParallelRun(TrainingRun):
     def learner_step(self, sequences) -> dict:
         return combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))
 
+    def step_token_records(self) -> list:
+        # A collective: every rank sends its share, rank 0 writes them all.
+        return [record for share in self.group.all_gather(self.learner.token_records) for record in share]
+
     def _roll_out_share(self, slots, mine: list[int], step: int) -> RolloutShare:
         rollouts, generation_s, tail_s = self.roll_out_and_verify(slots, step, mine)
         self.check_verifier_still_reachable(rollouts)

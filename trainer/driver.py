@@ -55,6 +55,7 @@ from trainer.ranks import rollout_pool_devices
 from trainer.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
 from trainer.reward import RewardScorer
 from trainer.smoke_model import with_smoke_model
+from trainer import token_records
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.lean_tool import LeanTool
@@ -171,6 +172,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.clock_origin = time.time()  # the phases of every step are timed from here (RUN_STARTED)
         self._last_step_ended_at = self.clock_origin
         self._lean_tool = None  # Lean inside the reasoning (rollout.lean_tool_calls ≥ 1), made at the first rollouts
+        self._token_texts = None  # each token id's text, decoded once for the run's token records
 
     @property
     def is_asynchronous(self) -> bool:
@@ -401,6 +403,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         sequences = self.training_sequences(slots, trained, rewards)  # advantages inside
 
         learner_metrics = self.update_policy(sequences, timings, phases)
+        self.write_token_records(step)
 
         retry_counts = self.add_retries(rollouts, step)
         if self.pipeline is not None:
@@ -466,6 +469,20 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def learner_step(self, sequences) -> dict:
         return self.learner.step(sequences)
+
+    def step_token_records(self) -> list:
+        """The step's per-token records of every trained rollout (a data-parallel run gathers its ranks')."""
+        return self.learner.token_records
+
+    def write_token_records(self, step: int) -> None:
+        """One columnar file a step beside the run's artifacts (trainer/token_records.py), then its retention."""
+        records = self.step_token_records()
+        if not is_checkpoint_writer():
+            return
+        if self._token_texts is None:
+            self._token_texts = token_records.TokenTexts(self.tokenizer)
+        token_records.write_step_records(self.output_dir, step, self.attempt, records, self._token_texts)
+        token_records.prune_records(self.output_dir, self.config.schedule.keep_token_records)
 
     def sample_prompts(self, step: int) -> list[PromptSlot]:
         """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""

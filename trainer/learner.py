@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trainer import packed_attention
+from trainer import packed_attention, token_records
 from trainer.batching import (
     TokenBatch,
     TrainingSequence,
@@ -228,6 +228,10 @@ class Learner:
         self.optimizer_steps = 0
         # Asynchronous RL samples from an older policy; the synchronous loop's loss stays the release's, untouched.
         self.corrects_for_the_behaviour_policy = config.rollout.max_staleness > 0
+        # The last step's per-token records of this rank's share (trainer/token_records.py); the driver writes them.
+        self.token_records: list = []
+        self._entropies: dict[int, torch.Tensor] = {}
+        self._loss_weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @property
     def attention_note(self) -> str:
@@ -251,10 +255,11 @@ class Learner:
     def _batch(self, sequences: Sequence[TrainingSequence]) -> TokenBatch:
         return token_batch(sequences, self.pad_token_id, self.device, packed=self.is_packing)
 
-    def _logprobs(self, batch: TokenBatch) -> torch.Tensor:
+    def _logprobs(self, batch: TokenBatch, *, with_entropy: bool = False):
         with self._autocast():
             return response_logprobs(
-                self.model, batch, self.config.rollout.temperature, self.config.optimizer.logprob_chunk_tokens
+                self.model, batch, self.config.rollout.temperature, self.config.optimizer.logprob_chunk_tokens,
+                with_entropy=with_entropy,
             )
 
     def micro_batches(self, sequences: Sequence[TrainingSequence]) -> list[list[TrainingSequence]]:
@@ -299,11 +304,13 @@ class Learner:
             untrained = [sequence for sequence in mini_batch if sequence.advantage == 0.0]
             for micro, is_placeholder in [*self._micro_batch_plan(trained), *self._micro_batch_plan(untrained)]:
                 batch = self._batch(micro)
-                logprobs = self._logprobs(batch)  # (B, K)
+                # The entropy comes from the same chunks, for the token records; the log-probs are the same bits.
+                logprobs, entropies = self._logprobs(batch, with_entropy=True)  # (B, K), (B, K)
                 if is_placeholder:
                     continue
-                for sequence, values in zip(micro, batch.per_sequence(logprobs)):
+                for sequence, values, entropy in zip(micro, batch.per_sequence(logprobs), batch.per_sequence(entropies)):
                     result[id(sequence)] = values.detach()
+                    self._entropies[id(sequence)] = entropy.float().cpu()
         if self.is_sharded and hasattr(self.model, "reshard"):
             # FSDP2 leaves the root's parameters gathered after a forward, for the backward it expects;
             # none follows these, and a step that then trains nothing would clip unsharded gradients.
@@ -349,9 +356,11 @@ class Learner:
                 logprobs, old, batch.advantages,
                 loss_config.clip_ratio_low, loss_config.clip_ratio_high, loss_config.dual_clip,
             )  # (B, K)
+            importance_weights = None
             if self.corrects_for_the_behaviour_policy and not is_placeholder:
                 behaviour = batch.scatter([torch.tensor(sequence.sampled_logprobs, dtype=old.dtype) for sequence in micro])
-                token_loss = token_loss * behaviour_importance_weights(old, behaviour, loss_config.behaviour_is_cap)
+                importance_weights = behaviour_importance_weights(old, behaviour, loss_config.behaviour_is_cap)
+                token_loss = token_loss * importance_weights
             micro_loss = constant_divisor_loss(token_loss, batch.loss_mask, self.token_loss_divisor)
             scaled = micro_loss * (0.0 if is_placeholder else scale)
             scaled.backward()
@@ -368,7 +377,48 @@ class Learner:
                 is_response = batch.loss_mask.bool()
                 for name, mask in masks.items():
                     totals[name] += int((mask & is_response).sum())
+                self._record_loss_weights(micro, batch, masks, importance_weights)
         return totals
+
+    def _record_loss_weights(self, micro, batch: TokenBatch, masks: dict[str, torch.Tensor],
+                             importance_weights: torch.Tensor | None) -> None:
+        """Each trained token's loss weight and flags, as the loss above used them, for the token records."""
+        weights = batch.loss_mask if importance_weights is None else batch.loss_mask * importance_weights  # (B, K)
+        flags = torch.zeros(batch.response_mask.shape, dtype=torch.uint8, device=weights.device)  # (B, K)
+        if batch.context_mask is not None:
+            flags |= batch.context_mask.to(torch.uint8) * token_records.IS_CONTEXT
+        for name, bit in (("clip_low", token_records.IS_CLIPPED_LOW), ("clip_high", token_records.IS_CLIPPED_HIGH),
+                          ("dual_clip", token_records.IS_DUAL_CLIPPED)):
+            flags |= (masks[name] & batch.loss_mask.bool()).to(torch.uint8) * bit
+        if importance_weights is not None:
+            is_capped = importance_weights >= self.config.loss.behaviour_is_cap
+            flags |= (is_capped & batch.loss_mask.bool()).to(torch.uint8) * token_records.IS_CAPPED
+        for sequence, weight, flag in zip(micro, batch.per_sequence(weights), batch.per_sequence(flags)):
+            self._loss_weights[id(sequence)] = (weight.float().cpu(), flag.cpu())
+
+    def _token_records(self, sequences: Sequence[TrainingSequence], old: dict[int, torch.Tensor]) -> list:
+        """This rank's share of the step's token records: every sequence it scored (advantage 0 too, weight 1
+        where sampled, no clip: its loss is 0 whatever the ratio)."""
+        records = []
+        for sequence in sequences:
+            if id(sequence) not in old:
+                continue
+            if id(sequence) in self._loss_weights:
+                weights, flags = self._loss_weights[id(sequence)]
+            else:
+                is_context = (torch.as_tensor(list(sequence.context_mask), dtype=torch.bool)
+                              if sequence.context_mask is not None else torch.zeros(len(sequence.response_ids), dtype=torch.bool))
+                weights = (~is_context).float()
+                flags = is_context.to(torch.uint8) * token_records.IS_CONTEXT
+            records.append(token_records.TokenRecord(
+                rollout_key=sequence.rollout_key, advantage=float(sequence.advantage),
+                token_ids=list(sequence.response_ids),
+                engine_logprobs=None if sequence.sampled_logprobs is None else list(sequence.sampled_logprobs),
+                learner_logprobs=old[id(sequence)].float().cpu().numpy(),
+                entropies=self._entropies[id(sequence)].numpy(),
+                loss_weights=weights.numpy(), flags=flags.numpy(),
+            ))
+        return records
 
     def step(self, sequences: Sequence[TrainingSequence]) -> dict:
         """One batch: π_old first, then one AdamW step per mini-batch of prompts, gradients accumulated."""
@@ -378,6 +428,7 @@ class Learner:
             "sequences": len(sequences), "trained_sequences": 0, "tokens": 0,
         }
         clip_counts = {"clip_low": 0, "clip_high": 0, "dual_clip": 0}
+        self._entropies, self._loss_weights = {}, {}  # by id(sequence), for this step's token records
         batches = mini_batches(sequences, self.config.optimizer.mini_batch_prompts)
         old = self.old_logprobs(batches)
         metrics.update(train_inference_gap(sampled_only(old[id(s)], s) for s in sequences if id(s) in old))
@@ -406,6 +457,8 @@ class Learner:
         metrics["grad_norm"] /= max(metrics["optimizer_steps"], 1)
         metrics.update({f"{name}_tokens": count for name, count in clip_counts.items()})
         metrics["seconds"] = time.perf_counter() - started
+        self.token_records = self._token_records(sequences, old)
+        self._entropies, self._loss_weights = {}, {}
         return with_token_rates(metrics)
 
     def _set_learning_rate(self) -> None:

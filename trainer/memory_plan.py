@@ -471,7 +471,8 @@ def learner_micro_step(learner, micro_batch, after_old_logprobs=lambda: None) ->
     loss_config = learner.config.loss
     batch = learner._batch(micro_batch)
     with torch.no_grad():
-        old_logprobs = learner._logprobs(batch)  # (B, K)
+        # With the entropy, as Learner.old_logprobs runs it: one more (chunk × vocabulary) buffer at its peak.
+        old_logprobs, _ = learner._logprobs(batch, with_entropy=True)  # (B, K)
     after_old_logprobs()
     logprobs = learner._logprobs(batch)  # (B, K)
     token_loss = clipped_token_loss(logprobs, old_logprobs, batch.advantages, loss_config.clip_ratio_low,

@@ -56,6 +56,15 @@ def rollout_key(step: int, slot_index: int, sample_index: int, turn: str, attemp
     return f"a{attempt}-s{step}-{kind}{slot_index}-r{sample_index}"
 
 
+def group_key(key: str) -> str:
+    """The GRPO group a rollout (or an evaluation sample) belongs to: its key without the sample, ``a2-s3-p1`` of
+    ``a2-s3-p1-r0``; the answers of one prompt slot at one step share it."""
+    group, separator, sample = key.rpartition("-r")
+    if not separator or not group or not sample.isdigit():
+        raise ValueError(f"{key!r} is not a rollout key (…-p<slot>-r<sample>, as rollout_key writes it)")
+    return group
+
+
 def evaluation_key_prefix(step: int, turn: str = "first", attempt: int = 1, share: str | None = None) -> str:
     """``a2-eval5``: attempt 2's evaluation of step 5 (``a2-eval5-retry`` its retries); a sample's key adds
     ``-p<slot>-r<sample>``. Never a training rollout's key (rollout_key), and per attempt as those are: a

@@ -43,6 +43,42 @@ def _matmul_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
     return torch.promote_types(hidden.dtype, weight.dtype)
 
 
+def _chunked_forward(hidden, weight, bias, labels, temperature: float, chunk_tokens: int, matmul_dtype: torch.dtype,
+                     *, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(N,) log-probs at the labels, (N,) log-normalizers and, when asked, (N,) entropies, chunk by chunk.
+
+    The entropy of softmax(z) is log Z − Σ p·z (z shifted by its max): it needs exp(z) and z at once, so a
+    chunk computing it holds a second (c, V) buffer, never a (tokens × vocabulary) one. The log-probs are the
+    same operations either way, so asking for the entropy changes no bit of them
+    (tests/learner/test_the_learner_computes_entropy_without_changing_its_log_probabilities.py).
+    """
+    with torch.autocast(hidden.device.type, enabled=False):
+        cast_weight = weight.to(matmul_dtype)
+        cast_bias = None if bias is None else bias.to(matmul_dtype)
+        token_logprobs = torch.empty(hidden.shape[0], dtype=_logits_dtype(matmul_dtype), device=hidden.device)
+        log_normalizers = torch.empty_like(token_logprobs)
+        entropies = torch.empty_like(token_logprobs) if with_entropy else None
+        for start in range(0, hidden.shape[0], chunk_tokens):
+            stop = start + chunk_tokens
+            logits = ChunkedTokenLogprobs._logits(hidden[start:stop], cast_weight, cast_bias, matmul_dtype, temperature)
+            label_logits = logits.gather(-1, labels[start:stop, None]).squeeze(-1)
+            maxes = logits.amax(dim=-1)
+            if entropies is None:
+                # log-sum-exp in place: torch.logsumexp would hold a second (c, V) buffer for exp(logits - max),
+                # which the memory plan's fake-tensor tracker does not see.
+                log_normalizers[start:stop] = logits.sub_(maxes[:, None]).exp_().sum(dim=-1).log_().add_(maxes)
+            else:
+                shifted = logits.sub_(maxes[:, None])  # (c, V), in place
+                weights = shifted.exp()  # (c, V): the second buffer, only in a no-gradient pass that asks for entropy
+                shifted_normalizers = weights.sum(dim=-1).log_()
+                log_normalizers[start:stop] = shifted_normalizers + maxes
+                entropies[start:stop] = shifted_normalizers - weights.mul_(shifted).sum(dim=-1) / shifted_normalizers.exp()
+                del weights, shifted
+            token_logprobs[start:stop] = label_logits - log_normalizers[start:stop]
+            del logits
+    return token_logprobs, log_normalizers, entropies
+
+
 class ChunkedTokenLogprobs(torch.autograd.Function):
     """log softmax(h·Wᵀ + b) at the label, chunk by chunk: (N, H) hidden states in, (N,) float32 log-probs out.
 
@@ -60,21 +96,8 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature: float, chunk_tokens: int, matmul_dtype: torch.dtype):
-        with torch.autocast(hidden.device.type, enabled=False):
-            cast_weight = weight.to(matmul_dtype)
-            cast_bias = None if bias is None else bias.to(matmul_dtype)
-            token_logprobs = torch.empty(hidden.shape[0], dtype=_logits_dtype(matmul_dtype), device=hidden.device)
-            log_normalizers = torch.empty_like(token_logprobs)
-            for start in range(0, hidden.shape[0], chunk_tokens):
-                stop = start + chunk_tokens
-                logits = ChunkedTokenLogprobs._logits(hidden[start:stop], cast_weight, cast_bias, matmul_dtype, temperature)
-                label_logits = logits.gather(-1, labels[start:stop, None]).squeeze(-1)
-                # log-sum-exp in place: torch.logsumexp would hold a second (c, V) buffer for exp(logits - max),
-                # which the memory plan's fake-tensor tracker does not see.
-                maxes = logits.amax(dim=-1)
-                log_normalizers[start:stop] = logits.sub_(maxes[:, None]).exp_().sum(dim=-1).log_().add_(maxes)
-                token_logprobs[start:stop] = label_logits - log_normalizers[start:stop]
-                del logits
+        token_logprobs, log_normalizers, _ = _chunked_forward(
+            hidden, weight, bias, labels, temperature, chunk_tokens, matmul_dtype, with_entropy=False)
         ctx.save_for_backward(hidden, weight, bias, labels, log_normalizers)
         ctx.temperature, ctx.chunk_tokens, ctx.matmul_dtype = temperature, chunk_tokens, matmul_dtype
         return token_logprobs
@@ -136,11 +159,25 @@ def chunked_token_logprobs(hidden, weight, bias, labels, temperature: float, chu
     return flat.view(labels.shape)
 
 
+@torch.no_grad()
+def chunked_token_logprobs_and_entropy(hidden, weight, bias, labels, temperature: float,
+                                       chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(...) log-probs, bit for bit ``chunked_token_logprobs``'s, and (...) entropies of the (tempered)
+    distribution each token was drawn from, in nats; no gradient (the π_old pass's)."""
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}")
+    token_logprobs, _, entropies = _chunked_forward(
+        hidden.reshape(-1, hidden.shape[-1]), weight, bias, labels.reshape(-1),
+        float(temperature), int(chunk_tokens), _matmul_dtype(hidden, weight), with_entropy=True,
+    )
+    return token_logprobs.view(labels.shape), entropies.view(labels.shape)
+
+
 DEFAULT_LOGPROB_CHUNK_TOKENS = 1024
 
 
 def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
-                      chunk_tokens: int = DEFAULT_LOGPROB_CHUNK_TOKENS) -> torch.Tensor:
+                      chunk_tokens: int = DEFAULT_LOGPROB_CHUNK_TOKENS, *, with_entropy: bool = False):
     """log π(response token | everything before it), (B, K), in float32 (or the model's wider dtype), in either layout.
 
     The model runs its own forward (so FSDP gathers and reduces as usual), but its output
@@ -150,12 +187,20 @@ def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
     sampling temperature before the softmax, as verl does, so the learner scores tokens
     under the distribution they were sampled from. Equal, values and gradients, to
     ``full_vocabulary_response_logprobs`` (tests/learner/test_chunked_logprobs_*).
+
+    ``with_entropy`` (no gradient): returns (log-probs, entropies), both (B, K); the log-probs are the same bits.
     """
     head = model.get_output_embeddings()
     scale = temperature if temperature > 0 else 1.0
     labels = batch.response_ids
+    entropies = []
 
     def token_logprobs_head(hidden_states):  # (B, K, H) -> (B, K)
+        if with_entropy:
+            logprobs, entropy = chunked_token_logprobs_and_entropy(
+                hidden_states, head.weight, head.bias, labels, scale, chunk_tokens)
+            entropies.append(entropy)
+            return logprobs
         return chunked_token_logprobs(hidden_states, head.weight, head.bias, labels, scale, chunk_tokens)
 
     previous_forward = head.__dict__.get("forward")
@@ -167,6 +212,8 @@ def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
             del head.forward
         else:
             head.forward = previous_forward
+    if with_entropy:
+        return output.logits, entropies[0]  # (B, K), (B, K)
     return output.logits  # (B, K)
 
 

@@ -36,6 +36,7 @@ const labelled = (key) => ({ label: METRIC_LABELS[key] || key, pick: value(key) 
 const trainedAt = (step) => ({ step, purpose: "training" });
 const formatErrorsAt = (step) => ({ step, purpose: "training", format_error: "any" });
 const evaluatedAt = (step) => ({ step, purpose: "evaluation" });
+const mismatchedAt = (step) => ({ step, purpose: "training", mismatch: "outside" });
 const stepCharts = {
   reward: new StepChart(figure("reward"), { samplesOf: trainedAt, series: [
     { label: "mean", pick: value("reward/mean") },
@@ -63,7 +64,7 @@ const stepCharts = {
     yLabel: "updates behind", yAtLeast: [0, 1] }),
   dropped_stale: new StepChart(figure("dropped_stale"), { series: [labelled("rollout/dropped_stale")], yLabel: "rollouts", yAtLeast: [0, 1] }),
   idle: new StepChart(figure("idle"), { samplesOf: trainedAt, series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
-  ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: trainedAt, series: [
+  ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: mismatchedAt, series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
   // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
   sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
@@ -198,6 +199,8 @@ export function matchesFilters(r, f) {
   // Full-text search is PostgreSQL's (its parser and lexemes): a live rollout cannot be matched here the same
   // way, so a searching page shows what the server found and says that new rollouts are not searched live.
   if (f.text) return false;
+  // The mismatch is in the step's token records, written after the learner scored the step: never known live.
+  if (f.mismatch) return false;
   if (f.step !== undefined && Number(r.step) !== Number(f.step)) return false;
   if (f.step_from !== undefined && Number(r.step) < Number(f.step_from)) return false;
   if (f.step_to !== undefined && Number(r.step) > Number(f.step_to)) return false;

@@ -11,6 +11,7 @@ from proofs import export
 from proofs.models import ProofAttempt
 from proofs.queries import RolloutFilters, attempt_page, filter_attempts
 from runs.models import Run
+from trainer import token_records
 
 router = Router(tags=["proofs"])
 
@@ -87,6 +88,7 @@ class RolloutFiltersIn(StrictSchema):
     max_tokens: int | None = None
     truncated: str = ""
     text: str = ""
+    mismatch: str = ""
     before: int | None = None
     limit: int | None = None
 
@@ -118,7 +120,7 @@ def list_rollouts(request, run_id: int, filters: Query[RolloutFiltersIn]):
     """The proof viewer's list: newest first, filtered; ``next_before`` pages further back."""
     refuse_unknown_fields(request.GET, RolloutFiltersIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
-    form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")})
+    form = RolloutFilters({k: v for k, v in filters.dict().items() if v not in (None, "")}, run=run)
     if not form.is_valid():
         raise HttpError(422, "invalid rollout filters: " + "; ".join(
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
@@ -137,12 +139,12 @@ def export_rollouts(request, run_id: int, step: int, filters: Query[RolloutExpor
     refuse_unknown_fields(request.GET, RolloutExportIn)
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
     chosen = {k: v for k, v in filters.dict().items() if v not in (None, "") and k not in ("format", "before", "limit")}
-    form = RolloutFilters({**chosen, "step": step})
+    form = RolloutFilters({**chosen, "step": step}, run=run)
     if not form.is_valid():
         raise HttpError(422, "invalid rollout filters: " + "; ".join(
             f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
     try:
-        return export.export_response(run.name, step, filter_attempts(run.proof_attempts.all(), form), filters.format)
+        return export.export_response(run, step, filter_attempts(run.proof_attempts.all(), form), filters.format)
     except UnknownExportFormat as error:
         raise HttpError(422, str(error)) from error
 
@@ -157,3 +159,35 @@ def attempt_code(request, attempt_id: int):
     """The Lean code as highlighted tokens per line, with Lean's messages (columns in code points)."""
     attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user), pk=attempt_id)
     return code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)
+
+
+class TokenRecordsOut(Schema):
+    """One rollout's tokens with the learner's figures, column by column (a list per figure, one value a token)."""
+
+    attempt_id: int
+    rollout_key: str
+    step: int
+    is_recorded: bool
+    advantage: float | None
+    ratio_outside_tokens: int | None
+    flag_bits: dict[str, int]
+    tokens: dict[str, list]
+
+
+TOKEN_COLUMNS = ("token_texts", "token_ids", "engine_logprob", "learner_logprob", "entropy", "loss_weight", "flags")
+
+
+@router.get("/attempts/{attempt_id}/tokens", response=TokenRecordsOut)
+def attempt_tokens(request, attempt_id: int):
+    """The rollout's per-token records as the learner used them; ``is_recorded`` false (and no tokens) where
+    none were written, which is never drawn as zeros."""
+    attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user).select_related("run"), pk=attempt_id)
+    record = attempt.token_records()
+    return {
+        "attempt_id": attempt.pk, "rollout_key": attempt.rollout_key, "step": attempt.step,
+        "is_recorded": record is not None,
+        "advantage": None if record is None else record["advantage"],
+        "ratio_outside_tokens": None if record is None else record["ratio_outside_tokens"],
+        "flag_bits": {name: bit for bit, name in token_records.FLAG_NAMES.items()},
+        "tokens": {} if record is None else {name: record[name] for name in TOKEN_COLUMNS},
+    }

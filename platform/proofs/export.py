@@ -2,8 +2,9 @@
 
 The first columns are verl's rollout dump's (``input``, ``output``, ``gts``, ``score``, ``step``: the prompt,
 the answer, the formal statement, the reward, the step), so tools written for verl's dumps read ours; the rest
-are what the proof viewer shows. ``score`` is empty (null) for a censored rollout: a verifier that could not
-decide is not a 0.
+are what the proof viewer shows, and last each trained rollout's token records (advantage, and per token the
+log-probabilities, entropy, loss weight and flags: trainer/token_records.py), null where none were written.
+``score`` is empty (null) for a censored rollout: a verifier that could not decide is not a 0.
 """
 
 from __future__ import annotations
@@ -15,13 +16,20 @@ from django.db.models import QuerySet
 
 from promptsets.export import BATCH_ROWS, rows_as_file
 from proofs.models import ProofAttempt
+from trainer import token_records
 
 STRING_COLUMNS = ("input", "output", "gts", "rollout_key", "problem_id", "problem_name", "turn", "parent_rollout_key",
                   "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons", "tool_calls")
 
 
-def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
+# The token records' figures (trainer/token_records.py), one list a rollout, empty (null) where none were written.
+TOKEN_COLUMNS = ("advantage", "token_ids", "token_texts", "engine_logprob", "learner_logprob", "entropy", "loss_weight",
+                 "flags")
+
+
+def rollout_rows(attempts: QuerySet[ProofAttempt], recorded: token_records.StepRecords) -> Iterator[dict]:
     for attempt in attempts.order_by("pk").iterator(chunk_size=BATCH_ROWS):
+        tokens = recorded.get(attempt.rollout_key, {}) if not attempt.is_evaluation else {}
         yield {
             "input": attempt.prompt, "output": attempt.response, "gts": attempt.formal_statement,
             "score": attempt.reward, "step": attempt.step,
@@ -36,6 +44,7 @@ def rollout_rows(attempts: QuerySet[ProofAttempt]) -> Iterator[dict]:
             "lean_messages": json.dumps(attempt.lean_messages, ensure_ascii=False),
             "reasons": json.dumps(attempt.reasons, ensure_ascii=False),
             "tool_calls": json.dumps(attempt.tool_calls, ensure_ascii=False),
+            **{name: tokens.get(name) for name in TOKEN_COLUMNS},
         }
 
 
@@ -50,8 +59,12 @@ def rollout_schema():
              "parent_rollout_key", "sample_index", "is_evaluation", "verdict", "format_error", "is_censored",
              "is_standin_verdict", "num_tokens", "is_truncated", "policy_version", "reasoning", "lean_code",
              "lean_messages", "reasons", "tool_calls")
-    return pa.schema([(name, fields[name]) for name in order])
+    records = {field.name: field.type for field in token_records.schema()}
+    return pa.schema([(name, fields[name]) for name in order] + [(name, records[name]) for name in TOKEN_COLUMNS])
 
 
-def export_response(run_name: str, step: int, attempts: QuerySet[ProofAttempt], file_format: str):
-    return rows_as_file(rollout_rows(attempts), rollout_schema, file_format, f"{run_name}-step-{step}.{file_format}")
+def export_response(run, step: int, attempts: QuerySet[ProofAttempt], file_format: str):
+    """The step's rows with their token records, read once from the step's files (every attempt's)."""
+    recorded = token_records.step_records(run.artifacts_dir, step, TOKEN_COLUMNS)
+    return rows_as_file(rollout_rows(attempts, recorded), rollout_schema, file_format,
+                        f"{run.name}-step-{step}.{file_format}")

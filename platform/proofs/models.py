@@ -10,6 +10,7 @@ from django.db.models.functions import Cast
 from django.urls import reverse
 
 from runs.models import Run
+from trainer import rollouts, token_records
 from trainer.verification import verdicts
 
 # The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
@@ -147,6 +148,36 @@ class ProofAttempt(models.Model):
                 break
             chain.append(following)
         return chain
+
+    @property
+    def group_key(self) -> str | None:
+        """Its GRPO group (trainer/rollouts.py's ``group_key``): the answers to the same prompt at the same step.
+        None for a key the trainer did not write (a hand-made one)."""
+        try:
+            return rollouts.group_key(self.rollout_key)
+        except ValueError:
+            return None
+
+    def group(self) -> "ProofAttemptQuerySet":
+        """Every answer of its group, itself among them."""
+        if self.group_key is None:
+            return ProofAttempt.objects.filter(pk=self.pk)
+        return ProofAttempt.objects.filter(run_id=self.run_id, step=self.step, rollout_key__startswith=self.group_key + "-r")
+
+    def first_lean_error(self) -> str:
+        """Lean's first error in one line (its first line), or '' when Lean reported none."""
+        for message in self.lean_messages or []:
+            if isinstance(message, dict) and message.get("severity") == "error":
+                return str(message.get("text", "")).strip().split("\n", 1)[0]
+        return ""
+
+    def token_records(self) -> dict | None:
+        """This rollout's per-token records (trainer/token_records.py), read on demand from the run's artifacts:
+        one row of its step's file. None where there are none: an evaluation sample, a censored or empty answer
+        (never trained), a step the run's retention (schedule.keep_token_records) removed, a run from before."""
+        if self.is_evaluation:
+            return None
+        return token_records.read_rollout(self.run.artifacts_dir, self.step, self.run_attempt, self.rollout_key)
 
     def updates_behind(self, trained_by_version: int | None) -> int | None:
         """How many learner updates stale this rollout was when it trained, given the policy version that trained

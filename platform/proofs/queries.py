@@ -7,7 +7,9 @@ from django.contrib.postgres.search import SearchQuery
 from django.db.models import QuerySet
 
 from proofs.models import MAX_TRAJECTORY_ROUNDS, TEXT_SEARCH_CONFIG, ProofAttempt, Turn, Verdict
+from trainer import token_records
 from trainer.format_reward import FormatError
+from trainer.rollout.gap import RATIO_BOUNDS
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -33,6 +35,14 @@ class TruncatedFilter:
     TRUNCATED = "yes"
     COMPLETE = "no"
     CHOICES = [("", "any ending"), (TRUNCATED, "cut at the token limit"), (COMPLETE, "ended by the model")]
+
+
+class MismatchFilter:
+    """Answers with a token whose engine/learner ratio lies outside RATIO_BOUNDS (the mismatch chart's figure), read
+    from the step's token records: only with a step, and only once the learner has scored the step."""
+
+    OUTSIDE = "outside"
+    CHOICES = [("", "any mismatch"), (OUTSIDE, f"a token's ratio outside [{RATIO_BOUNDS[0]}, {RATIO_BOUNDS[1]:g}]")]
 
 
 ANY_FORMAT_ERROR = "any"
@@ -65,12 +75,20 @@ class RolloutFilters(forms.Form):
     truncated = forms.ChoiceField(required=False, choices=TruncatedFilter.CHOICES, label="Ending")
     text = forms.CharField(required=False, max_length=200, label="Text",
                            help_text="Words in the answer or in Lean's messages (all of them; \"a phrase\", -word).")
+    mismatch = forms.ChoiceField(required=False, choices=MismatchFilter.CHOICES, label="Mismatch",
+                                 help_text="Engine against learner, per token, from the step's token records.")
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput,
                                 help_text="Only rollouts older than this id (the next page).")
     limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE, widget=forms.HiddenInput)
 
+    def __init__(self, *args, run=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.run = run  # whose token records the mismatch filter reads
+
     def clean(self):
         data = super().clean()
+        if data.get("mismatch") and data.get("step") is None:
+            self.add_error("mismatch", "Choose a step too: the mismatch is read from one step's token records.")
         for low, high in (("step_from", "step_to"), ("min_tokens", "max_tokens")):
             if data.get(low) is not None and data.get(high) is not None and data[low] > data[high]:
                 self.add_error(high, f"Must not be below {self.fields[low].label.lower()} ({data[low]}).")
@@ -116,6 +134,11 @@ def filter_attempts(queryset: QuerySet[ProofAttempt], filters: RolloutFilters) -
     if data.get("text", "").strip():
         queryset = queryset.filter(
             searchable=SearchQuery(data["text"], config=TEXT_SEARCH_CONFIG, search_type="websearch"))
+    if data.get("mismatch") == MismatchFilter.OUTSIDE:
+        if filters.run is None:
+            raise ValueError("the mismatch filter reads a run's token records: build RolloutFilters(..., run=run)")
+        recorded = token_records.step_records(filters.run.artifacts_dir, data["step"], ["ratio_outside_tokens"])
+        queryset = queryset.filter(rollout_key__in=[key for key, row in recorded.items() if row["ratio_outside_tokens"]])
     if data.get("before"):
         queryset = queryset.filter(pk__lt=data["before"])
     return queryset.order_by("-pk")

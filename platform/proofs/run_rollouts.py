@@ -100,7 +100,7 @@ def attempt_ids(event_ids: Iterable[int]) -> dict[int, int]:
 def page(run: Run, query: Mapping[str, Any]) -> tuple[RolloutFilters, list[ProofAttempt], int | None]:
     """The run page's filters bound to ``query``, one page of the run's attempts, and the next page's ``before``;
     no attempts when the filters are invalid (the page shows their errors)."""
-    filters = RolloutFilters(query)
+    filters = RolloutFilters(query, run=run)
     if not filters.is_valid():
         return filters, [], None
     attempts, next_before = attempt_page(run.proof_attempts.all(), filters)

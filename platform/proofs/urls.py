@@ -5,4 +5,5 @@ from proofs import views
 app_name = "proofs"
 urlpatterns = [
     path("<int:pk>/", views.detail, name="detail"),
+    path("<int:pk>/group/", views.group, name="group"),
 ]

@@ -3,11 +3,12 @@ from __future__ import annotations
 import difflib
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 
 from promptsets import benchmarks
 from promptsets.lean_view import code_view
-from proofs import leaderboard
+from proofs import groups, leaderboard
 from proofs.models import ProofAttempt, RetryFeedback
 from runs.models import StepMetrics
 
@@ -23,6 +24,21 @@ def code_diff(first: str, retry: str) -> list[tuple[str, str]]:
         rows.extend(("-", line) for line in before[a_start:a_end])
         rows.extend(("+", line) for line in after[b_start:b_end])
     return rows
+
+
+# The token view's figures (frontend/src/_tokens.js colours by each) and the words for every figure of a token.
+TOKEN_FIGURES = (
+    ("learner_logprob", "log-probability (the learner's π_old)"),
+    ("entropy", "entropy of the learner's distribution"),
+    ("mismatch", "mismatch: π_old against the engine (full colour at a ratio of 2 or ½)"),
+    ("loss", "clipped or masked"),
+)
+TOKEN_LABELS = {
+    "learner_logprob": "log-probability, learner (π_old)", "engine_logprob": "log-probability, rollout engine",
+    "mismatch": "mismatch, log(π_old / π_engine)", "entropy": "entropy (nats)", "loss_weight": "loss weight",
+    "flags": "changed by", "not_recorded": "No token records for this rollout: an evaluation sample, an answer "
+    "never trained (censored or empty), a step the run's retention removed, or a run from before they existed.",
+}
 
 
 @login_required
@@ -52,6 +68,23 @@ def detail(request, pk):
         "sampling": sorted(attempt.sampling.items()),
         "policy": _policy_facts(attempt),
         "rounds": _rounds(attempt),
+        "token_figures": TOKEN_FIGURES,
+        "token_labels": TOKEN_LABELS,
+    })
+
+
+@login_required
+def group(request, pk):
+    """One prompt's answers at one step, side by side (proofs/groups.py), sortable by ?sort=."""
+    attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user).select_related("run"), pk=pk)
+    sort = request.GET.get("sort", "sample")
+    try:
+        answers = groups.group_answers(attempt, sort)
+    except groups.UnknownSort as error:
+        return HttpResponseBadRequest(str(error))
+    return render(request, "proofs/group.html", {
+        "attempt": attempt, "run": attempt.run, "answers": answers, "sort": sort, "sorts": list(groups.SORTS),
+        "has_advantages": any(answer.advantage is not None for answer in answers),
     })
 
 

@@ -172,6 +172,20 @@ def test_two_ranks_take_the_same_steps_as_one_process_on_the_same_prompts(runs):
                            checkpoint_weights(one_output, 2)["model.layers.0.mlp.up_proj.weight"])
 
 
+def test_rank_zero_writes_every_ranks_token_records_as_one_process_writes_them(runs):
+    from trainer import token_records
+
+    (_, _, one_output), (_, _, two_output) = runs
+    for step in range(1, STEPS + 1):
+        one = token_records.step_records(one_output, step, ["advantage", "learner_logprob", "flags"])
+        two = token_records.step_records(two_output, step, ["advantage", "learner_logprob", "flags"])
+        assert set(two) == set(one) and one
+        for key, record in one.items():
+            assert two[key]["advantage"] == record["advantage"] and two[key]["flags"] == record["flags"]
+            torch.testing.assert_close(torch.tensor(two[key]["learner_logprob"]), torch.tensor(record["learner_logprob"]),
+                                       rtol=0, atol=1e-5)
+
+
 def test_each_rank_publishes_its_own_rollouts_once_under_its_own_numbers(runs):
     (_, one_events, _), (_, events, _) = runs
     keys_by_rank = {rank: [e.payload["rollout_key"] for e in training_rollouts(events[rank])] for rank in events}

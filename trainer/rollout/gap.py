@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
+# Read by the platform too (the mismatch filter of the rollout list): this module loads without torch.
 RATIO_BOUNDS = (0.5, 2.0)
 
 
@@ -33,6 +36,8 @@ def train_inference_gap(pairs: Iterable[tuple[torch.Tensor, Sequence[float] | No
 
     Sequences whose engine gave no log-probabilities are left out; with none at all every figure is None.
     """
+    import torch
+
     differences = []
     for learner_logprobs, engine_logprobs in pairs:
         if engine_logprobs is None:

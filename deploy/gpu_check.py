@@ -57,6 +57,8 @@ from trainer.rollout.engines import build_engine  # noqa: E402 - importable only
 MODEL = "Qwen/Qwen3-1.7B"  # the architecture of AI-MO/Kimina-Prover-Distill-1.7B
 DEADLINE_S = 8 * 60
 PLAN_TOLERANCE = 0.25  # measured peak within 25% of the plan's
+MIN_GAP_OPENED = 0.02  # nats the learner's step must move the train–inference gap for the push to be judged
+MIN_GAP_CLOSED = 0.75  # share of that the push must close
 STATEMENT = "theorem mathd_algebra_10 : abs ((120 : ℝ) / 100 * 30 - 130 / 100 * 20) = 10 := by"
 
 
@@ -73,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokens per sample for the generation check (default: %(default)s)")
     parser.add_argument("--samples", type=int, default=8, help="samples per prompt when generating (default: 8, the recipe's)")
     parser.add_argument("--prompts", type=int, default=4, help="prompts when generating (default: %(default)s)")
+    parser.add_argument("--only", nargs="+", choices=[name for name, _ in CHECKS], metavar="CHECK",
+                        help="run these checks alone, in the usual order (packed_attention and transformers_engine "
+                             "need learner_step's learner); default: all")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -91,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
                "tokenizer": _tokenizer_of_the_vocabulary()}
     started = time.perf_counter()
     try:
-        run_checks(CHECKS, context, figures["checks"], started)
+        run_checks(chosen_checks(args.only), context, figures["checks"], started)
     finally:
         figures["seconds"] = round(time.perf_counter() - started, 1)
         Path(args.output).write_text(json.dumps(figures, indent=2, default=str))
@@ -107,6 +112,10 @@ def _missing_requirement() -> str | None:
         return ("no CUDA GPU is visible (torch.cuda.is_available() is False); run this on a GPU node with a "
                 "CUDA build of torch, and check CUDA_VISIBLE_DEVICES")
     return None
+
+
+def chosen_checks(names: list[str] | None) -> list:
+    return [(name, check) for name, check in CHECKS if names is None or name in names]
 
 
 def run_checks(checks, context: dict, results: dict, started: float, deadline_s: float = DEADLINE_S) -> None:
@@ -147,7 +156,7 @@ def check_cuda_fail_fast(context: dict) -> dict:
         promptset = Path(folder) / "problems.jsonl"
         promptset.write_text(json.dumps({"problem_id": "p", "formal_statement": STATEMENT}) + "\n")
         environment = {name: value for name, value in os.environ.items() if name != "TRAINER_CPU_STANDS_IN_FOR_GPUS"}
-        environment.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(REPO_DIR))
+        environment.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")])))
         started = time.perf_counter()
         result = subprocess.run(
             [sys.executable, "-m", "trainer", "run", "--preset", "cpu-demo", "--set", "cluster.num_gpus=1",
@@ -264,8 +273,9 @@ def check_packed_attention(context: dict) -> dict:
 
 def check_transformers_engine(context: dict) -> dict:
     """Generation's speed, then the weight push: after the learner moves, the engine's log-probabilities of what it
-    samples are far from the learner's until the push, and as close as at the start after it (the gap that
-    Learner.step measures, trainer/rollout/gap.py)."""
+    samples move away from the learner's, and the push closes what the step opened (the gap that Learner.step
+    measures, trainer/rollout/gap.py). At random weights the gap at the start is not small (a bfloat16 copy of
+    near-uniform logits over 151,936 tokens), so the push is judged against it, not against zero."""
     args, learner = context["args"], _learner_of(context)
     generation = _transformers_generation(context["config"], learner, context["tokenizer"], args)
     engine = build_engine(context["config"], learner.model, context["tokenizer"])  # a bfloat16 copy of the learner
@@ -284,13 +294,21 @@ def check_transformers_engine(context: dict) -> dict:
            "pushed_mean": pushed["logprob_abs_diff_mean"], "pushed_max": pushed["logprob_abs_diff_max"]}
     print(f"    train–inference gap (mean nats): {gap['fresh_mean']:.4f} at the start, {gap['stale_mean']:.4f} after the "
           f"learner moved, {gap['pushed_mean']:.4f} after the push (max {gap['pushed_max']:.4f})")
-    if not gap["pushed_mean"] < gap["stale_mean"] / 2:
-        raise CheckFailed(f"the push did not close the gap ({gap['stale_mean']:.4f} → {gap['pushed_mean']:.4f} nats): "
-                          "the engine does not sample from the pushed weights")
-    if gap["pushed_mean"] > 2 * gap["fresh_mean"] + 1e-3:
-        raise CheckFailed(f"after the push the gap is {gap['pushed_mean']:.4f} nats, against {gap['fresh_mean']:.4f} "
-                          "at the start: the pushed weights are not the learner's")
+    gap["closed_by_the_push"] = share_of_the_gap_closed(gap["fresh_mean"], gap["stale_mean"], gap["pushed_mean"])
     return {"generation": generation, "gap": gap}
+
+
+def share_of_the_gap_closed(fresh: float, stale: float, pushed: float) -> float:
+    """How much of the gap that the learner's step opened (fresh → stale) the push closed (stale → pushed)."""
+    opened = stale - fresh
+    if opened < MIN_GAP_OPENED:
+        raise CheckFailed(f"the learner's step moved the gap by {opened:.4f} nats only ({fresh:.4f} → {stale:.4f}): "
+                          "too little to tell whether the push arrives")
+    closed = (stale - pushed) / opened
+    if closed < MIN_GAP_CLOSED:
+        raise CheckFailed(f"the push closed {closed:.0%} of the gap the step opened ({stale:.4f} → {pushed:.4f} nats, "
+                          f"{fresh:.4f} at the start): the engine does not sample from the pushed weights")
+    return closed
 
 
 def _sampled_sequences(engine, prompt_ids: list[int], sampling: SamplingSettings):
@@ -413,7 +431,7 @@ def _learner_step(learner, config, plan: dict) -> dict:
     print(f"    peak memory: measured {measured:.2f} GiB, planned {predicted:.2f} GiB ({ratio - 1:+.0%})")
     figures = {"measured_peak_gib": round(measured, 3), "predicted_peak_gib": predicted,
                "prediction_over_measurement": round(ratio, 3), "tokens": metrics["tokens"],
-               "seconds": round(metrics["seconds"], 2), "tokens_per_second": round(metrics["tokens_per_second"], 1),
+               "step_seconds": round(metrics["seconds"], 2), "tokens_per_second": round(metrics["tokens_per_second"], 1),
                "loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}
     if not 1 - PLAN_TOLERANCE <= ratio <= 1 + PLAN_TOLERANCE:
         raise CheckFailed(f"the memory plan predicted {predicted:.2f} GiB for the learner step and it took "

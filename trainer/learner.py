@@ -188,6 +188,12 @@ def with_token_rates(metrics: dict) -> dict:
     return metrics
 
 
+def learner_device(config: RunConfig) -> torch.device:
+    """This rank's GPU (once torch.distributed has picked it), or the CPU where the run's start allowed one."""
+    is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
+    return torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
+
+
 class Learner:
     """Owns the policy's optimizer; ``step`` turns one batch of scored rollouts into updates."""
 
@@ -198,8 +204,7 @@ class Learner:
         self.is_sharded = init_distributed_from_env(config.cluster.num_gpus)
         # The CPU with num_gpus > 0 only where the run's start allowed it (check_cuda_for_gpus: a named CPU
         # stand-in for GPUs) or for the memory plan's fake tensors; a real run without CUDA never gets here.
-        is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
-        self.device = torch.device("cuda", torch.cuda.current_device()) if is_on_gpu else torch.device("cpu")
+        self.device = learner_device(config)
         self.compute_dtype = resolve_compute_dtype(config.model.dtype, self.device.type).torch_dtype()
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         check_model_supports_chunked_logprobs(model)

@@ -531,11 +531,13 @@ def _learner_on(config: RunConfig, architecture):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.learner import Learner
+    from trainer.learner import Learner, learner_device
 
     architecture._attn_implementation = "sdpa"  # what from_pretrained gives the learner
-    model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
-    # Module.to cannot swap fake parameters (torch 2.13); they are on the learner's device already.
+    # Built where the learner will compute (a GPU when the planning machine has one), since it cannot move them:
+    # Module.to cannot swap fake parameters (torch 2.13).
+    with torch.device(learner_device(config)):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
     model.to = lambda *args, **kwargs: model
     return Learner(config, model, PlanTokenizer())
 

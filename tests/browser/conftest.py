@@ -55,6 +55,40 @@ def log_in(page, username, password):
     page.wait_for_url(lambda url: "/login/" not in url)
 
 
+def click_step(page, chart: str, step: int) -> None:
+    """Move the mouse onto ``step`` of the run page's ``chart``, as a person does, and click."""
+    page.wait_for_function("name => document.querySelector(`[data-chart=${name}]`)?.stepChart?.plot", arg=chart)
+    x, y = page.evaluate("""([name, step]) => {
+        const plot = document.querySelector(`[data-chart=${name}]`).stepChart.plot;
+        const box = plot.over.getBoundingClientRect();
+        return [box.left + plot.valToPos(step, "x"), box.top + box.height / 2];
+    }""", [chart, step])
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+
+def shown_keys(page) -> list[str]:
+    """The rollout keys of the run page's list, top to bottom."""
+    return page.eval_on_selector_all("#rollouts li[data-rollout-key]", "items => items.map(i => i.dataset.rolloutKey)")
+
+
+def rollout_keys_seen_by(browser, link: str, username: str) -> list[str] | None:
+    """What another person sees who opens a shared run-page link on a phone-sized screen: the listed rollouts' keys,
+    sorted, or None where the run is not theirs to see (a 404 that lists no rollout)."""
+    context = browser.new_context(base_url=link.split("/runs/")[0], viewport={"width": 390, "height": 900})
+    other = context.new_page()
+    try:
+        log_in(other, username, f"{username}-password")
+        response = other.goto(link)
+        if response.status == HTTPStatus.NOT_FOUND:
+            assert "data-rollout-key" not in other.content()
+            return None
+        other.wait_for_selector("body[data-live]")
+        return sorted(shown_keys(other))
+    finally:
+        context.close()
+
+
 def upload_promptset(page, name: str, file_path, timeout_ms: int = 30_000) -> None:
     """Upload a promptset file through the upload form, as a person does, and wait for its page."""
     page.goto("/promptsets/upload/")

@@ -15,8 +15,8 @@ The rule reads torch's own report of the CPU (``cpu_report``), never a timing:
   (``torch.backends.cpu.get_cpu_capability()``, lowered by ``ATEN_CPU_CAPABILITY``) must be
   AVX512 or above, and oneDNN, which runs the matrix products, must not be capped below
   ``AVX512_CORE_BF16`` (``ONEDNN_MAX_CPU_ISA``, or its older name ``DNNL_MAX_CPU_ISA``). CPUID
-  still reports the instructions under such a cap; measured on the development machine with
-  ``ONEDNN_MAX_CPU_ISA=AVX2``, a 1024² bfloat16 matmul took 2.6–2.9 s, as on an AVX2-only CPU.
+  still reports the instructions under such a cap, and under it bfloat16 runs as slowly as on an
+  AVX2-only CPU (benchmarks/cpu_rollout_precision.py; figures in docs/benchmarks).
 
 A run that names ``float32`` or ``bfloat16`` gets it; bfloat16 where the rule would not choose
 it comes with a warning (``ComputeDtype.warning``). On a GPU, ``auto`` is bfloat16 where the GPU

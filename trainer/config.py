@@ -522,7 +522,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "verifier": {"timeout_s": 20.0, "max_in_flight": 8},
         # Warmed up: Adam's first steps at 2e-5 would move every weight by 2e-5 and break the format.
         "optimizer": {"learning_rate": 2e-5, "warmup_steps": 4, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
-        # An evaluation of the 24 demo problems × 4 samples took 166 s here, four training steps' worth:
+        # An evaluation of all 24 demo problems costs several training steps' worth of generation:
         # every 10 steps and 2 samples keeps it to a small share of the run.
         # A fixed number of steps, whatever the promptset's size: a demo of minutes, not 15 epochs.
         "schedule": {"total_epochs": None, "total_steps": 20, "eval_every": 10, "checkpoint_every": 5,

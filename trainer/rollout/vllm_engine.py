@@ -472,10 +472,10 @@ def use_a_compile_cache_that_loads_on_cpu() -> None:
 
     vLLM 0.32 saves an ahead-of-time compiled function by default with torch ≥ 2.10, but with this
     torch (2.13, CPU) loading it fails ("'function' object has no attribute 'finalize_loading'",
-    vllm/compilation/decorators.py) and every start compiles again: 147 s against 275 s the first
-    time, at load 8–14 on 2 cores. Without it, vLLM traces the model (seconds) and loads Inductor's
-    compiled graphs from the same cache: the second start's engine build took 42 s against 148 s
-    (benchmarks/vllm_start_up.py). Read when the engine starts, so set before it.
+    vllm/compilation/decorators.py) and every start compiles again. Without it, vLLM traces the model
+    (seconds) and loads Inductor's compiled graphs from the same cache, so a second start is a fraction
+    of the first (benchmarks/vllm_start_up.py; figures in docs/benchmarks). Read when the engine
+    starts, so set before it.
     """
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
 

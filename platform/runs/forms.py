@@ -18,7 +18,7 @@ DEFAULT_PRESET = "cpu-demo"
 FIELD_GROUPS = (
     ("What every run sets", ("name", "promptset_version", "kind", "preset", "model", "starting_checkpoint")),
     ("Schedule", ("total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed")),
-    ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine")),
+    ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
     ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls")),
 )

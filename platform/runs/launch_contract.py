@@ -84,6 +84,9 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
                                         "Rollouts per prompt (the GRPO group size)."),
     "max_response_tokens": SettableField("rollout", "max_response_tokens", int,
                                          "Generation budget per rollout, in tokens."),
+    "temperature": SettableField("rollout", "temperature", float,
+                                 "Sampling temperature of training rollouts (the learner scores their tokens at the "
+                                 "same temperature); 1.0 is the release's."),
     "learning_rate": SettableField("optimizer", "learning_rate", float, "AdamW's learning rate after the warm-up."),
     "eval_every": SettableField("schedule", "eval_every", int,
                                 "Steps between evaluations; 0 evaluates only at the end."),
@@ -109,6 +112,9 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
 }
 
 SEED_BOUND = Bound(0, 2**31 - 1)
+# Above 0: the learner divides its logits by the temperature, and a group sampled greedily has no spread to learn
+# from. Up to 2: beyond it answers are noise on every preset.
+TEMPERATURE_BOUND = Bound(0.1, 2.0)
 
 # Per preset, the most a person may ask for. The shared Lean server and the cluster are sized for
 # these; an administrator who needs more adds a preset, never a bigger number through the API.
@@ -145,6 +151,7 @@ for _preset, _bounds in PRESET_BOUNDS.items():
     _bounds["max_rounds"] = Bound(1, MAX_ROUNDS_OF_CORRECTION)
     # Up to the trainer's own limit too: which layouts can pause an answer is the trainer's rank check's (ranks.py).
     _bounds["lean_tool_calls"] = Bound(0, MAX_LEAN_TOOL_CALLS)
+    _bounds["temperature"] = TEMPERATURE_BOUND
 
 # Contract fields that name something by id, and the form field that offers it.
 REFERENCE_FIELDS = {"promptset_version_id": "promptset_version", "starting_checkpoint_id": "starting_checkpoint"}

@@ -70,7 +70,8 @@ def test_the_fields_are_grouped_and_the_later_groups_start_collapsed(alices_clie
     assert groups(page) == [
         ("What every run sets", True, ["name", "promptset_version", "kind", "preset", "model", "starting_checkpoint"]),
         ("Schedule", False, ["total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed"]),
-        ("Sampling", False, ["prompts_per_step", "samples_per_prompt", "max_response_tokens", "rollout_engine"]),
+        ("Sampling", False, ["prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature",
+                             "rollout_engine"]),
         ("Asynchronous RL and evaluation", False, ["max_staleness", "rollout_gpus", "eval_samples", "error_correction"]),
         ("Beyond the release", False, ["max_rounds", "retry_history", "lean_tool_calls"]),
     ]

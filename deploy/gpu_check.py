@@ -431,6 +431,8 @@ def _learner_step(learner, config, plan: dict) -> dict:
     print(f"    peak memory: measured {measured:.2f} GiB, planned {predicted:.2f} GiB ({ratio - 1:+.0%})")
     figures = {"measured_peak_gib": round(measured, 3), "predicted_peak_gib": predicted,
                "prediction_over_measurement": round(ratio, 3), "tokens": metrics["tokens"],
+               "sequences": len(sequences), "prompt_tokens": config.rollout.max_prompt_tokens,
+               "response_tokens": config.rollout.max_response_tokens,
                "step_seconds": round(metrics["seconds"], 2), "tokens_per_second": round(metrics["tokens_per_second"], 1),
                "loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}
     if not 1 - PLAN_TOLERANCE <= ratio <= 1 + PLAN_TOLERANCE:

@@ -152,13 +152,14 @@ def _input_names(inputs) -> list[str]:
 
 
 def _value(value):
-    """An input as JSON: a distribution's settings (measured lengths as their count), a number rounded."""
+    """An input as JSON: a distribution's settings (measured lengths as their count), a number to 4 significant
+    digits (a small share must not print as 0)."""
     if hasattr(value, "__dataclass_fields__"):
         shown = {name: getattr(value, name) for name in value.__dataclass_fields__ if name != "observed"}
         if getattr(value, "observed", None):
             shown["observed_count"] = len(value.observed)
         return shown
-    return round(value, 4) if isinstance(value, float) else value
+    return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
 def format_report(report: dict) -> str:

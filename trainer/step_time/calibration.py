@@ -166,6 +166,7 @@ def fit_inputs(events_or_run, *, steps: set[int] | None = None, source: str = "t
                                                f"{learning_s:.1f} s (prompts' work inside the rate)",
             "prompt_tokens_mean": "measured: inside the learner's rate (the events count answer tokens only)",
             "learner_fixed_s": "measured: inside the learner's rate",
+            "learner_attention_per_context_token": "measured: inside the learner's rate, at the run's own lengths",
             "weight_sync_s": f"{where}: mean time/weight_sync_s",
             "step_overhead_s": (f"{where}: mean step interval minus its four phases" if overheads else
                                 "measured: not separable in an asynchronous run; 0"),

@@ -14,6 +14,7 @@ A step time the model computes from these is a prediction, and says so wherever 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,7 +45,12 @@ H100_BF16_DENSE_FLOPS = 989.4e12  # NVIDIA H100 SXM datasheet: 989 TFLOPS BF16 d
 QWEN3_1_7B_PARAMETERS = 1.7e9  # Qwen3-1.7B's model card: 1.7B parameters (1.4B without the embeddings)
 # Per token: forward for π_old (2N), forward and backward (6N), the checkpointed forward again (2N).
 LEARNER_FLOPS_PER_TOKEN = 10 * QWEN3_1_7B_PARAMETERS
-ASSUMED_MFU = 0.35
+# Qwen3-1.7B's config.json: 28 layers, 16 query heads of 128. Causal attention's forward costs 2 × layers × width
+# FLOPs per token per token of the sequence (QKᵀ and AV over half of it on average), against 2N for the rest.
+QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN = 28 * 16 * 128 / QWEN3_1_7B_PARAMETERS
+# deploy/gpu_check.py's learner steps on one H200, whose BF16 dense peak is the H100 SXM's (989 TFLOPS).
+GPU_CHECKS = "docs/operations/gpu-checks"
+GPU_CHECK_SEQUENCE = (8192, 24576)  # the recipe's lengths, gpu_check.py's default: (prompt, response) tokens
 H100_TPOT_S = 0.0346  # gpustack's H100 vLLM measurement, below
 # One H100's vLLM key/value cache: `python -m trainer memory-plan --preset h100x8` prints "inside it: key/value
 # cache 42.80 GiB (400,660 tokens, 12 full sequences)" (vllm_gpu_memory_utilization 0.6 of 80 GiB). The plan
@@ -61,7 +67,8 @@ def h100x8_inputs(config) -> StepTimeInputs:
     prompt_mean = 400.0
     kv_tokens = H100X8_KV_CACHE_TOKENS
     concurrent = max(1, min(256, int(kv_tokens // (prompt_mean + answer_mean))))
-    learner_rate = H100_BF16_DENSE_FLOPS * ASSUMED_MFU / LEARNER_FLOPS_PER_TOKEN
+    utilisation, measured = measured_learner_utilisation()
+    learner_rate = H100_BF16_DENSE_FLOPS * utilisation / LEARNER_FLOPS_PER_TOKEN
     return StepTimeInputs(
         rollouts_per_step=rollout.prompts_per_step * rollout.samples_per_prompt,
         answer_tokens=AnswerLengths(answer_mean, answer_sigma, rollout.max_response_tokens),
@@ -77,6 +84,7 @@ def h100x8_inputs(config) -> StepTimeInputs:
         learner_fixed_s=0.0,
         weight_sync_s=10.0,
         step_overhead_s=0.0,
+        learner_attention_per_context_token=QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN,
         sources={
             "rollouts_per_step": f"config: rollout.prompts_per_step × samples_per_prompt = {rollout.prompts_per_step} × "
                                  f"{rollout.samples_per_prompt}",
@@ -98,10 +106,13 @@ def h100x8_inputs(config) -> StepTimeInputs:
                               "a 60 s timeout)",
             "lean_max_in_flight": f"config: verifier.max_in_flight = {verifier.max_in_flight}",
             "lean_reach_share": "assumed: 90% of answers pass the format check and go to Lean",
-            "learner_tokens_per_s_per_device": f"{learner_rate:,.0f} tokens/s per GPU: published peak (NVIDIA H100 SXM "
-                f"datasheet, 989 TFLOPS BF16 dense) × assumed {ASSUMED_MFU:.0%} utilisation / (10 × 1.7B FLOPs per "
-                "token: π_old's forward, forward and backward, the checkpointed forward again; Qwen3-1.7B model card); "
-                "attention's own FLOPs left out",
+            "learner_tokens_per_s_per_device": f"{learner_rate:,.0f} tokens/s per GPU before attention: published "
+                f"peak (NVIDIA H100 SXM datasheet, 989 TFLOPS BF16 dense) × {utilisation:.1%} utilisation, {measured} / "
+                "(10 × 1.7B FLOPs per token: π_old's forward, forward and backward, the checkpointed forward again; "
+                "Qwen3-1.7B model card)",
+            "learner_attention_per_context_token": f"published: Qwen3-1.7B's config.json, 28 layers × 16 heads × 128 / "
+                f"1.7B parameters = {QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN:.3g}: a 32,768-token sequence costs "
+                f"{1 + 32768 * QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN:.2f}× its tokens' work without attention",
             "prompt_tokens_mean": "assumed: 400 tokens (the release's prompt template around a miniF2F-sized statement)",
             "learner_fixed_s": "assumed: 0 s",
             "weight_sync_s": "assumed: 10 s to hand 1.7B bfloat16 weights (3.4 GB) to the rollout engine",
@@ -109,6 +120,33 @@ def h100x8_inputs(config) -> StepTimeInputs:
         },
     )
 
+
+
+def measured_learner_utilisation() -> tuple[float, str]:
+    """The learner's share of the GPU's peak FLOPs, attention counted, from the learner steps deploy/gpu_check.py
+    measured (its files in docs/operations/gpu-checks, never copied by hand): the mean over the runs, and where it
+    came from."""
+    shares, lengths = [], set()
+    for path in sorted((REPOSITORY / GPU_CHECKS).glob("*.json")):
+        step = json.loads(path.read_text())["checks"].get("learner_step", {})
+        if step.get("outcome") != "passed":
+            continue
+        # Files of before 2026-12-04 18:30 UTC do not name their lengths: they ran gpu_check.py's defaults.
+        prompt = step.get("prompt_tokens", GPU_CHECK_SEQUENCE[0])
+        response = step.get("response_tokens", GPU_CHECK_SEQUENCE[1])
+        sequence = prompt + response
+        lengths.add(f"{prompt:,} + {response:,}")
+        flops_per_token = LEARNER_FLOPS_PER_TOKEN * (1 + sequence * QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN)
+        seconds = step["tokens"] / step["tokens_per_second"]  # response tokens over response tokens/s
+        tokens = step["tokens"] // response * sequence
+        shares.append(tokens / seconds * flops_per_token / H100_BF16_DENSE_FLOPS)
+    if not shares:
+        raise CommandError(f"the h100x8 learner's utilisation is measured by deploy/gpu_check.py into {GPU_CHECKS}, "
+                           "which holds no passed learner step in this checkout", EXIT_MISSING_FILE)
+    return (sum(shares) / len(shares),
+            f"measured: deploy/gpu_check.py's learner step on one H200 ({GPU_CHECKS}: "
+            f"{', '.join(f'{share:.1%}' for share in shares)} in {len(shares)} runs, Qwen3-1.7B's widths, "
+            f"{' and '.join(sorted(lengths))} tokens a sequence, attention counted)")
 
 
 def measured_inputs(config) -> StepTimeInputs:

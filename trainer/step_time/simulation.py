@@ -103,6 +103,10 @@ class StepTimeInputs:
     learner_fixed_s: float
     weight_sync_s: float
     step_overhead_s: float
+    # What one more token of context adds to a token's learner work, as a share of its work without attention
+    # (layers × attention width / parameters: causal attention averages half the sequence per token). 0 where a
+    # measured rate already holds attention at the run's own lengths.
+    learner_attention_per_context_token: float = 0.0
     # Where each figure came from (field name → "measured: …", "published: …", "assumed: …", "config: …").
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -112,7 +116,8 @@ class StepTimeInputs:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be more than 0, got {getattr(self, name)!r}")
-        for name in ("prefill_s", "prompt_tokens_mean", "learner_fixed_s", "weight_sync_s", "step_overhead_s"):
+        for name in ("prefill_s", "prompt_tokens_mean", "learner_fixed_s", "weight_sync_s", "step_overhead_s",
+                     "learner_attention_per_context_token"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
         if not 0 <= self.lean_reach_share <= 1:
@@ -227,7 +232,7 @@ def simulate(inputs: StepTimeInputs, eta: int, layout: Layout, *, steps: int = 2
             lengths, reaches_lean, latencies = generating.draws
             written = [generating.wall_time_at(work) for work in generating.marks]
             lean, ready = _lean_checks(written, reaches_lean, latencies, lean_free)
-            tokens = sum(lengths) + inputs.prompt_tokens_mean * len(lengths)
+            tokens = learner_work(inputs, lengths)
             generated[k] = (generating.version, (generating.start, now), lean, ready, tokens)
             generation_end[k] = now
             generating = None
@@ -292,6 +297,13 @@ class _Phase:
             if w1 >= work:
                 return t0 if w1 == w0 else t0 + (t1 - t0) * (work - w0) / (w1 - w0)
         return self.progress[-1][0]
+
+
+def learner_work(inputs: StepTimeInputs, answer_lengths: list[int]) -> float:
+    """A batch's learner work in tokens at the learner's rate: each sequence's tokens, each weighed by
+    1 + its length × ``learner_attention_per_context_token`` (attention grows with the sequence)."""
+    sequences = [length + inputs.prompt_tokens_mean for length in answer_lengths]
+    return sum(tokens * (1 + tokens * inputs.learner_attention_per_context_token) for tokens in sequences)
 
 
 def _batch_draws(inputs: StepTimeInputs, step: int, seed: int):

@@ -2,15 +2,12 @@
 launch fields of the form and the API alike: K from 0 to the trainer's own limit for every preset, the history one of
 the trainer's choices, each with a help text, and what a person sets reaches the config the trainer reads."""
 
-import argparse
-
 import pytest
 from django.urls import reverse
 
-from runs.actions import export_run_inputs
 from runs.launch_contract import LaunchRequest, bounds
 from runs.models import Run
-from trainer.commands.run import resolve_config
+from tests.runs.launch_helpers import trainers_config
 from trainer.config import MAX_LEAN_TOOL_CALLS
 
 pytestmark = pytest.mark.django_db
@@ -19,13 +16,6 @@ pytestmark = pytest.mark.django_db
 def form_launch(client, version, **fields):
     return client.post(reverse("runs:new"), {"name": "tools", "promptset_version": version.pk, "preset": "cpu-smoke",
                                              "kind": "rl", **fields})
-
-
-def trainers_config(run: Run):
-    """The config as the trainer reads it: the file the dispatch writes, through ``python -m trainer run --config``."""
-    export_run_inputs(run)
-    return resolve_config(argparse.Namespace(config=str(run.artifacts_dir / "config.json"), preset=None,
-                                             overrides=[], lean_url=None))
 
 
 def test_every_preset_bounds_k_from_zero_to_the_trainers_limit():

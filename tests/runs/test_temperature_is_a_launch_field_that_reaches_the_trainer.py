@@ -1,24 +1,14 @@
 """``temperature`` (the trainer's ``rollout.temperature``) is a launch field of the form and the API alike: from 0.1 to
 2 on every preset, the preset's value shown, and what a person sets reaches the config the trainer reads."""
 
-import argparse
-
 import pytest
 from django.urls import reverse
 
-from runs.actions import export_run_inputs
 from runs.launch_contract import bounds
 from runs.models import Run
-from trainer.commands.run import resolve_config
+from tests.runs.launch_helpers import trainers_config
 
 pytestmark = pytest.mark.django_db
-
-
-def trainers_config(run: Run):
-    """The config as the trainer reads it: the file the dispatch writes, through ``python -m trainer run --config``."""
-    export_run_inputs(run)
-    return resolve_config(argparse.Namespace(config=str(run.artifacts_dir / "config.json"), preset=None,
-                                             overrides=[], lean_url=None))
 
 
 def test_every_preset_bounds_it_from_a_tenth_to_two():

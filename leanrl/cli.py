@@ -250,6 +250,8 @@ def rollouts(client: PlatformClient, args) -> int:
                 continue
             if args.turn and attempt["turn"] != args.turn:
                 continue
+            if args.round is not None and attempt["round"] != args.round:
+                continue
             sys.stdout.write(json.dumps(attempt, ensure_ascii=False) + "\n")
             written += 1
     print(f"{written} rollouts", file=sys.stderr)
@@ -334,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--step", type=int)
     sub.add_argument("--verdict", help="valid, lean_error, sorry, timeout, infra_error, …")
     sub.add_argument("--turn", choices=("first", "retry"))
+    sub.add_argument("--round", type=int, help="The round of correction: 0 first attempts, 1 their retries, …")
     sub.set_defaults(handler=rollouts)
 
     checkpoints = commands.add_parser("checkpoints", help="List or download a run's checkpoints.").add_subparsers(

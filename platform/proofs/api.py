@@ -39,6 +39,8 @@ class ProofAttemptOut(Schema):
     is_standin_verdict: bool
     num_tokens: int
     policy_version: int | None
+    round: int
+    tool_calls: list
 
 
 class RolloutCardOut(Schema):

@@ -67,6 +67,10 @@ def test_a_researcher_uploads_launches_follows_and_fetches_from_the_terminal(
     assert sorted(row["rollout_key"] for row in rows) == sorted(stored.values_list("rollout_key", flat=True))
     only_step_2 = leanrl("rollouts", str(run_id), "--step", "2")
     assert {json.loads(line)["step"] for line in only_step_2.stdout.splitlines()} == {2}
+    assert {(row["turn"], row["round"]) for row in rows} <= {("first", 0), ("retry", 1)}  # the release's one retry
+    first_attempts = leanrl("rollouts", str(run_id), "--round", "0")
+    assert sorted(json.loads(line)["rollout_key"] for line in first_attempts.stdout.splitlines()) == sorted(
+        row["rollout_key"] for row in rows if row["turn"] == "first")
 
     listed = leanrl("checkpoints", "list", str(run_id))
     assert listed.returncode == 0 and "step 2" in listed.stdout

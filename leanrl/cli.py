@@ -29,7 +29,7 @@ import httpx
 from tqdm import tqdm
 
 from leanrl.client import ApiError, PlatformClient
-from leanrl.fields import parse_assignments
+from trainer.fields import parse_assignments
 
 EXIT_RUN_DID_NOT_SUCCEED = 1
 EXIT_USAGE = 2

@@ -41,7 +41,7 @@ RUN pip install --require-hashes --no-deps --find-links https://download.pytorch
 COPY manage.py ./
 COPY platform/ platform/
 COPY trainer/ trainer/
-# leanrl.fields: manage.py launch_run reads --set FIELD=VALUE by the client's own rule.
+# The command-line client beside the server it drives: `python -m leanrl` runs in this image.
 COPY leanrl/ leanrl/
 COPY deploy/ deploy/
 COPY frontend/templates/ frontend/templates/

@@ -1,13 +1,13 @@
 """``FIELD=VALUE`` as ``leanrl runs launch`` and ``manage.py launch_run --set`` read it: the launch
-contract's flat fields, values as JSON where they parse, without Django or torch. The reading is the client's
-(leanrl/fields.py, standard library only), shared by every terminal door; the client loads nothing of the trainer."""
+contract's flat fields, values as JSON where they parse, without Django or torch. The reading is the
+trainer's (trainer/fields.py, standard library only): the client loads that one module of it."""
 
 import subprocess
 import sys
 
 import pytest
 
-from leanrl.fields import parse_assignments
+from trainer.fields import parse_assignments
 
 
 def test_values_are_json_where_they_parse_and_text_otherwise():
@@ -28,9 +28,9 @@ def test_a_dotted_path_a_missing_value_or_a_repeated_field_is_refused(pairs, ref
     assert refusal in str(refused.value)
 
 
-def test_the_client_imports_without_django_torch_or_anything_of_the_trainer():
-    loads = ("import sys; sys.modules.update(django=None, torch=None, runs=None, trainer=None); import leanrl.cli; "
-             "print(sorted(name for name in sys.modules if name.split('.')[0] in ('trainer', 'deploy')))")
+def test_the_client_imports_without_django_or_torch_and_only_the_trainers_field_reading():
+    loads = ("import sys; sys.modules.update(django=None, torch=None, runs=None); import leanrl.cli; "
+             "print(sorted(name for name in sys.modules if name.split('.')[0] == 'trainer'))")
     result = subprocess.run([sys.executable, "-c", loads], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["['trainer']"]  # the None this test put there: nothing imported it
+    assert result.stdout.split() == ["['trainer',", "'trainer.fields']"]

@@ -1,12 +1,8 @@
 """Imports flow one way (DESIGN.md, "Boundaries that keep the system honest"): no file imports a file
 that imports it back, even lazily; the platform's apps form a chain, promptsets ← runs ← proofs;
-the server never imports its client (``leanrl/``) but for ``leanrl.fields``, the standard-library reading of
-``FIELD=VALUE`` that every terminal door shares; the client imports nothing of ours."""
+the server never imports its client (``leanrl/``)."""
 
-from tests.structure.source_tree import circles, describe_circle, import_graph, imported_names, source_files
-
-# The client's one module below every floor: the trainer and the platform read FIELD=VALUE through it.
-SHARED_CLIENT_MODULE = "leanrl.fields"
+from tests.structure.source_tree import circles, describe_circle, import_graph
 
 # Each app may import the apps below it, never one above. ``config`` is the project (settings, URLs,
 # the API's root) and may import every app; ``accounts`` sits below them all.
@@ -37,9 +33,8 @@ def test_the_platform_never_imports_its_client():
     graph = import_graph()
     platform_modules = [m for m in graph if m.split(".")[0] not in ("trainer", "deploy", "leanrl")]
     offending = [f"  {module} imports {edge.target} (line {edge.line})" for module in platform_modules
-                 for edge in graph[module]
-                 if edge.target.split(".")[0] == "leanrl" and edge.target != SHARED_CLIENT_MODULE]
-    assert not offending, (f"the server never imports its client (leanrl/) but for {SHARED_CLIENT_MODULE}:\n"
+                 for edge in graph[module] if edge.target.split(".")[0] == "leanrl"]
+    assert not offending, ("the server never imports its client (leanrl/); share through trainer/:\n"
                            + "\n".join(offending))
 
 
@@ -47,23 +42,8 @@ def test_the_trainer_never_imports_the_platform_or_its_client():
     graph = import_graph()
     offending = [f"  {module} imports {edge.target} (line {edge.line})" for module in graph
                  if module.split(".")[0] == "trainer" for edge in graph[module]
-                 if edge.target.split(".")[0] != "trainer" and edge.target != SHARED_CLIENT_MODULE]
-    assert not offending, (f"trainer/ is the lowest floor: it imports nothing of ours outside it but "
-                           f"{SHARED_CLIENT_MODULE}:\n" + "\n".join(offending))
-
-
-def test_the_client_imports_nothing_of_ours_and_its_shared_module_only_the_standard_library():
-    import sys
-
-    graph = import_graph()
-    offending = [f"  {module} imports {edge.target} (line {edge.line})" for module in graph
-                 if module.split(".")[0] == "leanrl" for edge in graph[module]
-                 if edge.target.split(".")[0] != "leanrl"]
-    assert not offending, "leanrl/ installs on its own (pip install ./leanrl): it imports nothing of ours:\n" + (
-        "\n".join(offending))
-    shared_path = source_files()[SHARED_CLIENT_MODULE]
-    shared_imports = {name.split(".")[0] for name, _ in imported_names(shared_path, SHARED_CLIENT_MODULE)}
-    assert shared_imports and shared_imports <= set(sys.stdlib_module_names) | {"__future__"}, shared_imports
+                 if edge.target.split(".")[0] not in ("trainer",)]
+    assert not offending, "trainer/ is the lowest floor: it imports nothing of ours outside it:\n" + "\n".join(offending)
 
 
 def test_the_circle_finder_finds_a_lazy_circle():

@@ -13,7 +13,7 @@ from promptsets.intake import FIELD_LABELS, RECIPE_HEADER, CandidateProblem, Col
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.upload_contract import max_row_bytes_problem, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
-from leanrl.fields import split_assignment
+from trainer.fields import split_assignment
 from trainer.progress import progress_bar
 
 

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs import actions, launch_contract
 from runs.models import RunKind
-from leanrl.fields import parse_assignments
+from trainer.fields import parse_assignments
 
 
 class Command(BaseCommand):

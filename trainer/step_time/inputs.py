@@ -20,7 +20,14 @@ from pathlib import Path
 
 from trainer.commands import EXIT_MISSING_FILE, CommandError
 from trainer.step_time.calibration import fit_inputs, read_events
-from trainer.step_time.simulation import SHARED_CPU_NOTE, AnswerLengths, LeanLatency, Layout, StepTimeInputs
+from trainer.step_time.simulation import (
+    SHARED_CPU_NOTE,
+    AnswerLengths,
+    LeanLatency,
+    Layout,
+    StepTimeInputs,
+    sequence_work,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -136,10 +143,10 @@ def measured_learner_utilisation() -> tuple[float, str]:
         response = step.get("response_tokens", GPU_CHECK_SEQUENCE[1])
         sequence = prompt + response
         lengths.add(f"{prompt:,} + {response:,}")
-        flops_per_token = LEARNER_FLOPS_PER_TOKEN * (1 + sequence * QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN)
         seconds = step["tokens"] / step["tokens_per_second"]  # response tokens over response tokens/s
-        tokens = step["tokens"] // response * sequence
-        shares.append(tokens / seconds * flops_per_token / H100_BF16_DENSE_FLOPS)
+        sequences = step["tokens"] // response
+        flops = sequences * sequence_work(sequence, QWEN3_1_7B_ATTENTION_PER_CONTEXT_TOKEN) * LEARNER_FLOPS_PER_TOKEN
+        shares.append(flops / seconds / H100_BF16_DENSE_FLOPS)
     if not shares:
         raise CommandError(f"the h100x8 learner's utilisation is measured by deploy/gpu_check.py into {GPU_CHECKS}, "
                            "which holds no passed learner step in this checkout", EXIT_MISSING_FILE)

@@ -299,11 +299,16 @@ class _Phase:
         return self.progress[-1][0]
 
 
+def sequence_work(tokens: float, attention_per_context_token: float) -> float:
+    """One sequence's learner work in tokens without attention: each of its tokens weighed by 1 + its length ×
+    ``attention_per_context_token`` (causal attention grows with the sequence)."""
+    return tokens * (1 + tokens * attention_per_context_token)
+
+
 def learner_work(inputs: StepTimeInputs, answer_lengths: list[int]) -> float:
-    """A batch's learner work in tokens at the learner's rate: each sequence's tokens, each weighed by
-    1 + its length × ``learner_attention_per_context_token`` (attention grows with the sequence)."""
-    sequences = [length + inputs.prompt_tokens_mean for length in answer_lengths]
-    return sum(tokens * (1 + tokens * inputs.learner_attention_per_context_token) for tokens in sequences)
+    """A batch's learner work in tokens at the learner's rate (``sequence_work`` of each prompt and answer)."""
+    return sum(sequence_work(length + inputs.prompt_tokens_mean, inputs.learner_attention_per_context_token)
+               for length in answer_lengths)
 
 
 def _batch_draws(inputs: StepTimeInputs, step: int, seed: int):

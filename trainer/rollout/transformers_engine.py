@@ -1,49 +1,87 @@
-"""Rollouts with Hugging Face ``model.generate``: the CPU engine, and a single GPU without vLLM.
+"""Rollouts on a Hugging Face causal LM, decoded by a loop of ours: the CPU engine, and a single GPU without vLLM.
 
-The engine samples from the learner's own module object, so ``push_weights`` has nothing
-to copy: after an optimizer step the next ``generate`` already uses the new weights. That
-is also why ``sleep`` and ``wake`` free nothing but the allocator's cache: the weights
-belong to the learner, and the key/value cache lives only inside one ``generate`` call.
+The engine samples from the model object it is given (the learner's own, or trainer/rollout/replica.py's copy),
+so ``push_weights`` has nothing to copy: after an optimizer step the next ``generate`` already uses the new
+weights. That is also why ``sleep`` and ``wake`` free nothing but the allocator's cache: the weights belong to the
+learner, and the key/value cache lives only inside one ``generate`` call.
 
-Answers are streamed: ``generate`` runs in a worker thread, and a stopping-criteria hook
-sees every decoding step, so each sequence is handed over the moment it emits an
-end-of-sequence token, while the rest of the batch keeps decoding.
+Answers are streamed: ``generate`` is a generator that yields each answer at the decoding step it ends, while the
+rest of the batch keeps decoding. Each answer carries the log-probability of every token it sampled under the
+distribution it was drawn from (after the temperature, top-k and top-p, as vLLM's ``processed_logprobs``).
 
-Each answer carries the log-probability of every token it sampled under the distribution it was
-drawn from (after the temperature, top-k and top-p, as vLLM's ``processed_logprobs``): the
-sampling warpers are given to ``generate`` as logits processors of ours, in Hugging Face's own
-order, with a recorder after them, because ``generate`` runs the processors it is given
-*before* the warpers it builds itself from the generation config.
+Why a loop of ours rather than ``model.generate`` (measured in benchmarks/generation_roofline.py and
+docs/benchmarks/history.md): it decodes on the caller's thread (a second thread doing torch work gives the
+process a second OpenMP team, and libgomp then stops every team's workers from spin-waiting, about a quarter
+slower on two cores); a token is drawn from one uniform number per answer over the distribution's running sum
+(``torch.multinomial`` draws an exponential per vocabulary entry); finished and paused answers leave the batch;
+and on a CPU, attention reads each key/value head once for the query heads that share it (``grouped_query_attention``)
+where sdpa and eager copy the cache once per query head.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import (
-    GenerationConfig,
-    LogitsProcessor,
-    LogitsProcessorList,
-    StoppingCriteria,
-    StoppingCriteriaList,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from transformers import AttentionInterface, LogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from trainer.live import IncrementalDecoder
 from trainer.rollout.base import Generation, SamplingSettings
 
-_FINISHED = object()  # the worker thread's last word on the queue
+GROUPED_QUERY_ATTENTION = "leanrl_grouped_query"
+
+
+def grouped_query_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                            **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Attention as transformers' eager path computes it, with each key/value head read once by its query group.
+
+    query (B, H, q, D), key and value (B, H_kv, T, D), an additive mask (B, 1, q, ≥T); returns (B, q, H, D).
+    Query heads h·g … h·g + g − 1 share key/value head h (transformers' ``repeat_kv`` order), so the query is
+    viewed as (B, H_kv, g·q, D) and the mask repeated g times along its query rows.
+    """
+    batch, heads, queries, size = query.shape
+    groups = heads // key.shape[1]
+    scores = torch.matmul(query.reshape(batch, key.shape[1], groups * queries, size), key.transpose(2, 3))
+    scores = scores * (scaling if scaling is not None else size ** -0.5)
+    if attention_mask is not None:
+        mask = attention_mask[:, :, :, : key.shape[-2]]
+        scores = scores + (mask.repeat(1, 1, groups, 1) if groups > 1 else mask)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    output = torch.matmul(weights, value).reshape(batch, heads, queries, size)
+    return output.transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(GROUPED_QUERY_ATTENTION, grouped_query_attention)
+AttentionMaskInterface.register(GROUPED_QUERY_ATTENTION, eager_mask)
+
+
+@dataclass
+class _Answer:
+    """One row of a batch: which answer it is, what it may still write, and what it wrote."""
+
+    prompt_index: int
+    sample_index: int
+    budget: int
+    may_call: bool
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+class _Batch:
+    """A batch being decoded; ``close()`` asks it to end at its next step."""
+
+    stop_requested = False
 
 
 class TransformersEngine:
-    """Batched sampling on the learner's model; ``max_batch_sequences`` bounds one ``generate`` call's rows."""
+    """Batched sampling on a Hugging Face model; ``max_batch_sequences`` bounds one batch's rows."""
 
     def __init__(self, model: Any, tokenizer: Any, max_batch_sequences: int = 64) -> None:
         if max_batch_sequences < 1:
@@ -59,7 +97,7 @@ class TransformersEngine:
             )
         pad = tokenizer.pad_token_id
         self._pad_token_id = pad if pad is not None else self._eos_token_ids[0]
-        self._decoding: set[_FinishedSequenceWatcher] = set()  # the batches being decoded, for close()
+        self._decoding: set[_Batch] = set()  # the batches being decoded, for close()
 
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
                  progress: Any = None, tools: Any = None) -> Iterator[Generation]:
@@ -72,10 +110,12 @@ class TransformersEngine:
         started = time.perf_counter()
         prompts_per_batch = max(1, self._max_batch_sequences // sampling.n)
         for batch_number, first in enumerate(range(0, len(prompts), prompts_per_batch)):
-            batch = prompts[first : first + prompts_per_batch]
+            batch = [self._token_ids(prompt) for prompt in prompts[first : first + prompts_per_batch]]
+            answers = [_Answer(first + index, sample, sampling.max_tokens, True, prompt_ids)
+                       for index, prompt_ids in enumerate(batch) for sample in range(sampling.n)]
             # Distinct seeds per batch, or every batch would draw the same random numbers.
             seed = None if sampling.seed is None else sampling.seed + batch_number
-            yield from self._generate_batch(batch, first, sampling, seed, started, progress, tools)
+            yield from self._decode(batch, sampling.n, answers, sampling, seed, started, progress, tools)
         wave = 0
         while tools is not None and tools.has_waiting():
             wave += 1
@@ -96,18 +136,14 @@ class TransformersEngine:
                 runnable.append(resumption)
         if not runnable:
             return
-        one_each = SamplingSettings(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                                    max_tokens=max(r.max_tokens for r in runnable), seed=seed)
-        rows = [(r.prompt_index, r.sample_index, r.max_tokens, r.may_call) for r in runnable]
-        yield from self._generate_batch([r.prefix_ids for r in runnable], 0, one_each, seed, started, progress, tools,
-                                        rows=rows)
+        answers = [_Answer(r.prompt_index, r.sample_index, r.max_tokens, r.may_call, list(r.prefix_ids)) for r in runnable]
+        yield from self._decode([a.prompt_ids for a in answers], 1, answers, sampling, seed, started, progress, tools)
 
-    def _left_padded(self, prompts: list[str] | list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _token_ids(self, prompt: str | list[int]) -> list[int]:
+        return self._tokenizer(prompt, add_special_tokens=False)["input_ids"] if isinstance(prompt, str) else list(prompt)
+
+    def _left_padded(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(P, T) token ids and attention mask, left-padded so every answer starts at the same column."""
-        rows = [
-            self._tokenizer(prompt, add_special_tokens=False)["input_ids"] if isinstance(prompt, str) else list(prompt)
-            for prompt in prompts
-        ]
         width = max(len(row) for row in rows)
         input_ids = torch.full((len(rows), width), self._pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -117,141 +153,80 @@ class TransformersEngine:
                 attention_mask[index, width - len(row):] = 1
         return input_ids, attention_mask
 
-    def _generate_batch(
-        self, prompts: list[str] | list[list[int]], first_prompt_index: int, sampling: SamplingSettings, seed: int | None, started: float,
-        progress: Any = None, tools: Any = None, rows: list[tuple[int, int, int, bool]] | None = None,
-    ) -> Iterator[Generation]:
-        """``rows`` (resumed answers): each row's (prompt index, sample index, token budget, whether it may call)."""
-        device = _device_of(self._model)
-        input_ids, attention_mask = self._left_padded(prompts)
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)  # (P, T_prompt)
-        prompt_length = input_ids.shape[1]
-        results: queue.Queue = queue.Queue()
-
-        def answer_of(row: int) -> tuple[int, int]:
-            if rows is not None:
-                return rows[row][0], rows[row][1]
-            prompt_index, sample_index = divmod(row, sampling.n)
-            return first_prompt_index + prompt_index, sample_index
-
-        def hand_over(row: int, response_ids: list[int], logprobs: list[float], is_truncated: bool) -> None:
-            prompt_index, sample_index = answer_of(row)
-            results.put(self._generation(prompt_index, sample_index, response_ids,
-                                         logprobs, is_truncated, time.perf_counter() - started))
-
-        recorder = _SampledDistribution()
-        decoder = IncrementalDecoder(lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True))
-
-        def text_so_far(row: int, input_ids: torch.Tensor) -> str:
-            written = decoder.text(row, input_ids[row, prompt_length:].tolist())
-            return written if tools is None else tools.text_of(*answer_of(row), written)  # after its earlier segments
-
-        def report_progress(input_ids: torch.Tensor) -> None:  # (B, T_prompt + t)
-            tokens = input_ids.shape[1] - prompt_length
-            for row in range(input_ids.shape[0]):
-                if not watcher.has_finished(row):
-                    prompt_index, sample_index = answer_of(row)
-                    progress.update(prompt_index, sample_index, tokens, lambda row=row: text_so_far(row, input_ids))
-
-        pauser = None
-        if tools is not None:
-            def pauser(row: int, response_ids: list[int]) -> bool:
-                prompt_index, sample_index = answer_of(row)
-                may_call = rows[row][3] if rows is not None else True
-                if not may_call or ">" not in self._tokenizer.decode(response_ids[-1:]):
-                    return False
-                return tools.wants_pause(prompt_index, sample_index, response_ids)
-
-            def pause(row: int, response_ids: list[int], logprobs: list[float]) -> None:
-                results.put(("paused", row, response_ids, logprobs))
-
-            budgets = [row[2] for row in rows] if rows is not None else None
-        watcher = _FinishedSequenceWatcher(prompt_length, self._eos_token_ids, hand_over, recorder,
-                                           report_progress if progress is not None else None)
-        if pauser is not None:
-            watcher.pause_when(pauser, pause, budgets)
-
-        def decode_all() -> None:
-            try:
-                sequences = self._run_generate(input_ids, attention_mask, sampling, seed, watcher, recorder)  # (P*n, T)
-                for row in range(sequences.shape[0]):
-                    if not watcher.has_finished(row):
-                        # No end-of-sequence token by the end: the budget ran out.
-                        response_ids = sequences[row, prompt_length:].tolist()
-                        hand_over(row, response_ids, watcher.logprobs_of(row, len(response_ids)), is_truncated=True)
-                results.put(_FINISHED)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the consuming thread
-                results.put(error)
-
-        # Not a daemon: a daemon thread still inside a torch op when the interpreter finalizes is ended by
-        # pthread_exit through C++ frames that cannot unwind (std::terminate: a cancelled run exits -6). The
-        # interpreter waits for this one, which ends at the next decoding step once its batch is stopped.
-        worker = threading.Thread(target=decode_all, name="transformers-rollout")
-        self._decoding.add(watcher)
-        try:
-            worker.start()  # inside the try: a cancel may land while start() waits for the thread
-            while (item := results.get()) is not _FINISHED:
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, tuple):  # ("paused", row, response ids, log-probabilities): Lean is asked
-                    _, row, response_ids, logprobs = item
-                    prompt_index, sample_index = answer_of(row)
-                    tools.pause(prompt_index, sample_index, list(prompts[row // (1 if rows is not None else sampling.n)]),
-                                response_ids, logprobs, f"p{prompt_index}-r{sample_index}")
-                    continue
-                yield item if tools is None else tools.finish(item)
-        finally:
-            watcher.stop_requested = True  # the caller stopped early: end the batch at the next step
-            self._decoding.discard(watcher)
-            if worker.is_alive():
-                worker.join()
-
-    def _run_generate(self, input_ids, attention_mask, sampling: SamplingSettings, seed: int | None, watcher, recorder):
+    def _decode(self, prompts: list[list[int]], repeats: int, answers: list[_Answer], sampling: SamplingSettings,
+                seed: int | None, started: float, progress: Any, tools: Any) -> Iterator[Generation]:
+        """Decode ``answers`` (``repeats`` rows per prompt of ``prompts``, in order) until each ends, asks Lean or
+        runs out of its budget, yielding each at the step it ends. Rows that end leave the batch."""
         model = self._model
-        generation_config = GenerationConfig(
-            max_new_tokens=sampling.max_tokens,
-            min_new_tokens=0,
-            num_return_sequences=sampling.n,
-            do_sample=not sampling.is_greedy,
-            # Neutral here: the warpers come as our own processors (_sampling_processors), so the recorder sees their output.
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            repetition_penalty=1.0,
-            num_beams=1,
-            eos_token_id=self._eos_token_ids,
-            pad_token_id=self._pad_token_id,
-        )
-        # generate() fills unset fields from model.generation_config (a checkpoint's min_p, say),
-        # which would silently change the sampling distribution; hide it for the call.
-        saved_generation_config = model.generation_config
-        was_training = model.training
-        model.generation_config = GenerationConfig(eos_token_id=self._eos_token_ids, pad_token_id=self._pad_token_id)
-        model.eval()
-        devices = [input_ids.device] if input_ids.device.type == "cuda" else []
+        device = _device_of(model)
+        generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+        processors = _sampling_processors(sampling)
+        decoder = IncrementalDecoder(lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True))
+        batch = _Batch()
+        self._decoding.add(batch)
+        live = list(range(len(answers)))  # rows of the batch, as indices into answers
         try:
-            with torch.random.fork_rng(devices=devices, enabled=seed is not None), torch.inference_mode():
-                if seed is not None:
-                    torch.manual_seed(seed)
-                prompt_cache = None
-                if sampling.n > 1 and input_ids.shape[1] > 1:
-                    # Each prompt is read once and its cache repeated for its n samples; generate()
-                    # would otherwise read every prompt n times, most of a step's compute on a CPU.
-                    prompt_cache = _prompt_cache(model, input_ids, attention_mask, sampling.n)
-                    input_ids = input_ids.repeat_interleave(sampling.n, dim=0)
-                    attention_mask = attention_mask.repeat_interleave(sampling.n, dim=0)
-                    generation_config.num_return_sequences = 1
-                return model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    past_key_values=prompt_cache,
-                    generation_config=generation_config,
-                    logits_processor=LogitsProcessorList([*_sampling_processors(sampling), recorder]),
-                    stopping_criteria=StoppingCriteriaList([watcher]),
-                )
+            with _decoding_mode(model, device):
+                input_ids, attention_mask = self._left_padded(prompts)
+                input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+                logits, cache = _prefill(model, input_ids, attention_mask, repeats)  # (rows, V)
+                attention_mask = attention_mask.repeat_interleave(repeats, dim=0)
+                positions = attention_mask.sum(dim=-1)  # (rows,) the next token's position in each answer
+                while live and not batch.stop_requested:
+                    drawn, logprobs = _draw(logits, processors, sampling.is_greedy, generator)
+                    staying = []
+                    for row, (answer_index, token, logprob) in enumerate(zip(live, drawn, logprobs)):
+                        answer = answers[answer_index]
+                        answer.response_ids.append(token)
+                        answer.logprobs.append(logprob)
+                        if token in self._eos_token_ids:
+                            yield self._handed_over(answer, False, started, tools)
+                        elif tools is not None and self._asks_lean(answer, tools):
+                            tools.pause(answer.prompt_index, answer.sample_index, list(answer.prompt_ids),
+                                        answer.response_ids, answer.logprobs,
+                                        f"p{answer.prompt_index}-r{answer.sample_index}")
+                        elif len(answer.response_ids) >= answer.budget:
+                            yield self._handed_over(answer, True, started, tools)
+                        else:
+                            staying.append(row)
+                    if not staying or batch.stop_requested:
+                        live = [live[row] for row in staying]
+                        break
+                    if len(staying) < len(live):
+                        kept = torch.tensor(staying, device=device)
+                        cache.batch_select_indices(kept)
+                        attention_mask, positions = attention_mask[kept], positions[kept]
+                        live = [live[row] for row in staying]
+                    if progress is not None:
+                        self._report(progress, [answers[index] for index in live], decoder, tools)
+                    next_ids = torch.tensor([answers[index].response_ids[-1] for index in live], device=device)
+                    attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=-1)
+                    with torch.inference_mode():
+                        logits = model(input_ids=next_ids[:, None], attention_mask=attention_mask,
+                                       position_ids=positions[:, None], past_key_values=cache,
+                                       use_cache=True).logits[:, -1]
+                    positions = positions + 1
+            for answer_index in live:  # stopped by close(): what each wrote so far, as run out of room
+                yield self._handed_over(answers[answer_index], True, started, tools)
         finally:
-            model.generation_config = saved_generation_config
-            model.train(was_training)
+            self._decoding.discard(batch)
+
+    def _asks_lean(self, answer: _Answer, tools: Any) -> bool:
+        if not answer.may_call or ">" not in self._tokenizer.decode(answer.response_ids[-1:]):
+            return False
+        return tools.wants_pause(answer.prompt_index, answer.sample_index, answer.response_ids)
+
+    def _report(self, progress: Any, answers: list[_Answer], decoder: IncrementalDecoder, tools: Any) -> None:
+        for answer in answers:
+            def text_so_far(answer=answer) -> str:
+                written = decoder.text((answer.prompt_index, answer.sample_index), answer.response_ids)
+                return written if tools is None else tools.text_of(answer.prompt_index, answer.sample_index, written)
+            progress.update(answer.prompt_index, answer.sample_index, len(answer.response_ids), text_so_far)
+
+    def _handed_over(self, answer: _Answer, is_truncated: bool, started: float, tools: Any) -> Generation:
+        generation = self._generation(answer.prompt_index, answer.sample_index, answer.response_ids, answer.logprobs,
+                                      is_truncated, time.perf_counter() - started)
+        return generation if tools is None else tools.finish(generation)
 
     def _generation(self, prompt_index: int, sample_index: int, response_ids: list[int], logprobs: list[float],
                     is_truncated: bool, seconds: float) -> Generation:
@@ -285,8 +260,8 @@ class TransformersEngine:
     def close(self) -> None:
         """Ends the batches still decoding at their next step (their streams may never be read again: a cancel
         that left them), then frees the allocator's cache."""
-        for watcher in list(self._decoding):
-            watcher.stop_requested = True
+        for batch in list(self._decoding):
+            batch.stop_requested = True
         self.sleep()
 
 
@@ -304,108 +279,61 @@ def _sampling_processors(sampling: SamplingSettings) -> list[LogitsProcessor]:
     return processors
 
 
-class _SampledDistribution(LogitsProcessor):
-    """Last in the processor list: keeps this step's log-probabilities, those the next token is drawn from."""
+def _draw(logits: torch.Tensor, processors: list[LogitsProcessor], greedy: bool,
+          generator: torch.Generator | None) -> tuple[list[int], list[float]]:
+    """Each row's next token and its log-probability under the processed distribution it is drawn from.
 
-    def __init__(self) -> None:
-        self.logprobs: torch.Tensor | None = None  # (B, V)
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        self.logprobs = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-
-class _FinishedSequenceWatcher(StoppingCriteria):
-    """Sees each decoding step, notes each row's sampled token's log-probability, and hands over every row
-    that has just emitted end-of-sequence."""
-
-    def __init__(self, prompt_length: int, eos_token_ids: list[int], hand_over, recorder: _SampledDistribution,
-                 report_progress=None) -> None:
-        self._prompt_length = prompt_length
-        self._eos_token_ids = eos_token_ids
-        self._hand_over = hand_over
-        self._recorder = recorder
-        self._report_progress = report_progress
-        self._finished_rows: set[int] = set()
-        self._logprobs: list[list[float]] = []  # per row, one per decoded token
-        self.stop_requested = False
-        self._pauser = None  # Lean inside the reasoning: (row, response ids) -> whether the row just asked Lean
-        self._pause = None
-        self._budgets: list[int] | None = None  # resumed rows: each its own token budget
-
-    def pause_when(self, pauser, pause, budgets: list[int] | None) -> None:
-        """Rows that ask Lean (``pauser``) leave the batch, handed to ``pause``; rows past their budget end."""
-        self._pauser, self._pause, self._budgets = pauser, pause, budgets
-
-    def has_finished(self, row: int) -> bool:
-        return row in self._finished_rows
-
-    def logprobs_of(self, row: int, tokens: int) -> list[float]:
-        return self._logprobs[row][:tokens] if row < len(self._logprobs) else []
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
-        # input_ids: (B, T_prompt + t); the last column was just drawn from the recorder's distribution.
-        if self._recorder.logprobs is not None:
-            drawn = self._recorder.logprobs.gather(1, input_ids[:, -1:]).squeeze(1).tolist()  # (B,)
-            if not self._logprobs:
-                self._logprobs = [[] for _ in drawn]
-            for row_logprobs, value in zip(self._logprobs, drawn):
-                row_logprobs.append(value)
-        # A finished row is padded afterwards, possibly with the end-of-sequence id itself, so only
-        # its first end-of-sequence token counts.
-        just_ended = torch.isin(input_ids[:, -1], torch.tensor(self._eos_token_ids, device=input_ids.device))
-        for row in just_ended.nonzero().flatten().tolist():
-            if row not in self._finished_rows:
-                self._finished_rows.add(row)
-                response_ids = input_ids[row, self._prompt_length :].tolist()
-                self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), False)
-        if self._pauser is not None:
-            return self._pause_rows(input_ids)
-        if self._report_progress is not None:
-            self._report_progress(input_ids)
-        return torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
-
-    def _pause_rows(self, input_ids: torch.LongTensor) -> torch.BoolTensor:
-        stops = torch.full((input_ids.shape[0],), self.stop_requested, dtype=torch.bool, device=input_ids.device)
-        tokens = input_ids.shape[1] - self._prompt_length
-        for row in range(input_ids.shape[0]):
-            if row in self._finished_rows:
-                stops[row] = True
-                continue
-            response_ids = input_ids[row, self._prompt_length:].tolist()
-            if self._pauser(row, response_ids):
-                self._finished_rows.add(row)
-                self._pause(row, response_ids, self.logprobs_of(row, len(response_ids)))
-                stops[row] = True
-            elif self._budgets is not None and tokens >= self._budgets[row]:
-                self._finished_rows.add(row)
-                self._hand_over(row, response_ids, self.logprobs_of(row, len(response_ids)), True)
-                stops[row] = True
-        if self._report_progress is not None:
-            self._report_progress(input_ids)
-        return stops
-
-
-def _prompt_cache(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, repeats: int):
-    """The key/value cache of every prompt but its last token, each row repeated ``repeats`` times.
-
-    generate() then feeds only the last prompt token, whose logits give the first sampled
-    one. Positions follow the real tokens of the left-padded rows, as generate() numbers them.
+    Sampling inverts the distribution's running sum at one uniform number a row: the first token whose running sum
+    exceeds it. A token the warpers removed adds nothing to the sum, so it is never the first to exceed it.
     """
+    scores = logits.float()  # (rows, V)
+    with torch.inference_mode():
+        for processor in processors:
+            scores = processor(None, scores)
+        logprobs = torch.log_softmax(scores, dim=-1)
+        if greedy:
+            drawn = logprobs.argmax(dim=-1)
+        else:
+            running = logprobs.exp().cumsum(dim=-1)
+            total = running[:, -1:]
+            uniform = torch.rand(total.shape, generator=generator, device=total.device, dtype=total.dtype)
+            target = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
+            drawn = torch.searchsorted(running, target, right=True).squeeze(1)
+        chosen = logprobs.gather(1, drawn[:, None]).squeeze(1)
+    return drawn.tolist(), chosen.tolist()
+
+
+@contextlib.contextmanager
+def _decoding_mode(model: Any, device: torch.device):
+    """The model in eval mode, and on a CPU with grouped-query attention, for the decode; as it was afterwards."""
+    was_training = model.training
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    grouped = device.type == "cpu" and implementation in ("sdpa", "eager") and hasattr(model, "set_attn_implementation")
+    model.eval()
+    if grouped:
+        model.set_attn_implementation(GROUPED_QUERY_ATTENTION)
+    try:
+        yield
+    finally:
+        if grouped:
+            model.set_attn_implementation(implementation)
+        model.train(was_training)
+
+
+def _prefill(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, repeats: int):
+    """Each prompt read once: the next-token logits after it and its key/value cache, each row repeated ``repeats``
+    times. Positions follow the real tokens of the left-padded rows."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    position_ids = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-    model(
-        input_ids=input_ids[:, :-1],
-        attention_mask=attention_mask[:, :-1],
-        position_ids=position_ids[:, :-1],
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    cache.batch_repeat_interleave(repeats)
-    return cache
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+    if repeats > 1:
+        cache.batch_repeat_interleave(repeats)
+        logits = logits.repeat_interleave(repeats, dim=0)
+    return logits, cache
 
 
 def _eos_token_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -1,7 +1,10 @@
-"""A cancel can land while the transformers engine starts its decoding thread (Ray's SIGTERM, raised by the
-run's handler as the thread is being started). The thread must not outlive the interpreter: a daemon thread
-still inside a torch op when Python finalizes is ended by pthread_exit through C++ frames that cannot unwind
-(``terminate called without an active exception``: the cancelled run exits -6 instead of 143)."""
+"""The transformers engine decodes on the thread that reads its stream: no thread of its own.
+
+A second thread doing torch work costs every op about a quarter on two cores (a second OpenMP team stops libgomp's
+workers from spin-waiting), and a decoding thread could outlive a cancelled run: a thread still inside a torch op
+when Python finalizes is ended through C++ frames that cannot unwind (``terminate called without an active
+exception``: the run exits -6 instead of 143). Decoding on the caller's thread removes both.
+"""
 
 from __future__ import annotations
 
@@ -13,31 +16,44 @@ from deploy.services import REPO_DIR
 from tests.rollout.test_transformers_engine_samples import sampling
 from trainer.rollout.transformers_engine import TransformersEngine
 
-CANCELLED_AS_THE_WORKER_STARTS = """
-import threading
+CANCELLED_WHILE_DECODING = """
 from tests.rollout.conftest import stop_or_go_model, word_level_tokenizer
 from tests.rollout.test_transformers_engine_samples import sampling
 from trainer.rollout.transformers_engine import TransformersEngine
 
 tokenizer = word_level_tokenizer()
 engine = TransformersEngine(stop_or_go_model(tokenizer), tokenizer)
-start = threading.Thread.start
 
-def start_then_cancel(thread):
-    start(thread)
-    if thread.name == "transformers-rollout":
-        raise KeyboardInterrupt  # the run's signal handler raising while start() waits for the thread
+class Progress:  # the run's signal handler raising at the fifth decoding step
+    steps = 0
+    def update(self, prompt_index, sample_index, tokens, text):
+        self.steps += 1
+        if self.steps == 5:
+            raise KeyboardInterrupt
 
-threading.Thread.start = start_then_cancel
 try:
-    list(engine.generate(["theorem go"] * 8, sampling(n=2, max_tokens=200)))
+    list(engine.generate(["theorem go"] * 8, sampling(n=2, max_tokens=200), progress=Progress()))
 except KeyboardInterrupt:
     print("cancelled")
 """
 
 
-def test_the_process_ends_cleanly_when_a_cancel_lands_as_the_decoding_thread_starts():
-    ended = subprocess.run([sys.executable, "-c", CANCELLED_AS_THE_WORKER_STARTS], cwd=REPO_DIR,
+def test_decoding_starts_no_thread_and_reports_progress_on_the_readers_thread(stop_or_go_llama, tokenizer):
+    before = set(threading.enumerate())
+    seen = []
+
+    class Progress:
+        def update(self, prompt_index, sample_index, tokens, text):
+            seen.append((threading.current_thread(), set(threading.enumerate()) - before))
+
+    answers = list(TransformersEngine(stop_or_go_llama, tokenizer).generate(
+        ["theorem go", "theorem stop"], sampling(n=2, max_tokens=6), progress=Progress()))
+    assert len(answers) == 4 and seen
+    assert all(thread is threading.current_thread() and not started for thread, started in seen)
+
+
+def test_the_process_ends_cleanly_when_a_cancel_lands_while_decoding():
+    ended = subprocess.run([sys.executable, "-c", CANCELLED_WHILE_DECODING], cwd=REPO_DIR,
                            capture_output=True, text=True, timeout=300)
     assert ended.stdout.strip() == "cancelled", ended.stderr[-3000:]
     assert ended.returncode == 0, ended.stderr[-3000:]

@@ -362,17 +362,24 @@ class RecordsWriter:
         pending = marker_path(self.output_dir, step, self.attempt, PENDING)
         try:
             self._write(self.output_dir, step, self.attempt, records, self.token_texts)
-            prune_records(self.output_dir, self.keep_last_steps)
         except Exception as error:  # noqa: BLE001 - reported by the run's thread (take_failures), never swallowed
             reason = f"writing them failed: {type(error).__name__}: {error}"
             marker_path(self.output_dir, step, self.attempt, FAILED).write_text(reason)
-            with self._failures_lock:
-                self._failures.append(
-                    f"step {step}'s token records were not written ({reason}); its rollouts will show no tokens, "
-                    f"and training goes on. Free disk space under {self.output_dir} or lower "
-                    "schedule.keep_token_records if the disk is full")
+            self._report(f"step {step}'s token records were not written ({reason}); its rollouts will show no "
+                         f"tokens, and training goes on. Free disk space under {self.output_dir} or lower "
+                         "schedule.keep_token_records if the disk is full")
+            return
         finally:
             pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+        try:
+            prune_records(self.output_dir, self.keep_last_steps)
+        except Exception as error:  # noqa: BLE001 - as above
+            self._report(f"step {step}'s token records were written, but the retention (schedule.keep_token_records="
+                         f"{self.keep_last_steps}) could not remove older steps' files: {type(error).__name__}: {error}")
+
+    def _report(self, message: str) -> None:
+        with self._failures_lock:
+            self._failures.append(message)
 
 
 def settle_interrupted_writes(output_dir: str | os.PathLike) -> None:
@@ -429,8 +436,11 @@ def look_up_rollout(output_dir: str | os.PathLike, step: int, attempt: int, roll
         if is_being_trained:
             return RolloutRecords(RecordsState.PENDING, reason=(
                 f"step {step}'s token records are being written, in the background after its learner step"))
-    written = [recorded for recorded, _, _ in recorded_steps(output_dir)]
-    if is_being_trained and (not written or step > max(written)):
+    found = recorded_steps(output_dir)
+    written = [recorded for recorded, _, _ in found]
+    # A resumed attempt replays steps an earlier one wrote: only its own files say how far it has come.
+    written_by_this_attempt = [recorded for recorded, by, _ in found if by == attempt]
+    if is_being_trained and (not written_by_this_attempt or step > max(written_by_this_attempt)):
         return RolloutRecords(RecordsState.PENDING, reason=(
             f"step {step}'s token records are written after its learner step, which has not finished"))
     if written and step < min(written):

@@ -107,6 +107,16 @@ def test_an_earlier_attempts_unwritten_step_is_not_recorded(make_run, make_attem
     assert tokens_of(logged_in(alice), superseded)["state"] == "not_recorded"
 
 
+def test_a_resumed_attempts_step_is_not_written_yet_though_an_earlier_attempt_wrote_later_ones(
+        make_run, make_attempt, alice, logged_in):
+    run = make_run(state="running", attempt=2)
+    for step in (1, 2, 3, 4):
+        write_step(run, step, [f"a1-s{step}-p0-r0"], attempt=1)
+    write_step(run, 1, ["a2-s1-p0-r0"], attempt=2)  # resumed from step 0's weights: it replays from step 1
+    replayed = make_attempt(run, step=2, rollout_key="a2-s2-p0-r0", run_attempt=2)
+    assert tokens_of(logged_in(alice), replayed)["state"] == "pending"
+
+
 def test_an_evaluation_sample_is_not_recorded(live_run, make_attempt, alice, logged_in):
     sample = make_attempt(live_run, step=2, rollout_key="a1-eval2-p0-r0", is_evaluation=True)
     body = tokens_of(logged_in(alice), sample)

@@ -82,6 +82,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainer import packed_token_records
 from trainer.asynchronous import RolloutPipeline, TakenBatch
 from trainer.checkpoint import full_model_state_dict
 from trainer.config import RolloutEngineKind, RunConfig
@@ -178,6 +179,32 @@ class RankGroup:
     def all_gather(self, value: Any) -> list:
         gathered: list = [None] * self.world_size
         dist.all_gather_object(gathered, value, group=self.control_group)
+        return gathered
+
+    def gather_token_records(self, records: Sequence) -> list:
+        """Every rank's token records on this group's rank 0, in rank order (an empty list on the others).
+
+        As flat arrays (trainer/packed_token_records.py): each rank's columns in one byte buffer, gathered
+        as a tensor, and only the keys, advantages and lengths as objects. Pickling an h100x8 step's records object
+        by object (tens of millions of tokens) costs more than the arrays themselves; the other ranks never read
+        them, so they go to rank 0 alone.
+        """
+        packed = packed_token_records.pack_records(records)
+        root = dist.get_global_rank(self.control_group, 0) if self.control_group is not None else 0
+        sides: list | None = [None] * self.world_size if self.rank == root else None
+        dist.gather_object(packed.side_data(), sides, dst=root, group=self.control_group)
+        size = max(1, self.max_int(int(packed.buffer.size)))  # gather takes equal sizes: each rank pads to the largest
+        padded = torch.zeros(size, dtype=torch.uint8)
+        padded[: packed.buffer.size] = torch.from_numpy(packed.buffer)
+        buffers = [torch.empty(size, dtype=torch.uint8) for _ in range(self.world_size)] if sides is not None else None
+        dist.gather(padded, buffers, dst=root, group=self.control_group)
+        if sides is None:
+            return []
+        gathered = []
+        for (keys, advantages, lengths, has_engine), buffer in zip(sides, buffers):
+            used = packed_token_records.packed_size(lengths)
+            gathered += packed_token_records.unpack_records(packed_token_records.PackedRecords(
+                keys, advantages, lengths, has_engine, buffer[:used].numpy()))
         return gathered
 
     def max_int(self, value: int) -> int:
@@ -639,8 +666,8 @@ class DataParallelRun(TrainingRun):
         return combine_learner_metrics(self.group.all_gather(self.learner.step(sequences)))
 
     def step_token_records(self) -> list:
-        # A collective: every rank sends its share, rank 0 writes them all.
-        return [record for share in self.group.all_gather(self.learner.token_records) for record in share]
+        # A collective: every rank sends its share as flat arrays, rank 0 (which writes them) gets them all.
+        return self.group.gather_token_records(self.learner.token_records)
 
     def _roll_out_share(self, slots, mine: list[int], step: int) -> RolloutShare:
         rollouts, generation_s, tail_s = self.roll_out_and_verify(slots, step, mine)

@@ -172,7 +172,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.clock_origin = time.time()  # the phases of every step are timed from here (RUN_STARTED)
         self._last_step_ended_at = self.clock_origin
         self._lean_tool = None  # Lean inside the reasoning (rollout.lean_tool_calls ≥ 1), made at the first rollouts
-        self._token_texts = None  # each token id's text, decoded once for the run's token records
+        # Writes each step's token records while the next step trains (rank 0's, made at the first step's records).
+        self.records_writer: token_records.RecordsWriter | None = None
 
     @property
     def is_asynchronous(self) -> bool:
@@ -361,6 +362,10 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             self.check_verifier_reachable()
 
     def tear_down(self) -> None:
+        try:
+            self.wait_for_token_records(close=True)  # a cancelled or failed run too: no file is left half-written
+        except Exception as error:  # noqa: BLE001 - the run's outcome is decided; what was not written says so itself
+            self.publisher.log(f"closing the token-records writer failed: {error}", "warning")
         if self.verifier is not None and self.events_loop is not None:
             try:
                 self.events_loop.submit(self.verifier.aclose()).result(timeout=10)
@@ -475,14 +480,33 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         return self.learner.token_records
 
     def write_token_records(self, step: int) -> None:
-        """One columnar file a step beside the run's artifacts (trainer/token_records.py), then its retention."""
+        """One columnar file a step beside the run's artifacts (trainer/token_records.py), then its retention:
+        handed to the background writer, so the step goes on while it is written."""
         records = self.step_token_records()
         if not is_checkpoint_writer():
             return
-        if self._token_texts is None:
-            self._token_texts = token_records.TokenTexts(self.tokenizer)
-        token_records.write_step_records(self.output_dir, step, self.attempt, records, self._token_texts)
-        token_records.prune_records(self.output_dir, self.config.schedule.keep_token_records)
+        if self.records_writer is None:
+            self.records_writer = self.start_token_records_writer()
+        self.records_writer.submit(step, records)
+        self.report_token_records_failures()
+
+    def start_token_records_writer(self) -> token_records.RecordsWriter:
+        return token_records.RecordsWriter(self.output_dir, self.attempt, self.config.schedule.keep_token_records,
+                                           token_records.TokenTexts(self.tokenizer))
+
+    def wait_for_token_records(self, *, close: bool = False) -> None:
+        """Every step handed to the writer is written (or has failed, which is published) before going on."""
+        if self.records_writer is None:
+            return
+        if close:
+            self.records_writer.close()
+        else:
+            self.records_writer.wait()
+        self.report_token_records_failures()
+
+    def report_token_records_failures(self) -> None:
+        for message in self.records_writer.take_failures():
+            self.publisher.log(message, "error")
 
     def sample_prompts(self, step: int) -> list[PromptSlot]:
         """``prompts_per_step`` slots; once the replay buffer has retries, each slot takes one with p = 0.5."""
@@ -792,6 +816,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
     # --- checkpoints ---------------------------------------------------------------------------
 
     def save_checkpoint(self) -> Path:
+        self.wait_for_token_records()  # a checkpoint's steps have their records on disk, as its weights are
         state = TrainerState(
             step=self.step,
             # The CHECKPOINT_SAVED event below takes the next number; a resumed run continues after it.

@@ -14,14 +14,26 @@ key in small row groups, so opening one rollout reads one row group of one file.
 (the mismatch is their difference, which float16 would round away); entropy and loss weight are float16.
 A resumed run replays steps under new keys, so each attempt keeps its own file. ``schedule.keep_token_records``
 is the retention: the latest that many steps' files are kept (None keeps every step's, as checkpoints).
+
+Written off the step's critical path (``RecordsWriter``): one thread writes one step's file at a time while the run
+trains the next step; a run waits for it before a checkpoint, at its end and when cancelled. A step handed to the
+writer has a ``.pending`` marker beside where its file will be until the file is renamed into place, or a
+``.failed`` marker saying why it never will be; ``look_up_rollout`` reads them, so a reader tells "not written yet"
+from "not recorded" (tests/learner/test_token_records_are_written_off_the_steps_path.py).
+
+A data-parallel run sends each rank's records to rank 0 as flat arrays, not pickled objects
+(trainer/packed_token_records.py; trainer/distributed.py gathers them).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import os
+import queue
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +52,9 @@ FLAG_NAMES = {IS_CONTEXT: "context", IS_CLIPPED_LOW: "clip_low", IS_CLIPPED_HIGH
               IS_DUAL_CLIPPED: "dual_clip", IS_CAPPED: "capped"}
 
 _FILE_NAME = re.compile(r"^step-(\d+)-attempt-(\d+)\.parquet$")
+PENDING = ".pending"  # beside a step's file-to-be: handed to the writer, not yet renamed into place
+FAILED = ".failed"  # beside a step's file-never-to-be: holds the reason in words
+_MARKER_NAME = re.compile(r"^step-(\d+)-attempt-(\d+)\.parquet\.(pending|failed)$")
 
 
 @dataclass
@@ -70,6 +85,12 @@ class TokenRecord:
 
 def records_path(output_dir: str | os.PathLike, step: int, attempt: int) -> Path:
     return Path(output_dir) / FOLDER / f"step-{step:06d}-attempt-{attempt}.parquet"
+
+
+def marker_path(output_dir: str | os.PathLike, step: int, attempt: int, marker: str) -> Path:
+    """``PENDING`` or ``FAILED``'s marker of one step's file."""
+    path = records_path(output_dir, step, attempt)
+    return path.with_name(path.name + marker)
 
 
 def schema():
@@ -150,7 +171,11 @@ def write_step_records(output_dir: str | os.PathLike, step: int, attempt: int, r
     path = records_path(output_dir, step, attempt)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    pq.write_table(table, partial, row_group_size=ROWS_PER_GROUP, compression="zstd")
+    try:
+        pq.write_table(table, partial, row_group_size=ROWS_PER_GROUP, compression="zstd")
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk leaves no half file behind to fill it further
+        raise
     partial.replace(path)  # a reader never opens half a file
     return path
 
@@ -249,6 +274,180 @@ def prune_records(output_dir: str | os.PathLike, keep_last_steps: int | None) ->
     found = recorded_steps(output_dir)
     kept_steps = sorted({step for step, _, _ in found})[-keep_last_steps:]
     removed = [path for step, _, path in found if step not in kept_steps]
+    if kept_steps:  # a failed step's reason goes with the files of its time
+        removed += [path for step, _, kind, path in _markers(output_dir) if kind == FAILED and step < kept_steps[0]]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed
+
+
+def _markers(output_dir: str | os.PathLike) -> list[tuple[int, int, str, Path]]:
+    """(step, attempt, PENDING or FAILED, path) of every marker."""
+    folder = Path(output_dir) / FOLDER
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        match = _MARKER_NAME.match(path.name)
+        if match:
+            found.append((int(match.group(1)), int(match.group(2)), "." + match.group(3), path))
+    return sorted(found)
+
+
+# --- written off the step's path ----------------------------------------------------------------------------
+
+
+class RecordsWriter:
+    """Writes each step's records in a thread of its own, one file at a time, while the run trains on.
+
+    ``submit`` hands a step over and returns at once, unless ``waiting_steps`` steps already wait for the thread:
+    then it waits for room, so at most that many steps' records, besides the one being written, are held in memory.
+    ``wait`` returns once every step handed over is written (or has failed); ``close`` waits, then ends the thread.
+    A write that fails leaves its step's ``.failed`` marker with the reason and the files written before it as they
+    were; its message waits in ``take_failures`` for the run's own thread to publish (the writer publishes nothing,
+    so events keep their order). ``write`` is ``write_step_records``'s signature (tests hand a slow or failing one).
+    """
+
+    def __init__(self, output_dir: str | os.PathLike, attempt: int, keep_last_steps: int | None, token_texts, *,
+                 write: Callable | None = None, waiting_steps: int = 1):
+        if waiting_steps < 1:
+            raise ValueError(f"waiting_steps is 1 or more (steps held while one is written), got {waiting_steps}")
+        self.output_dir = Path(output_dir)
+        self.attempt = attempt
+        self.keep_last_steps = keep_last_steps
+        self.token_texts = token_texts
+        self._write = write or write_step_records
+        self._queue: queue.Queue = queue.Queue(maxsize=waiting_steps)
+        self._failures: list[str] = []
+        self._failures_lock = threading.Lock()
+        self._is_closed = False
+        settle_interrupted_writes(self.output_dir)
+        self._thread = threading.Thread(target=self._work, name="token-records-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, step: int, records: Sequence[TokenRecord]) -> None:
+        if self._is_closed:
+            raise RuntimeError("the token-records writer is closed; a run submits no step after its end")
+        marker = marker_path(self.output_dir, step, self.attempt, PENDING)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()  # before it is queued: a reader asking now hears "being written", never "not recorded"
+        self._queue.put((step, records))
+
+    def wait(self) -> None:
+        self._queue.join()
+
+    def close(self) -> None:
+        if self._is_closed:
+            return
+        self._is_closed = True
+        self._queue.put(None)
+        self._thread.join()
+
+    def take_failures(self) -> list[str]:
+        with self._failures_lock:
+            failures, self._failures = self._failures, []
+        return failures
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._write_one(*item)
+            finally:
+                self._queue.task_done()
+
+    def _write_one(self, step: int, records: Sequence[TokenRecord]) -> None:
+        pending = marker_path(self.output_dir, step, self.attempt, PENDING)
+        try:
+            self._write(self.output_dir, step, self.attempt, records, self.token_texts)
+        except Exception as error:  # noqa: BLE001 - reported by the run's thread (take_failures), never swallowed
+            reason = f"writing them failed: {type(error).__name__}: {error}"
+            marker_path(self.output_dir, step, self.attempt, FAILED).write_text(reason)
+            self._report(f"step {step}'s token records were not written ({reason}); its rollouts will show no "
+                         f"tokens, and training goes on. Free disk space under {self.output_dir} or lower "
+                         "schedule.keep_token_records if the disk is full")
+            return
+        finally:
+            pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+        try:
+            prune_records(self.output_dir, self.keep_last_steps)
+        except Exception as error:  # noqa: BLE001 - as above
+            self._report(f"step {step}'s token records were written, but the retention (schedule.keep_token_records="
+                         f"{self.keep_last_steps}) could not remove older steps' files: {type(error).__name__}: {error}")
+
+    def _report(self, message: str) -> None:
+        with self._failures_lock:
+            self._failures.append(message)
+
+
+def settle_interrupted_writes(output_dir: str | os.PathLike) -> None:
+    """What a run that was killed mid-write left (a pending marker, a half file) says so, for good."""
+    folder = Path(output_dir) / FOLDER
+    if not folder.is_dir():
+        return
+    for path in folder.glob("*.partial"):
+        path.unlink(missing_ok=True)
+    for step, attempt, kind, path in _markers(output_dir):
+        if kind == PENDING:
+            marker_path(output_dir, step, attempt, FAILED).write_text(
+                "the run stopped (killed) before they were written")
+            path.unlink(missing_ok=True)
+
+
+class RecordsState(enum.StrEnum):
+    RECORDED = "recorded"
+    PENDING = "pending"  # not written yet: the step's file is still to come
+    NOT_RECORDED = "not_recorded"  # never will be
+
+
+@dataclass(frozen=True)
+class RolloutRecords:
+    """One rollout's records, or why there are none: ``reason`` says it in words ('' when recorded)."""
+
+    state: RecordsState
+    record: dict | None = None
+    reason: str = ""
+
+
+def look_up_rollout(output_dir: str | os.PathLike, step: int, attempt: int, rollout_key: str, *,
+                    is_being_trained: bool) -> RolloutRecords:
+    """One rollout's records, or whether they are still to come or never will be.
+
+    ``is_being_trained``: the run is live and this is its current attempt, so a step it has not written yet may
+    still be written. A step newer than every step written counts as pending then: its file comes after its
+    learner step, and the rollout is seen before that (it is published when scored)."""
+    path = records_path(output_dir, step, attempt)
+    for _ in range(2):  # the writer renames the file in, then removes the marker: look at the file again after
+        if path.exists():
+            record = read_rollout(output_dir, step, attempt, rollout_key)
+            if record is None:
+                return RolloutRecords(RecordsState.NOT_RECORDED, reason=(
+                    f"step {step}'s records hold no row for this answer: it was not trained (censored, empty, or "
+                    "dropped as too stale)"))
+            return RolloutRecords(RecordsState.RECORDED, record)
+        failed = marker_path(output_dir, step, attempt, FAILED)
+        if failed.exists():
+            return RolloutRecords(RecordsState.NOT_RECORDED, reason=f"step {step}'s token records: "
+                                  + failed.read_text(errors="replace").strip())
+        if not marker_path(output_dir, step, attempt, PENDING).exists():
+            break
+        if is_being_trained:
+            return RolloutRecords(RecordsState.PENDING, reason=(
+                f"step {step}'s token records are being written, in the background after its learner step"))
+    found = recorded_steps(output_dir)
+    written = [recorded for recorded, _, _ in found]
+    # A resumed attempt replays steps an earlier one wrote: only its own files say how far it has come.
+    written_by_this_attempt = [recorded for recorded, by, _ in found if by == attempt]
+    if is_being_trained and (not written_by_this_attempt or step > max(written_by_this_attempt)):
+        return RolloutRecords(RecordsState.PENDING, reason=(
+            f"step {step}'s token records are written after its learner step, which has not finished"))
+    if written and step < min(written):
+        return RolloutRecords(RecordsState.NOT_RECORDED, reason=(
+            f"step {step}'s file was removed by the run's retention (schedule.keep_token_records keeps the latest "
+            f"steps' records; the oldest kept is step {min(written)})"))
+    return RolloutRecords(RecordsState.NOT_RECORDED, reason=(
+        f"no token records were written for step {step} (a run that ended before its learner step, or one from "
+        "before token records existed)"))
+

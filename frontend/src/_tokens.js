@@ -65,6 +65,9 @@ function paint(spans, tokens, figure) {
   });
 }
 
+// While a step's records are being written (the API's state "pending"), ask again this often.
+const PENDING_RETRY_MS = 3000;
+
 export function drawTokens(section, labels) {
   const status = section.querySelector("#token-status");
   const holder = section.querySelector("#tokens");
@@ -76,8 +79,15 @@ export function drawTokens(section, labels) {
       return response.json();
     })
     .then((body) => {
+      if (body.state === "pending") {
+        // Not written yet, not missing: the step's file comes after its learner step. Draw it once it is there.
+        status.textContent = `${labels.pending} (${body.reason}.)`;
+        section.dataset.tokens = "pending";
+        setTimeout(() => drawTokens(section, labels), PENDING_RETRY_MS);
+        return;
+      }
       if (!body.is_recorded) {
-        status.textContent = labels.not_recorded;
+        status.textContent = `${labels.not_recorded} ${body.reason}.`;
         section.dataset.tokens = "none";
         return;
       }

@@ -170,6 +170,10 @@ class TokenRecordsOut(Schema):
     rollout_key: str
     step: int
     is_recorded: bool
+    # recorded; pending: not written yet (the step's file is written in the background after its learner step, so a
+    # live run's newest step has none for a while: ask again); not_recorded: never will be, ``reason`` says why.
+    state: token_records.RecordsState
+    reason: str
     advantage: float | None
     ratio_outside_tokens: int | None
     flag_bits: dict[str, int]
@@ -182,12 +186,13 @@ TOKEN_COLUMNS = ("token_texts", "token_ids", "engine_logprob", "learner_logprob"
 @router.get("/attempts/{attempt_id}/tokens", response=TokenRecordsOut)
 def attempt_tokens(request, attempt_id: int):
     """The rollout's per-token records as the learner used them; ``is_recorded`` false (and no tokens) where
-    none were written, which is never drawn as zeros."""
+    none are written, which is never drawn as zeros, with ``state`` saying whether they are still to come."""
     attempt = get_object_or_404(ProofAttempt.objects.visible_to(request.user).select_related("run"), pk=attempt_id)
-    record = attempt.token_records()
+    looked_up = attempt.look_up_token_records()
+    record = looked_up.record
     return {
         "attempt_id": attempt.pk, "rollout_key": attempt.rollout_key, "step": attempt.step,
-        "is_recorded": record is not None,
+        "is_recorded": record is not None, "state": looked_up.state.value, "reason": looked_up.reason,
         "advantage": None if record is None else record["advantage"],
         "ratio_outside_tokens": None if record is None else record["ratio_outside_tokens"],
         "flag_bits": {name: bit for bit, name in token_records.FLAG_NAMES.items()},

@@ -173,11 +173,20 @@ class ProofAttempt(models.Model):
 
     def token_records(self) -> dict | None:
         """This rollout's per-token records (trainer/token_records.py), read on demand from the run's artifacts:
-        one row of its step's file. None where there are none: an evaluation sample, a censored or empty answer
-        (never trained), a step the run's retention (schedule.keep_token_records) removed, a run from before."""
+        one row of its step's file. None where there are none yet or for good (``look_up_token_records`` says which)."""
+        return self.look_up_token_records().record
+
+    def look_up_token_records(self) -> token_records.RolloutRecords:
+        """Its records, or why there are none: still being written (its step's file is written in the background
+        after the step's learner step, while the run is live) or never to be (an evaluation sample, an answer never
+        trained, a step the retention removed or whose write failed, a run from before)."""
         if self.is_evaluation:
-            return None
-        return token_records.read_rollout(self.run.artifacts_dir, self.step, self.run_attempt, self.rollout_key)
+            return token_records.RolloutRecords(token_records.RecordsState.NOT_RECORDED, reason=(
+                "an evaluation sample: evaluations train nothing, so they leave no token records"))
+        # Only the run's current attempt writes: an earlier attempt's step that was never written never will be.
+        is_being_trained = self.run.is_active and self.run_attempt == self.run.attempt
+        return token_records.look_up_rollout(self.run.artifacts_dir, self.step, self.run_attempt, self.rollout_key,
+                                             is_being_trained=is_being_trained)
 
     def updates_behind(self, trained_by_version: int | None) -> int | None:
         """How many learner updates stale this rollout was when it trained, given the policy version that trained

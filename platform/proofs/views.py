@@ -36,8 +36,11 @@ TOKEN_FIGURES = (
 TOKEN_LABELS = {
     "learner_logprob": "log-probability, learner (π_old)", "engine_logprob": "log-probability, rollout engine",
     "mismatch": "mismatch, log(π_old / π_engine)", "entropy": "entropy (nats)", "loss_weight": "loss weight",
-    "flags": "changed by", "not_recorded": "No token records for this rollout: an evaluation sample, an answer "
-    "never trained (censored or empty), a step the run's retention removed, or a run from before they existed.",
+    "flags": "changed by",
+    # What the page says where the API has no tokens (its ``state``), before the API's ``reason``.
+    "pending": "Not written yet: the token records of this step are written after its learner step, in the background; "
+    "this view draws them as soon as they are on disk.",
+    "not_recorded": "Not recorded, and never will be:",
 }
 
 

@@ -12,7 +12,7 @@ from tests.structure.source_tree import ROOT
 
 LIGHT_MODULES = ["trainer.ranks", "trainer.events", "trainer.verification.verdicts", "trainer.fields",
                  "trainer.problems", "trainer.warm_start_status", "trainer.rollout.engines",
-                 "trainer.rollout.gap", "trainer.token_records"]
+                 "trainer.rollout.gap", "trainer.token_records", "trainer.packed_token_records"]
 HEAVY = ["torch", "vllm", "transformers", "ray", "trainer.driver", "trainer.learner", "trainer.distributed"]
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 from tqdm import tqdm
 
+from leanrl.assignments import expected, read_assignments
 from leanrl.client import ApiError, PlatformClient
-from trainer.fields import parse_assignments
 
 EXIT_RUN_DID_NOT_SUCCEED = 1
 EXIT_USAGE = 2
@@ -144,17 +144,13 @@ def runs_launch(client: PlatformClient, args) -> int:
     fields = client.body_fields("runs_api_launch_run")
     if args.fields:
         for name, spec in fields.items():
-            kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []))
             flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
-            print(f"{name}\t{kind}\t{flag}\t{spec.get('description', '')}")
+            print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
         return 0
     try:
-        body = parse_assignments(args.field)
+        body = read_assignments(args.field, fields)
     except ValueError as error:
         raise UsageError(f"{error} (see `leanrl runs launch --fields`)") from None
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise UsageError(f"unknown launch field(s) {', '.join(unknown)}; the server takes: {', '.join(fields)}")
     run = client.call("runs_api_launch_run", json_body=body)
     print(f"run {run['id']} {run['name']!r} queued; follow it with `leanrl runs follow {run['id']}`")
     return 0
@@ -314,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="Launch, list, follow, cancel or resume runs.").add_subparsers(
         dest="action", required=True, metavar="ACTION")
-    sub = runs.add_parser("launch", help="Launch a run: FIELD=VALUE pairs, the same fields as the launch form.")
+    sub = runs.add_parser("launch", help="Launch a run: FIELD=VALUE pairs, the same fields as the launch form, each "
+                                         "value read by the field's type in the server's schema.")
     sub.add_argument("field", nargs="*", metavar="FIELD=VALUE")
     sub.add_argument("--fields", action="store_true", help="List the fields the server takes, and stop.")
     sub.set_defaults(handler=runs_launch)

@@ -55,22 +55,33 @@ class PlatformClient:
                           f"server); it offers: {', '.join(known)}")
 
     def body_fields(self, operation_id: str) -> dict[str, dict]:
-        """The JSON request body's top-level fields of an operation: name → its schema (resolved)."""
+        """The JSON request body's top-level fields of an operation: name → its schema, every ``$ref`` in it
+        replaced by what it names, and ``required``."""
         _, _, spec = self.operation(operation_id)
         content = spec.get("requestBody", {}).get("content", {})
-        body = content.get("application/json", {}).get("schema", {})
-        body = self._resolve(body)
+        body = self._inline(content.get("application/json", {}).get("schema", {}))
         required = set(body.get("required", []))
-        return {name: {**self._resolve(field), "required": name in required}
-                for name, field in body.get("properties", {}).items()}
+        return {name: {**field, "required": name in required} for name, field in body.get("properties", {}).items()}
 
-    def _resolve(self, schema: dict) -> dict:
-        while "$ref" in schema:
-            target = self.schema
-            for part in schema["$ref"].lstrip("#/").split("/"):
+    def _inline(self, schema: Any, local: dict | None = None, following: tuple[str, ...] = ()) -> Any:
+        """``schema`` with each ``$ref`` replaced by its target: ``#/components/…`` in the document, ``#/$defs/…``
+        in the nearest enclosing schema that has ``$defs`` (pydantic puts an enumeration's definition there,
+        inside the request body). A reference to itself is left as it is."""
+        if isinstance(schema, list):
+            return [self._inline(item, local, following) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        if "$defs" in schema:
+            local = schema
+        reference = schema.get("$ref")
+        if isinstance(reference, str) and reference not in following:
+            parts = reference.removeprefix("#/").split("/")
+            target = local if parts[0] == "$defs" and local is not None else self.schema
+            for part in parts:
                 target = target[part]
-            schema = target
-        return schema
+            beside = {key: value for key, value in schema.items() if key != "$ref"}
+            return self._inline({**target, **beside}, local, (*following, reference))
+        return {key: self._inline(value, local, following) for key, value in schema.items() if key != "$defs"}
 
     # --- calls --------------------------------------------------------------------------------
 

@@ -1,13 +1,14 @@
-"""``FIELD=VALUE`` arguments: the one reading of them, for every terminal door.
+"""``FIELD=VALUE`` arguments: the one reading of them for the server's and the trainer's terminal doors.
 
-``leanrl runs launch`` and ``manage.py launch_run --set`` give the launch contract's fields
-(platform/runs/launch_contract.py): flat names, each given once. ``python -m trainer run --set``
-gives config paths (``SECTION.FIELD=VALUE``). ``manage.py import_promptset --column`` maps a
-field to a column (``FIELD=COLUMN``, the column's name as text). Everywhere a value is read as
-JSON where it parses (``50``, ``1e-5``, ``["mlflow"]``) and as text otherwise.
+``manage.py launch_run --set`` gives the launch contract's fields (platform/runs/launch_contract.py):
+flat names, each given once. ``python -m trainer run --set`` gives config paths
+(``SECTION.FIELD=VALUE``). ``manage.py import_promptset --column`` maps a field to a column
+(``FIELD=COLUMN``, the column's name as text). Everywhere a value is read as JSON where it parses
+(``50``, ``1e-5``, ``["mlflow"]``) and as text otherwise; the launch contract or the config then
+checks it. (The ``leanrl`` client never imports this: it installs without the trainer, and reads
+its pairs by the types of the server's published schema, leanrl/assignments.py.)
 
-Standard library only, and it imports nothing of the trainer's: the ``leanrl`` client and the
-platform import it without torch or Django.
+Standard library only: the platform's management commands import it without torch.
 """
 
 from __future__ import annotations

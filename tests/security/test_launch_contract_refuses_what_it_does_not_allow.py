@@ -167,7 +167,7 @@ def test_the_command_line_launches_through_the_same_contract(alice, promptset_ve
     ("optimizer.learning_rate=1e-5", "launch fields are flat names, not config paths"),
     ("total_steps", "expected FIELD=VALUE"),
 ])
-def test_the_command_line_reads_its_settings_as_the_leanrl_client_does(alice, promptset_version, setting, refusal):
+def test_the_command_line_refuses_a_config_path_a_bare_name_or_a_setting_given_twice(alice, promptset_version, setting, refusal):
     from django.core.management import CommandError, call_command
 
     with pytest.raises(CommandError, match=f"--set .*{refusal}"):

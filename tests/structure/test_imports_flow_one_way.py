@@ -1,8 +1,13 @@
 """Imports flow one way (DESIGN.md, "Boundaries that keep the system honest"): no file imports a file
 that imports it back, even lazily; the platform's apps form a chain, promptsets ← runs ← proofs;
-the server never imports its client (``leanrl/``)."""
+the server never imports its client (``leanrl/``), and the client imports nothing of the server's or the
+trainer's: it installs alone (leanrl/pyproject.toml) and speaks HTTP only."""
 
-from tests.structure.source_tree import circles, describe_circle, import_graph
+import re
+import sys
+import tomllib
+
+from tests.structure.source_tree import ROOT, circles, describe_circle, import_graph, imported_names, source_files
 
 # Each app may import the apps below it, never one above. ``config`` is the project (settings, URLs,
 # the API's root) and may import every app; ``accounts`` sits below them all.
@@ -44,6 +49,20 @@ def test_the_trainer_never_imports_the_platform_or_its_client():
                  if module.split(".")[0] == "trainer" for edge in graph[module]
                  if edge.target.split(".")[0] not in ("trainer",)]
     assert not offending, "trainer/ is the lowest floor: it imports nothing of ours outside it:\n" + "\n".join(offending)
+
+
+def test_the_client_imports_only_itself_the_standard_library_and_the_dependencies_it_declares():
+    """Not trainer/, not the platform's apps, not Django: ``pip install ./leanrl`` brings none of them, so an
+    import of one works in this checkout and fails on a laptop."""
+    declared = tomllib.loads((ROOT / "leanrl/pyproject.toml").read_text())["project"]["dependencies"]
+    allowed = {"leanrl", *sys.stdlib_module_names,
+               *(re.match(r"[A-Za-z0-9_.-]+", requirement).group().lower().replace("-", "_") for requirement in declared)}
+    offending = [f"  {module} imports {name} (line {line})" for module, path in source_files().items()
+                 if module.split(".")[0] == "leanrl" for name, line in imported_names(path, module)
+                 if name.split(".")[0] not in allowed]
+    assert not offending, ("leanrl/ imports only itself, the standard library and leanrl/pyproject.toml's "
+                           f"dependencies ({', '.join(declared)}); it reaches the platform through its HTTP API:\n"
+                           + "\n".join(offending))
 
 
 def test_the_circle_finder_finds_a_lazy_circle():

@@ -1,6 +1,6 @@
 """The rules other parts read from the trainer load without torch, the driver or the learner: the rank
 rules (a vLLM engine and the memory plan read them), the events and their payload models (the
-platform's ingester validates with them), the verdicts, the FIELD=VALUE reading (the client uses it)
+platform's ingester validates with them), the verdicts, the FIELD=VALUE reading (manage.py launch_run uses it)
 and the engine factory (it imports each engine only when it builds one)."""
 
 import subprocess

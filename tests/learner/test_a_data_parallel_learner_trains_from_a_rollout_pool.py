@@ -114,7 +114,9 @@ def test_two_learner_ranks_fed_by_a_pool_train_every_step(runs):
     assert statuses == {0: "succeeded", 1: "succeeded"}, of_type(events[0], EventType.ERROR)
     by_step = metrics_by_step(events[0])
     assert sorted(by_step) == [1, 2, 3]
-    assert all(values["rollouts"] == 8 and values["learner/trained_sequences"] == 8 for values in by_step.values())
+    # Every step trains: a group of 4 whose rewards are all equal has no advantage and is skipped, never all of them.
+    trained = {step: (values["rollouts"], values["learner/trained_sequences"]) for step, values in by_step.items()}
+    assert all(rollouts == 8 and sequences in (4, 8) for rollouts, sequences in trained.values()), trained
     assert by_step[1]["learner/loss"] != 0.0
 
 

@@ -10,7 +10,7 @@ from trainer.events import EventPublisher, EventType, ListSink
 from trainer.problems import Problem
 from trainer.prompts import first_attempt_messages, render_prompt
 
-STEPS = 6
+STEPS = 8
 REQUIRED_RISE = 0.3  # mean reward of the last 3 steps over the first step's
 
 

@@ -139,7 +139,7 @@ def test_token_texts_are_drawn_as_text_and_a_rollout_without_records_says_so(pag
 
     page.goto(f"/proofs/{unrecorded.pk}/")
     page.wait_for_selector("#token-view[data-tokens='none']")
-    assert page.text_content("#token-status").startswith("No token records for this rollout")
+    assert page.text_content("#token-status").startswith("Not recorded, and never will be:")
     assert page.query_selector("#tokens .token") is None  # nothing drawn, rather than zeros
 
     page.goto(f"/proofs/{evaluation.pk}/")

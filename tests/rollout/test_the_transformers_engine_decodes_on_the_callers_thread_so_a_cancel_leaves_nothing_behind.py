@@ -1,7 +1,7 @@
 """The transformers engine decodes on the thread that reads its stream: no thread of its own.
 
-A second thread doing torch work costs every op about a quarter on two cores (a second OpenMP team stops libgomp's
-workers from spin-waiting), and a decoding thread could outlive a cancelled run: a thread still inside a torch op
+A second thread doing torch work costs every op 10–57% on two cores (a second OpenMP team throttles libgomp's
+spin-waits: benchmarks/torch_off_the_main_thread.py), and a decoding thread could outlive a cancelled run: a thread still inside a torch op
 when Python finalizes is ended through C++ frames that cannot unwind (``terminate called without an active
 exception``: the run exits -6 instead of 143). Decoding on the caller's thread removes both.
 """

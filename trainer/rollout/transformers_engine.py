@@ -11,8 +11,8 @@ distribution it was drawn from (after the temperature, top-k and top-p, as vLLM'
 
 Why a loop of ours rather than ``model.generate`` (measured in benchmarks/generation_roofline.py and
 docs/benchmarks/history.md): it decodes on the caller's thread (a second thread doing torch work gives the
-process a second OpenMP team, and libgomp then stops every team's workers from spin-waiting, about a quarter
-slower on two cores); a token is drawn from one uniform number per answer over the distribution's running sum
+process a second OpenMP team, and libgomp then throttles every team's spin-wait: 1.10–1.57× slower on two cores,
+benchmarks/torch_off_the_main_thread.py); a token is drawn from one uniform number per answer over the distribution's running sum
 (``torch.multinomial`` draws an exponential per vocabulary entry); finished and paused answers leave the batch;
 and on a CPU, attention reads each key/value head once for the query heads that share it (``grouped_query_attention``)
 where sdpa and eager copy the cache once per query head.

@@ -3,7 +3,9 @@
 The first columns are verl's rollout dump's (``input``, ``output``, ``gts``, ``score``, ``step``: the prompt,
 the answer, the formal statement, the reward, the step), so tools written for verl's dumps read ours; the rest
 are what the proof viewer shows, and last each trained rollout's token records (advantage, and per token the
-log-probabilities, entropy, loss weight and flags: trainer/token_records.py), null where none were written.
+log-probabilities, entropy, loss weight and flags: trainer/token_records.py), null where none were written, and
+``token_records_state`` saying why: ``recorded``, ``pending`` (the step's file is still being written: export again
+shortly) or ``not_recorded`` (never: an evaluation sample, an answer not trained, a step the retention removed).
 ``score`` is empty (null) for a censored rollout: a verifier that could not decide is not a 0.
 """
 
@@ -19,7 +21,8 @@ from proofs.models import ProofAttempt
 from trainer import token_records
 
 STRING_COLUMNS = ("input", "output", "gts", "rollout_key", "problem_id", "problem_name", "turn", "parent_rollout_key",
-                  "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons", "tool_calls")
+                  "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons", "tool_calls",
+                  "token_records_state")
 
 
 # The token records' figures (trainer/token_records.py), one list a rollout, empty (null) where none were written.
@@ -28,8 +31,18 @@ TOKEN_COLUMNS = ("advantage", "token_ids", "token_texts", "engine_logprob", "lea
 
 
 def rollout_rows(attempts: QuerySet[ProofAttempt], recorded: token_records.StepRecords) -> Iterator[dict]:
+    # Rows the step's file lacks share their reason within a run attempt: looked up once each, not once a row.
+    missing: dict[int, token_records.RecordsState] = {}
     for attempt in attempts.order_by("pk").iterator(chunk_size=BATCH_ROWS):
         tokens = recorded.get(attempt.rollout_key, {}) if not attempt.is_evaluation else {}
+        if attempt.is_evaluation:
+            state = token_records.RecordsState.NOT_RECORDED
+        elif tokens:
+            state = token_records.RecordsState.RECORDED
+        else:
+            if attempt.run_attempt not in missing:
+                missing[attempt.run_attempt] = attempt.look_up_token_records().state
+            state = missing[attempt.run_attempt]
         yield {
             "input": attempt.prompt, "output": attempt.response, "gts": attempt.formal_statement,
             "score": attempt.reward, "step": attempt.step,
@@ -44,6 +57,7 @@ def rollout_rows(attempts: QuerySet[ProofAttempt], recorded: token_records.StepR
             "lean_messages": json.dumps(attempt.lean_messages, ensure_ascii=False),
             "reasons": json.dumps(attempt.reasons, ensure_ascii=False),
             "tool_calls": json.dumps(attempt.tool_calls, ensure_ascii=False),
+            "token_records_state": state.value,
             **{name: tokens.get(name) for name in TOKEN_COLUMNS},
         }
 
@@ -58,7 +72,7 @@ def rollout_schema():
     order = ("input", "output", "gts", "score", "step", "rollout_key", "problem_id", "problem_name", "turn", "round",
              "parent_rollout_key", "sample_index", "is_evaluation", "verdict", "format_error", "is_censored",
              "is_standin_verdict", "num_tokens", "is_truncated", "policy_version", "reasoning", "lean_code",
-             "lean_messages", "reasons", "tool_calls")
+             "lean_messages", "reasons", "tool_calls", "token_records_state")
     records = {field.name: field.type for field in token_records.schema()}
     return pa.schema([(name, fields[name]) for name in order] + [(name, records[name]) for name in TOKEN_COLUMNS])
 

@@ -1,6 +1,7 @@
 """A step's export (JSON Lines and Parquet) carries each trained rollout's token records after verl's columns:
 the advantage and, per token, the log-probabilities, entropy, loss weight and flags; null where none were
-written (an evaluation sample, a censored answer), never zeros."""
+written (an evaluation sample, a censored answer), never zeros, with ``token_records_state`` saying why: recorded,
+pending (the step's file is still being written) or not_recorded."""
 
 import io
 import json
@@ -38,6 +39,26 @@ def test_jsonl_rows_carry_the_token_records_and_null_where_there_are_none(export
     assert trained["entropy"] == [1.5, 0.25] and trained["loss_weight"] == [1.0, 0.0]
     assert trained["flags"] == [token_records.IS_CLIPPED_HIGH, token_records.IS_CONTEXT]
     assert censored["advantage"] is None and censored["learner_logprob"] is None
+    assert (trained["token_records_state"], censored["token_records_state"]) == ("recorded", "not_recorded")
+
+
+def test_a_step_still_being_written_exports_its_rows_as_pending_then_recorded(make_run, make_attempt, alice, logged_in):
+    run = make_run(state="running", name="writing run")
+    make_attempt(run, step=2, rollout_key="a1-s2-p0-r0", reward=1.0, verdict="valid", lean_messages=[])
+    make_attempt(run, step=2, rollout_key="a1-eval2-p0-r0", reward=1.0, verdict="valid", is_evaluation=True)
+    client = logged_in(alice)
+
+    def states():
+        return [json.loads(line)["token_records_state"] for line in body(client, run, "format=jsonl").decode().splitlines()]
+
+    marker = token_records.marker_path(run.artifacts_dir, 2, 1, token_records.PENDING)
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    assert states() == ["pending", "not_recorded"]
+    token_records.write_step_records(run.artifacts_dir, 2, 1, [token_records.TokenRecord(
+        "a1-s2-p0-r0", 0.5, [7], [-0.5], [-0.5], [1.0], [1.0], [0])], lambda ids: [f"<{i}>" for i in ids])
+    marker.unlink()
+    assert states() == ["recorded", "not_recorded"]
 
 
 def test_parquet_carries_them_as_typed_list_columns(exported, alice, logged_in):

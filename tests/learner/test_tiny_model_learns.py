@@ -21,7 +21,7 @@ def first_token_top2(model, tokenizer, problem) -> list[int]:
         return model(ids).logits[0, -1].topk(2).indices.tolist()
 
 
-def test_the_mean_reward_rises_by_at_least_0_3_within_6_steps_when_the_reward_is_learnable(tiny_policy, tmp_path):
+def test_the_mean_reward_rises_by_at_least_0_3_within_8_steps_when_the_reward_is_learnable(tiny_policy, tmp_path):
     model, tokenizer = tiny_policy(seed=0)
     problems = [Problem(f"p{i}", f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by") for i in range(4)]
     # Sampling from the top 2 tokens: the untrained model's second choice is rewarded, so the

@@ -16,14 +16,20 @@ def record(key: str) -> token_records.TokenRecord:
                                      entropies=[0.1, 0.2, 0.3], loss_weights=[1.0, 1.0, 1.0], flags=[0, 0, 0])
 
 
-def test_tokens_being_written_are_awaited_then_drawn(page, alice, make_run):
+def live_attempt_with_marker(make_run, marker_name: str):
+    """A live run's rejected answer at step 2, and its step's marker file (pending or failed), not yet made."""
     from proofs.models import ProofAttempt
 
     run = make_run(state="running")
     attempt = ProofAttempt.objects.create(run=run, rollout_key="a1-s2-p0-r0", step=2, problem_key="p", turn="first",
                                           verdict="lean_error", reward=0.0, num_tokens=3)
-    marker = token_records.marker_path(run.artifacts_dir, 2, 1, token_records.PENDING)
+    marker = token_records.marker_path(run.artifacts_dir, 2, 1, marker_name)
     marker.parent.mkdir(parents=True)
+    return run, attempt, marker
+
+
+def test_tokens_being_written_are_awaited_then_drawn(page, alice, make_run):
+    run, attempt, marker = live_attempt_with_marker(make_run, token_records.PENDING)
     marker.touch()
     log_in(page, "alice", "alice-password")
     page.goto(f"/proofs/{attempt.pk}/")
@@ -40,13 +46,7 @@ def test_tokens_being_written_are_awaited_then_drawn(page, alice, make_run):
 
 
 def test_tokens_that_never_will_be_written_say_why(page, alice, make_run):
-    from proofs.models import ProofAttempt
-
-    run = make_run(state="running")
-    attempt = ProofAttempt.objects.create(run=run, rollout_key="a1-s2-p0-r0", step=2, problem_key="p", turn="first",
-                                          verdict="lean_error", reward=0.0, num_tokens=3)
-    failed = token_records.marker_path(run.artifacts_dir, 2, 1, token_records.FAILED)
-    failed.parent.mkdir(parents=True)
+    _, attempt, failed = live_attempt_with_marker(make_run, token_records.FAILED)
     failed.write_text("writing them failed: OSError: [Errno 28] No space left on device")
     log_in(page, "alice", "alice-password")
     page.goto(f"/proofs/{attempt.pk}/")

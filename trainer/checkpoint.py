@@ -22,6 +22,7 @@ so a run stopped mid-save (SIGTERM from Ray's stop_job) leaves no half-written c
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -165,6 +166,8 @@ def save_checkpoint(
     if not is_checkpoint_writer():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    needed = tensor_bytes(model_state) + tensor_bytes(optimizer_state) + _FILES_BESIDE_THE_TENSORS
+    require_free_space(final.parent, needed, what=f"the checkpoint of step {state.step}")
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
         model_folder = staging / MODEL_FOLDER
@@ -192,10 +195,55 @@ def save_checkpoint(
         if final.exists():
             shutil.rmtree(final)  # a step saved again (e.g. the final save after a periodic one)
         os.replace(staging, final)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        # torch.save reports a full disk as "file write failed" / "unexpected pos": say what it was.
+        if isinstance(error, (OSError, RuntimeError)):
+            require_free_space(final.parent, needed, what=f"the checkpoint of step {state.step}", cause=error)
         raise
     return final
+
+
+# The tokenizer, configs, trainer state and the zip containers' own records: a few MB for any model we train.
+_FILES_BESIDE_THE_TENSORS = 64 * 1024**2
+
+
+class NotEnoughDiskSpace(OSError):
+    """A write that would not fit where it goes; the message says how much is missing and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self):
+        return self.strerror
+
+
+def tensor_bytes(value) -> int:
+    """The bytes of every tensor in a (nested) state dict: what writing it puts on disk, give or take headers."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(tensor_bytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(tensor_bytes(item) for item in value)
+    return 0
+
+
+def require_free_space(folder: str | os.PathLike, needed_bytes: int, *, what: str, cause: BaseException | None = None):
+    """Raise NotEnoughDiskSpace when ``folder``'s file system has less than ``needed_bytes`` free (after a failed
+    write, the space freed by removing its partial files counts as free)."""
+    free = shutil.disk_usage(folder).free
+    if free >= needed_bytes:
+        return
+    message = (f"no room for {what} in {folder}: it needs about {_size(needed_bytes)} and {_size(free)} is free; "
+               "free space there, or keep fewer checkpoints (schedule.keep_last_checkpoints)")
+    raise NotEnoughDiskSpace(message) from cause
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e9:.2f} GB" if count >= 1e9 else f"{count / 1e6:.1f} MB"
 
 
 def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) -> TrainerState:

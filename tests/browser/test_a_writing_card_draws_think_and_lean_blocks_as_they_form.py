@@ -87,7 +87,9 @@ def test_a_card_draws_each_part_as_it_forms_then_the_verdict_in_place(page, alic
     phone.close()
 
     card.locator("button.pin").click()
-    assert "pin=" in page.url and card.get_attribute("class").count("pinned") == 1
+    assert "pin=" in page.url  # at once; the card is drawn pinned on the next animation frame
+    page.wait_for_selector(f'#writing li.pinned[data-rollout-key="{KEY}"]', timeout=5_000)
+    assert card.get_attribute("class").count("pinned") == 1
 
     answer.live.finish(0, 1, ANSWER, 85)
     page.wait_for_selector(f'#writing li[data-rollout-key="{KEY}"][data-state=checking]')

@@ -1,5 +1,7 @@
 """The cast every test shares: alice owns things, bob is shared on them, charlie is a stranger."""
 
+import shutil
+
 import pytest
 
 DEMO_STATEMENTS = [
@@ -103,3 +105,22 @@ def terminal_stderr(monkeypatch):
         return stderr
 
     return become_terminal
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.passed_its_call = report.passed
+    return report
+
+
+@pytest.fixture(autouse=True)
+def tmp_path_removed_once_passed(request):
+    """A passed test's tmp_path goes as soon as it ends, not when the session does: the suite's checkpoints
+    (a SmolLM2 one is 1.5 GB) would otherwise pile up to several GB on a CI disk that may have little to spare.
+    A failed test's stays, to read."""
+    yield
+    tmp_path = (request.node.funcargs or {}).get("tmp_path")
+    if tmp_path is not None and getattr(request.node, "passed_its_call", False):
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -188,6 +188,18 @@ def with_token_rates(metrics: dict) -> dict:
     return metrics
 
 
+def adamw(parameters, device: torch.device, *, is_sharded: bool, **settings) -> torch.optim.AdamW:
+    """AdamW as the release runs it; on one CPU, its fused kernel.
+
+    torch picks the fast implementations (foreach, fused) for CUDA tensors only: on a CPU it runs its per-tensor
+    loop, several passes over memory per parameter, at about a tenth of what the memory allows
+    (benchmarks/learner_roofline.py). The fused CPU kernel is the same update in one pass, equal to the loop's to
+    the last bit or two of float32. Sharded parameters (DTensors) keep torch's default.
+    """
+    fused = device.type == "cpu" and not is_sharded
+    return torch.optim.AdamW(parameters, fused=True if fused else None, **settings)
+
+
 def learner_device(config: RunConfig) -> torch.device:
     """This rank's GPU (once torch.distributed has picked it), or the CPU where the run's start allowed one."""
     is_on_gpu = config.cluster.num_gpus > 0 and torch.cuda.is_available()
@@ -223,12 +235,9 @@ class Learner:
         self.model = model
         self.model.train()
         optimizer_config = config.optimizer
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=optimizer_config.learning_rate,
-            weight_decay=optimizer_config.weight_decay,
-            betas=tuple(optimizer_config.betas),
-        )
+        self.optimizer = adamw(self.model.parameters(), self.device, is_sharded=self.is_sharded,
+                               lr=optimizer_config.learning_rate, weight_decay=optimizer_config.weight_decay,
+                               betas=tuple(optimizer_config.betas))
         self.token_loss_divisor = config.token_loss_divisor
         self.optimizer_steps = 0
         # Asynchronous RL samples from an older policy; the synchronous loop's loss stays the release's, untouched.

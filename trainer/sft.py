@@ -240,10 +240,10 @@ class SupervisedFineTuning(RunLifecycle):
         if self.config.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable()
         self.model.train()
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=sft.learning_rate,
-            weight_decay=self.config.optimizer.weight_decay, betas=tuple(self.config.optimizer.betas),
-        )
+        from trainer.learner import adamw
+
+        self.optimizer = adamw(self.model.parameters(), self.device, is_sharded=False, lr=sft.learning_rate,
+                               weight_decay=self.config.optimizer.weight_decay, betas=tuple(self.config.optimizer.betas))
         self.lineage = {
             "kind": RUN_KIND,
             "base_model": self.config.model.init_checkpoint or self.config.model.name_or_path,

@@ -19,7 +19,8 @@ phase's share of it says how much of the phase is overhead.
 The bound is measured just before and just after the learner in the same process and their mean is used,
 so a busy machine lowers both; the load average is printed with every figure. Sequences are random tokens
 at the demo's prompt length (its first prompts, rendered) and ``--response-tokens``, every one with an
-advantage (the most a step trains).
+advantage (the most a step trains). One AdamW step is also timed with torch's per-tensor loop and with its fused
+kernel on the same parameters and gradients, as a ratio.
 
 Rerun: .venv/bin/python benchmarks/learner_roofline.py [--prompts 4] [--samples 4] [--response-tokens 128]
        [--repeats 3] [--threads N]
@@ -197,9 +198,21 @@ def main() -> None:
                 phases["step"].append(time.perf_counter() - started)
         return {name: statistics.median(values) for name, values in phases.items()}
 
+    def optimizer_step_seconds(**implementation) -> float:
+        """One AdamW step over the policy's parameters and their last gradients, with a fresh optimizer of the
+        learner's settings but the given implementation (its first step, which allocates the moments, untimed)."""
+        from benchmarks.timing import median_seconds
+
+        settings = {k: v for k, v in learner.optimizer.defaults.items() if k in ("lr", "betas", "weight_decay", "eps")}
+        optimizer = torch.optim.AdamW(model.parameters(), **settings, **implementation)
+        seconds = median_seconds(optimizer.step, args.repeats)
+        del optimizer
+        return seconds
+
     before_bound = bound()
     before = load_average()
     measured = measure()
+    loop, fused = optimizer_step_seconds(foreach=False), optimizer_step_seconds(fused=True)
     after = load_average()
     after_bound = bound()
     limit = {name: (before_bound[name] + after_bound[name]) / 2 for name in before_bound}
@@ -210,6 +223,8 @@ def main() -> None:
         print(f"{name:10s} {measured[name]:8.2f}s {limit[name]:6.2f}s {limit[name] / measured[name]:9.0%} "
               f"{measured[name] - limit[name]:6.2f}s")
     print(f"tokens/s: {tokens / measured['step']:.0f} measured, {tokens / limit['step']:.0f} bound")
+    print(f"one AdamW step, same parameters and gradients: torch's per-tensor loop (its CPU default) {loop:.2f} s, "
+          f"fused {fused:.2f} s: {loop / fused:.1f}× (the learner runs {'fused' if learner.optimizer.defaults.get('fused') else 'the loop'})")
     waste = max(("π_old", "training", "optimizer"), key=lambda name: measured[name] - limit[name])
     print(f"the most time over its bound: {waste} ({measured[waste] - limit[waste]:.2f} s of the step's "
           f"{measured['step']:.2f} s)")

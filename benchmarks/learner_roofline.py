@@ -103,17 +103,6 @@ def time_pass(shapes: list[LinearShape], tokens: int, response_tokens: int, dtyp
     return total
 
 
-def copy_bandwidth() -> float:
-    from benchmarks.generation_roofline import copy_bandwidth as measured
-
-    return measured()
-
-
-def load_average() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.2f}/{five:.2f} (1/5 min)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=4)
@@ -129,6 +118,7 @@ def main() -> None:
     import torch
 
     from benchmarks.cpu_rollout_precision import demo_prompts
+    from benchmarks.generation_roofline import copy_bandwidth, load_average
     from trainer.batching import TrainingSequence, mini_batches
     from trainer.config import RunConfig
     from trainer.learner import Learner

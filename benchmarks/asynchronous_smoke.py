@@ -6,7 +6,7 @@ holds every proof ``--latency-ms`` (1,500 ms):
     python -m trainer run --preset cpu-smoke --promptset SMOKE --set rollout.max_staleness=η
         --set schedule.total_steps=6 --set verifier.cache_size=0 --lean-url STANDIN
 
-for η = 0 and η = 1, on the smoke promptset (trainer/smoke_model.py) that the cpu-smoke model knows by
+for η = 0 and η = 1, on the smoke promptset (trainer/sft/smoke_model.py) that the cpu-smoke model knows by
 heart. ``verifier.cache_size=0`` because that model's answers repeat: with the verdict cache on, every
 proof after the first few is answered from memory and never waits for Lean, and there would be nothing
 to overlap. Each run is timed from its first STEP_STARTED event to RUN_FINISHED. Reported: both spans
@@ -61,7 +61,7 @@ def summary(events: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainer.smoke_model import build_smoke_model, write_smoke_promptset
+    from trainer.sft.smoke_model import build_smoke_model, write_smoke_promptset
     from trainer.verification.standin_server import StandinServerThread, StandinSettings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

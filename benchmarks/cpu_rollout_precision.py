@@ -47,8 +47,8 @@ MODES = {
 
 def demo_prompts(tokenizer, count: int) -> list[str]:
     from promptsets.demo import DEMO_HEADER, DEMO_PROBLEMS
-    from trainer.problems import Problem
-    from trainer.prompts import first_attempt_messages
+    from trainer.recipe.problems import Problem
+    from trainer.recipe.prompts import first_attempt_messages
 
     problems = [
         Problem(problem_id=p.key, formal_statement=p.formal_statement, informal_statement=p.informal_statement,
@@ -90,8 +90,8 @@ def time_rollouts(config, model, tokenizer, prompts, args) -> float:
 def time_learner(config, model, tokenizer, prompts, args) -> float:
     import torch
 
-    from trainer.learner import Learner
-    from trainer.batching import TrainingSequence
+    from trainer.learning.learner import Learner
+    from trainer.learning.batching import TrainingSequence
 
     generator = torch.Generator().manual_seed(0)
     prompt_ids = tokenizer(prompts[0], add_special_tokens=False)["input_ids"]
@@ -125,7 +125,7 @@ def measure_this_process(args) -> dict:
     import torch
 
     from trainer.compute_dtype import cpu_report, resolve_compute_dtype
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
 
     results = {"threads": torch.get_num_threads(), "capability": torch.backends.cpu.get_cpu_capability(),
                "report": cpu_report().__dict__, "auto": resolve_compute_dtype("auto").sentence, "dtypes": {}}

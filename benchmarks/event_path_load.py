@@ -1,6 +1,6 @@
 """The event path under load: a run publishes 20,000 rollout events while three Chromium pages watch it.
 
-The real path end to end: the trainer's publisher (trainer.events, through its buffered sink) →
+The real path end to end: the trainer's publisher (trainer.observability.events, through its buffered sink) →
 the run's Redis Stream → the ingester (``manage.py ingest_events``, its own process) → PostgreSQL
 → the Channels layer → uvicorn → the run page (frontend/src/run.js) in three headless Chromium
 pages logged in as the run's owner. It prints:
@@ -56,7 +56,7 @@ new MutationObserver((records) => {
 
 
 def rollout(index: int):
-    from trainer.events import RolloutFinished
+    from trainer.observability.events import RolloutFinished
 
     code = "theorem p (x : ℕ) : x + 0 = x := by\n  simp\n"
     return RolloutFinished(
@@ -86,7 +86,13 @@ def main() -> int:
         from django.conf import settings
 
         from runs.models import DeadLetter, RunEvent
-        from trainer.events import BufferedStreamSink, EventPublisher, EventType, RedisStreamSink, stream_key
+        from trainer.observability.events import (
+            BufferedStreamSink,
+            EventPublisher,
+            EventType,
+            RedisStreamSink,
+            stream_key,
+        )
 
         owner, version = viewer_stack.make_owner_and_version()
         run = viewer_stack.make_run(owner, version, "load", state="running")

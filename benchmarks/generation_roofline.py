@@ -194,7 +194,7 @@ def main() -> None:
     from benchmarks.cpu_rollout_precision import demo_prompts
     from benchmarks.vllm_vs_transformers_rollout import config_for, measure
     from trainer.compute_dtype import compute_dtype_of
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -9,7 +9,7 @@ answer of 4k, 8k and 16k response tokens (after a 64-token prompt): one ``Learne
 states already there (a step as it runs mid-training).
 
 - ``chunked`` (measured): the trainer's learner as the driver runs it, untouched:
-  ``trainer.learner.Learner`` built by its own constructor (``trainer.memory_measurement.real_learner``)
+  ``trainer.learning.learner.Learner`` built by its own constructor (``trainer.memory.memory_measurement.real_learner``)
   and its ``step``, so packed micro-batches, ``response_logprobs`` (``ChunkedTokenLogprobs``,
   ``optimizer.logprob_chunk_tokens`` rows of the vocabulary at a time), the Dr.GRPO loss
   (``clipped_token_loss``, ``constant_divisor_loss``), gradient clipping and AdamW.
@@ -19,7 +19,7 @@ states already there (a step as it runs mid-training).
   logits and a log-softmax of the same size, in the π_old pass and again with gradients).
 
 Every case is first *predicted*: the learner's micro-step on fake tensors, its memory
-counted by PyTorch's MemTracker (``trainer.memory_plan.plan_learner``, the launch check's
+counted by PyTorch's MemTracker (``trainer.memory.memory_plan.plan_learner``, the launch check's
 own method). It then runs for real only if ``MemAvailable`` (/proc/meminfo) holds the
 prediction plus a quarter (the predictor's error, the allocator's slack) plus
 ``--spare-gib`` left for everything else on the machine; otherwise the table shows the
@@ -66,8 +66,8 @@ def use_full_vocabulary_baseline() -> None:
     (``supports_packing`` false) and ``full_vocabulary_response_logprobs`` for the log-probs.
     Everything else, the loss and the optimizer included, is ``Learner.step``'s own.
     """
-    from trainer import learner as learner_module
-    from trainer.token_logprobs import full_vocabulary_response_logprobs
+    from trainer.learning import learner as learner_module
+    from trainer.learning.token_logprobs import full_vocabulary_response_logprobs
 
     def full_vocabulary_logprobs(model, batch, temperature=1.0, chunk_tokens=None):
         return full_vocabulary_response_logprobs(model, batch, temperature)
@@ -118,7 +118,7 @@ def toy_model_size() -> str:
 
 def predict_case(implementation: str, response_tokens: int, chunk_tokens: int) -> dict:
     """The step's peak above what the learner holds between steps, planned on fake tensors (no memory used)."""
-    from trainer.memory_plan import plan_learner
+    from trainer.memory.memory_plan import plan_learner
 
     config, architecture = case_setup(implementation, response_tokens, chunk_tokens)
     planned = plan_learner(config, architecture)
@@ -129,8 +129,8 @@ def run_case(implementation: str, response_tokens: int, chunk_tokens: int) -> di
     """One real ``Learner.step``: how far it raised the resident set, and the seconds and tokens/s it reports."""
     import torch
 
-    from trainer.memory_measurement import peak_resident_bytes_added, real_learner
-    from trainer.memory_plan import full_length_sequences, warm_optimizer
+    from trainer.memory.memory_measurement import peak_resident_bytes_added, real_learner
+    from trainer.memory.memory_plan import full_length_sequences, warm_optimizer
 
     torch.set_num_threads(2)
     torch.manual_seed(0)

@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def make_batch(args, vocab_size: int, seed: int = 0):
     import torch
 
-    from trainer.batching import TrainingSequence
+    from trainer.learning.batching import TrainingSequence
 
     generator = torch.Generator().manual_seed(seed)
     sequences = []
@@ -46,7 +46,7 @@ def make_batch(args, vocab_size: int, seed: int = 0):
 
 def time_ours(args, sequences, tokenizer, model, *, skip_old_logprob_pass: bool) -> float:
     from trainer.config import RunConfig
-    from trainer.learner import Learner
+    from trainer.learning.learner import Learner
 
     config = RunConfig.from_preset("cpu-demo", {
         "model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False},
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0)
     sequences = make_batch(args, len(tokenizer))

@@ -1,6 +1,6 @@
 """The live path under load: 256 answers streaming at once, 2 progress events a second each, 3 pages watching.
 
-The real path: trainer.live's RedisLiveSink publishes ``rollout_progress`` on the run's pub/sub channel (and the
+The real path: trainer.observability.live's RedisLiveSink publishes ``rollout_progress`` on the run's pub/sub channel (and the
 latest text in its writing hash), the forwarder (``manage.py forward_progress``, its own process) sends it to the
 run's Channels group, and the ASGI server (uvicorn) to three WebSockets logged in as the run's owner. Meanwhile
 the trainer publishes stored events (``rollout_finished``, ``--stored-per-s`` a second) on the durable stream,
@@ -61,8 +61,8 @@ async def watch(url: str, cookie: str, origin: str, seconds: float, delays: list
 def phase(port, run, cookie, args, *, with_progress: bool) -> dict:
     from django.conf import settings
 
-    from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
-    from trainer.live import LiveRollouts, RedisLiveSink
+    from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+    from trainer.observability.live import LiveRollouts, RedisLiveSink
 
     publisher = EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)))
     publisher.live = RedisLiveSink(settings.REDIS_URL, str(run.pk), max_queued=65536)

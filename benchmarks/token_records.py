@@ -3,7 +3,7 @@
 Each figure is a ratio to baselines measured or computed in the same run:
 
 - **writing** ``--answers`` answers of ``--tokens`` tokens (the issue's size: 2,048 × 2,048), through the run's own
-  background writer (``trainer.token_records.RecordsWriter``: Parquet, zstd, float16 entropy and loss weight),
+  background writer (``trainer.observability.token_records.RecordsWriter``: Parquet, zstd, float16 entropy and loss weight),
   seconds and bytes, against
   (a) the plainest dump of the same figures, every column as raw little-endian arrays (``ndarray.tofile``: no
       texts, no compression), and
@@ -49,7 +49,7 @@ from pathlib import Path
 import viewer_stack  # first: it puts the repository and platform/ on the path
 from viewer_page_latency import p95, time_view
 
-from trainer import token_records
+from trainer.observability import token_records
 
 H100X8_ANSWERS = 2048
 
@@ -129,7 +129,7 @@ def main() -> int:
         from django.test import Client
 
         from proofs.models import ProofAttempt
-        from trainer.models import smollm2_tokenizer
+        from trainer.learning.models import smollm2_tokenizer
 
         owner, version = viewer_stack.make_owner_and_version()
         run = viewer_stack.make_run(owner, version, "records", state="succeeded")

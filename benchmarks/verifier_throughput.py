@@ -33,7 +33,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainer.config import RunConfig
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.client import LeanVerifier
 from trainer.verification.kimina_compat import AsyncKiminaClient, KiminaClient, Snippet

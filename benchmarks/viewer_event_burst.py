@@ -1,6 +1,6 @@
 """A burst of 2,048 rollout events (one step of the recipe) from the trainer to a watching browser's socket.
 
-The real path: trainer.events publishes to the run's Redis Stream, the ingester (its own
+The real path: trainer.observability.events publishes to the run's Redis Stream, the ingester (its own
 process) stores the events in PostgreSQL and forwards them through the Channels layer, and the
 ASGI server (uvicorn) sends them on the run's WebSocket to a client logged in as the run's owner.
 It prints how long the burst took to arrive, checks that none was lost or repeated, and compares
@@ -49,7 +49,7 @@ def main() -> int:
         viewer_stack.set_up_django()
         from django.conf import settings
 
-        from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+        from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
         owner, version = viewer_stack.make_owner_and_version()
         run = viewer_stack.make_run(owner, version, "burst", state="running")

@@ -29,7 +29,7 @@ def build_once(eager: bool) -> dict:
     sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from trainer.config import RunConfig
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
     from trainer.rollout.engines import build_engine
 
     config = RunConfig.from_preset("cpu-demo", {"rollout": {"engine": "vllm", "vllm_enforce_eager": eager}})

@@ -80,7 +80,7 @@ def main() -> None:
 
     import torch
 
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
 
     model, tokenizer = load_policy(config_for("transformers", args).model, seed=0)
     prompts = demo_prompts(tokenizer, args.prompts)

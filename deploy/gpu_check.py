@@ -17,7 +17,7 @@ The checks, in order (``CHECKS``):
   the cause (trainer/ranks.py: check_cuda_for_gpus) instead of training on the CPU.
 - ``bfloat16``: the GPU computes bfloat16, and ``model.dtype: auto`` resolves to it.
 - ``fsdp2_on_nccl``: one rank joins an NCCL process group, shards Qwen3-1.7B's widths (two
-  layers) with the learner's FSDP2 (trainer/sharding.py), and its loss and gradient norm equal
+  layers) with the learner's FSDP2 (trainer/learning/sharding.py), and its loss and gradient norm equal
   the unsharded model's.
 - ``learner_step``: the memory plan's prediction of one learner micro-step at the recipe's
   lengths (8,192 + 24,576 tokens) beside the measured peak of ``Learner.step`` at the real
@@ -47,10 +47,10 @@ if str(REPO_DIR) not in sys.path:  # run as a file (python deploy/gpu_check.py):
     sys.path.insert(0, str(REPO_DIR))
 
 from deploy.services import free_port  # noqa: E402 - importable only after the path above
-from trainer import memory_plan  # noqa: E402 - importable only after the path above
 from trainer.compute_dtype import resolve_compute_dtype  # noqa: E402 - importable only after the path above
 from trainer.config import RunConfig  # noqa: E402 - importable only after the path above
-from trainer.memory_plan import KNOWN_ARCHITECTURES, architecture_of  # noqa: E402 - importable only after the path above
+from trainer.memory import memory_plan  # noqa: E402 - importable only after the path above
+from trainer.memory.memory_plan import KNOWN_ARCHITECTURES, architecture_of  # noqa: E402 - importable only after the path above
 from trainer.rollout.base import SamplingSettings  # noqa: E402 - importable only after the path above
 from trainer.rollout.engines import build_engine  # noqa: E402 - importable only after the path above
 
@@ -197,7 +197,7 @@ def check_fsdp2_on_nccl(context: dict) -> dict:
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
 
-    from trainer.sharding import shard_with_fsdp
+    from trainer.learning.sharding import shard_with_fsdp
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     torch.cuda.set_device(0)
@@ -274,7 +274,7 @@ def check_packed_attention(context: dict) -> dict:
 def check_transformers_engine(context: dict) -> dict:
     """Generation's speed, then the weight push: after the learner moves, the engine's log-probabilities of what it
     samples move away from the learner's, and the push closes what the step opened (the gap that Learner.step
-    measures, trainer/rollout/gap.py). At random weights the gap at the start is not small (a bfloat16 copy of
+    measures, trainer/observability/gap.py). At random weights the gap at the start is not small (a bfloat16 copy of
     near-uniform logits over 151,936 tokens), so the push is judged against it, not against zero."""
     args, learner = context["args"], _learner_of(context)
     generation = _transformers_generation(context["config"], learner, context["tokenizer"], args)
@@ -313,7 +313,7 @@ def share_of_the_gap_closed(fresh: float, stale: float, pushed: float) -> float:
 
 def _sampled_sequences(engine, prompt_ids: list[int], sampling: SamplingSettings):
     """What the engine sampled, as the learner trains it, with the engine's log-probabilities for the gap."""
-    from trainer.batching import TrainingSequence
+    from trainer.learning.batching import TrainingSequence
 
     return [TrainingSequence(prompt_ids=prompt_ids, response_ids=list(generation.token_ids),
                              advantage=0.5 if index % 2 == 0 else -0.5, group_key="g0", rollout_key=f"s{index}",
@@ -380,7 +380,7 @@ def _learner(config, tokenizer, figures: dict):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.learner import Learner
+    from trainer.learning.learner import Learner
 
     print(f"\n[2] {MODEL}'s architecture at random weights, float32 master weights on the GPU")
     started = time.perf_counter()
@@ -402,7 +402,7 @@ def _sequences(config, prompt_tokens: int, response_tokens: int, count: int = 2,
     """Full-length sequences with advantages of both signs (no Lean here: the rewards are made up, and labelled so)."""
     import random
 
-    from trainer.batching import TrainingSequence
+    from trainer.learning.batching import TrainingSequence
 
     rng = random.Random(0)
     return [TrainingSequence(prompt_ids=[rng.randrange(3, vocabulary) for _ in range(prompt_tokens)],
@@ -437,7 +437,7 @@ def _learner_step(learner, config, plan: dict) -> dict:
                "loss": metrics["loss"], "grad_norm": metrics["grad_norm"]}
     if not 1 - PLAN_TOLERANCE <= ratio <= 1 + PLAN_TOLERANCE:
         raise CheckFailed(f"the memory plan predicted {predicted:.2f} GiB for the learner step and it took "
-                          f"{measured:.2f} GiB: off by more than {PLAN_TOLERANCE:.0%}; trainer/memory_plan.py misses something")
+                          f"{measured:.2f} GiB: off by more than {PLAN_TOLERANCE:.0%}; trainer/memory/memory_plan.py misses something")
     return figures
 
 

@@ -288,7 +288,7 @@ class RayHeadService(Service):
     # Ray's fixed defaults (10001, 52365) would collide with a second cluster on the same machine.
     client_server_port: int = field(default_factory=free_port)
     dashboard_agent_port: int = field(default_factory=free_port)
-    # Where Prometheus scrapes the node's metrics (the trainer's own among them: trainer/ray_metrics.py).
+    # Where Prometheus scrapes the node's metrics (the trainer's own among them: trainer/observability/ray_metrics.py).
     metrics_export_port: int = field(default_factory=free_port)
 
     @property

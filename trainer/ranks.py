@@ -2,7 +2,7 @@
 
 Where this process stands in a torchrun world, whether a run's config fits the ranks started, and
 which ranks share one vLLM engine. Torch-free and driver-free, so a rollout engine, the memory
-plan and the launch checks read the rules without loading the learner: trainer/distributed.py
+plan and the launch checks read the rules without loading the learner: trainer/loop/distributed.py
 runs the ranks by them.
 """
 
@@ -178,9 +178,9 @@ def lean_tool_calls_problem(config: RunConfig, world_size: int) -> str | None:
 
     Generating on its learner ranks, a data-parallel run samples in lockstep (the ranks of one vLLM
     engine must decode alike, and every rank waits at each step's exchange): an answer paused for Lean
-    would stall or split them, which trainer/distributed.py does not do yet. A rollout pool
+    would stall or split them, which trainer/loop/distributed.py does not do yet. A rollout pool
     (``cluster.rollout_gpus``) generates in processes of its own, each pausing its answers for Lean
-    itself (trainer/generator_process.py), as one process does.
+    itself (trainer/asynchronous/generator_process.py), as one process does.
     """
     calls = config.rollout.lean_tool_calls
     if calls == 0 or world_size <= 1 or config.cluster.rollout_gpus > 0:

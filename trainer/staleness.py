@@ -20,14 +20,14 @@ things can make such a run wrong before its first step, and both are refused at 
   lays them out. Learner rank 0 starts the pool: one generator process per rollout engine, each
   seeing only its own GPUs (trainer/ranks.py ``rollout_pool_devices``; vLLM engines of
   ``rollout.vllm_tensor_parallel_size`` GPUs, transformers one GPU each), and sends them the
-  gathered weights after each update (trainer/distributed.py). One GPU, no rollout pool, a pool
+  gathered weights after each update (trainer/loop/distributed.py). One GPU, no rollout pool, a pool
   that takes every GPU, or a pool vLLM's tensor-parallel engines do not tile cannot run so. A
   rollout pool under the synchronous loop (η = 0) would sit idle through every learner step, and is
   refused too. On CPU (``cluster.num_gpus`` 0) generation runs in one process of its own beside the
   one learner process, and there are no pools to set.
 
 Torch-free and driver-free, beside trainer/ranks.py (whose rules it reads): the platform's launch
-check (trainer/memory_fit.py, through the form and the API), ``python -m trainer run`` and
+check (trainer/memory/memory_fit.py, through the form and the API), ``python -m trainer run`` and
 ``python -m trainer memory-plan`` all refuse with these messages. The rules are tested in
 tests/learner/test_asynchronous_layouts_are_refused_at_launch_saying_why.py.
 """

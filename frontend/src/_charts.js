@@ -105,7 +105,7 @@ export class StepChart {
   }
 }
 
-// The metric names the trainer publishes (trainer/driver.py, trainer/evaluation.py).
+// The metric names the trainer publishes (trainer/loop/driver.py, trainer/loop/evaluation.py).
 export const value = (key) => (v) => v[key];
 
 export function evaluationSeries(rows) {
@@ -114,7 +114,7 @@ export function evaluationSeries(rows) {
   const ks = [...names].map((n) => /^pass@(\d+)$/.exec(n)).filter(Boolean).map((m) => Number(m[1]));
   const largest = ks.length ? Math.max(...ks) : null;
   const wanted = [];
-  // Plain names: our gated reward; acc/: the release's Lean validity without the format gate (trainer/evaluation.py).
+  // Plain names: our gated reward; acc/: the release's Lean validity without the format gate (trainer/loop/evaluation.py).
   for (const k of new Set([1, largest].filter((x) => x !== null))) {
     wanted.push([`pass@${k}`, `pass@${k}`], [`retry/pass@${k}`, `pass@${k} after retry`],
       [`acc/pass@${k}`, `pass@${k}, Lean only (release's acc)`]);

@@ -1,7 +1,7 @@
 // A trained rollout's answer drawn as tokens, each coloured by one figure of its token records
 // (GET /api/proofs/attempts/<id>/tokens), with every figure of a token shown on hover and on keyboard focus.
 // Token texts are model output: they go in through textContent only (el). Figure labels come from the page
-// (json_script); the flag bits from the API, which reads them from trainer/token_records.py.
+// (json_script); the flag bits from the API, which reads them from trainer/observability/token_records.py.
 import { el, NOT_MEASURED } from "./_dom.js";
 
 const LN2 = Math.log(2);

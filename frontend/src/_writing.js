@@ -26,7 +26,7 @@ const STALE_FRAME_S = 1.0;
 const LAG_WINDOW_FRAMES = 40; // about 10 s of the forwarder's frames (4 a second): the quickest of them is "on time"
 const DRAW_BUDGET_MS = 8;
 
-/** The answer's parts as the format check names them (the marks come with the page: trainer/format_reward.py). */
+/** The answer's parts as the format check names them (the marks come with the page: trainer/recipe/format_reward.py). */
 export function answerParts(text, marks) {
   const parts = [];
   let cursor = 0;

@@ -55,7 +55,7 @@ const stepCharts = {
   tokens_per_second: new StepChart(figure("tokens_per_second"), { samplesOf: trainedAt, series: [
     { label: "generation", pick: value("generation/tokens_per_second") },
     { label: "learner", pick: value("learner/tokens_per_second") }] }),
-  // The train–inference gap (trainer/rollout/gap.py): the engine's log-probabilities of its tokens against the learner's.
+  // The train–inference gap (trainer/observability/gap.py): the engine's log-probabilities of its tokens against the learner's.
   logprob_gap: new StepChart(figure("logprob_gap"), { samplesOf: trainedAt, series: [
     { label: "mean", pick: value("rollout/logprob_abs_diff_mean") },
     { label: "max", pick: value("rollout/logprob_abs_diff_max") }], yLabel: "|Δ log p| (nats)" }),
@@ -66,7 +66,7 @@ const stepCharts = {
   idle: new StepChart(figure("idle"), { samplesOf: trainedAt, series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
   ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: mismatchedAt, series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
-  // An SFT run's own charts (trainer/sft.py train_step); a chart whose figure the page lacks draws nothing.
+  // An SFT run's own charts (trainer/sft/training.py train_step); a chart whose figure the page lacks draws nothing.
   sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
   learning_rate: new StepChart(figure("learning_rate"), { series: [{ label: "learning rate", pick: value("learning_rate") }] }),
   grad_norm: new StepChart(figure("grad_norm"), { series: [{ label: "gradient norm", pick: value("grad_norm") }] }),

@@ -128,7 +128,7 @@ RAY_AUTOSCALING_MAX_GPUS = float(os.environ["RAY_AUTOSCALING_MAX_GPUS"]) if os.e
 RAY_AUTOSCALING_MAX_CPUS = float(os.environ["RAY_AUTOSCALING_MAX_CPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_CPUS") else None
 # Sent with every job as Ray's RAY_JOB_STOP_WAIT_TIME_S: how long Ray waits after a stop's SIGTERM before it
 # SIGKILLs the job (Ray's default, 3 s, is shorter than tearing vLLM down or leaving a collective). The trainer
-# publishes its cancelled end within it (trainer/lifecycle.py: stop_deadline_s).
+# publishes its cancelled end within it (trainer/run/lifecycle.py: stop_deadline_s).
 RAY_JOB_STOP_WAIT_TIME_S = int(os.environ.get("RAY_JOB_STOP_WAIT_TIME_S", "60"))
 # Every call to Ray's head gives up after this many seconds: a slow head must not stall a worker or the sweeper.
 RAY_CALL_TIMEOUT_S = float(os.environ.get("RAY_CALL_TIMEOUT_S", "10"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.problems import DEFAULT_LEAN_HEADER
+from trainer.recipe.problems import DEFAULT_LEAN_HEADER
 
 DEMO_PROMPTSET_NAME = "Demo: closed arithmetic"
 SMOKE_PROMPTSET_NAME = "Smoke: four problems the cpu-smoke model knows"

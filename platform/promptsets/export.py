@@ -16,7 +16,7 @@ from django.http import FileResponse, StreamingHttpResponse
 
 from promptsets.curation import describe_rule
 from promptsets.models import PromptsetVersion
-from trainer.hub import push_folder
+from trainer.run.hub import push_folder
 
 EXPORT_FORMATS = ("jsonl", "parquet")
 BATCH_ROWS = 5000

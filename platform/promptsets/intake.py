@@ -29,10 +29,10 @@ from promptsets.validation import (
     informal_from_doc_comment,
     validate_lean_statement,
 )
-from trainer.problems import DEFAULT_LEAN_HEADER
+from trainer.recipe.problems import DEFAULT_LEAN_HEADER
 
 # The Kimina-Prover-RL recipe's preamble, given to rows whose statement brings none.
-RECIPE_HEADER = DEFAULT_LEAN_HEADER  # the trainer's (trainer/problems.py), the one home of it
+RECIPE_HEADER = DEFAULT_LEAN_HEADER  # the trainer's (trainer/recipe/problems.py), the one home of it
 DEFAULT_MAX_FIELD_CHARS = 100_000
 MAX_KEY_CHARS = 300
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from django.utils.html import escape
 
-from trainer import lean_lexer
-from trainer.lean_lexer import TokenKind
+from trainer.verification import lean_lexer
+from trainer.verification.lean_lexer import TokenKind
 
 # Words drawn as keywords: the commands that open a declaration or shape a file, and the words that
 # structure a term or a proof. Names, tactics and whitespace stay unstyled (a long proof is then a
@@ -49,7 +49,7 @@ def _css_class(token: lean_lexer.Token) -> str:
 
 def _pieces(code: str):
     """``(css_class, text)`` pieces that add up to ``code``: its tokens as the one Lean lexer reads them
-    (trainer.lean_lexer, leniently: an answer may be cut short), the whitespace between them unstyled."""
+    (trainer.verification.lean_lexer, leniently: an answer may be cut short), the whitespace between them unstyled."""
     cursor = 0
     for token in lean_lexer.scan(code, strict=False):
         if token.start > cursor:

@@ -100,7 +100,7 @@ class Problem(models.Model):
         return results.attempt_history(self, viewer)
 
     def as_trainer_row(self) -> dict:
-        """The row format trainer.problems.load_problems_jsonl reads."""
+        """The row format trainer.recipe.problems.load_problems_jsonl reads."""
         return {
             "problem_id": self.problem_key,
             "name": self.name,

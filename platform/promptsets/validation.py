@@ -9,7 +9,7 @@ text ends in ``:= by``. A trailing ``sorry`` (and any comment after ``by``) is d
 Nothing may run code: ``#eval``, ``run_cmd``, macros, attributes and the like are refused,
 because a promptset's text is sent to a shared Lean server for every rollout.
 
-Lean's surface is read by the one Lean lexer (``trainer/lean_lexer.py``, shared with the
+Lean's surface is read by the one Lean lexer (``trainer/verification/lean_lexer.py``, shared with the
 format check, the integrity rules and the stand-in): nested block comments, line comments,
 string, raw string and character literals, «names». That is enough to stop comment tricks
 (a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-`` that would
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import NoReturn
 
-from trainer import lean_lexer
-from trainer.lean_lexer import COMMENT_KINDS, Token, TokenKind
+from trainer.verification import lean_lexer
+from trainer.verification.lean_lexer import COMMENT_KINDS, Token, TokenKind
 
 DEFAULT_MAX_STATEMENT_CHARS = 20_000
 
@@ -84,7 +84,7 @@ _token_end = attrgetter("end")
 
 
 def scan(text: str, *, start: int = 0) -> list[Token]:
-    """Tokens of ``text`` (from ``start`` on) as the one Lean lexer reads them (``trainer.lean_lexer``);
+    """Tokens of ``text`` (from ``start`` on) as the one Lean lexer reads them (``trainer.verification.lean_lexer``);
     raises StatementRejected on an unclosed comment, string or «name», an interpolated string, or a
     ``-/`` that closes nothing."""
     try:

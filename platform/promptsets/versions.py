@@ -19,7 +19,7 @@ from django.utils import timezone
 from promptsets import results
 from promptsets.curation import AddVariants, CuratedPart, Entry, Rule, Sample, WinRateSource, apply_rule
 from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME, SMOKE_PROMPTSET_NAME
-from trainer.smoke_model import SMOKE_PROBLEMS
+from trainer.sft.smoke_model import SMOKE_PROBLEMS
 from promptsets.intake import (
     CandidateProblem,
     FileCheck,
@@ -280,7 +280,7 @@ def create_smoke_promptset(owner) -> tuple[Promptset, bool]:
             for problem in SMOKE_PROBLEMS]
     return _create_public_promptset(
         owner, SMOKE_PROMPTSET_NAME, rows, "smoke.jsonl",
-        "The four problems the cpu-smoke preset's tiny model knows answers to by heart (trainer/smoke_model.py): "
+        "The four problems the cpu-smoke preset's tiny model knows answers to by heart (trainer/sft/smoke_model.py): "
         "launch cpu-smoke on it to see answers reach Lean, earn rewards and become retries. A plumbing check.")
 
 

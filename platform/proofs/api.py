@@ -11,7 +11,7 @@ from proofs import export
 from proofs.models import ProofAttempt
 from proofs.queries import RolloutFilters, attempt_page, filter_attempts
 from runs.models import Run
-from trainer import token_records
+from trainer.observability import token_records
 
 router = Router(tags=["proofs"])
 

@@ -3,7 +3,7 @@
 The first columns are verl's rollout dump's (``input``, ``output``, ``gts``, ``score``, ``step``: the prompt,
 the answer, the formal statement, the reward, the step), so tools written for verl's dumps read ours; the rest
 are what the proof viewer shows, and last each trained rollout's token records (advantage, and per token the
-log-probabilities, entropy, loss weight and flags: trainer/token_records.py), null where none were written, and
+log-probabilities, entropy, loss weight and flags: trainer/observability/token_records.py), null where none were written, and
 ``token_records_state`` saying why: ``recorded``, ``pending`` (the step's file is still being written: export again
 shortly) or ``not_recorded`` (never: an evaluation sample, an answer not trained, a step the retention removed).
 ``score`` is empty (null) for a censored rollout: a verifier that could not decide is not a 0.
@@ -18,14 +18,14 @@ from django.db.models import QuerySet
 
 from promptsets.export import BATCH_ROWS, rows_as_file
 from proofs.models import ProofAttempt
-from trainer import token_records
+from trainer.observability import token_records
 
 STRING_COLUMNS = ("input", "output", "gts", "rollout_key", "problem_id", "problem_name", "turn", "parent_rollout_key",
                   "verdict", "format_error", "reasoning", "lean_code", "lean_messages", "reasons", "tool_calls",
                   "token_records_state")
 
 
-# The token records' figures (trainer/token_records.py), one list a rollout, empty (null) where none were written.
+# The token records' figures (trainer/observability/token_records.py), one list a rollout, empty (null) where none were written.
 TOKEN_COLUMNS = ("advantage", "token_ids", "token_texts", "engine_logprob", "learner_logprob", "entropy", "loss_weight",
                  "flags")
 

@@ -1,7 +1,7 @@
 """A GRPO group side by side: one prompt's answers at one step, each with what the learner made of it.
 
 The advantages are computed by the trainer after the rollouts are published (the rollout events carry none); they
-reach the platform in one place, the step's token records (trainer/token_records.py), read here per step without
+reach the platform in one place, the step's token records (trainer/observability/token_records.py), read here per step without
 the tokens. A group whose step has no records (an evaluation, a step the retention removed) shows none: never 0.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proofs.models import ProofAttempt
-from trainer import token_records
+from trainer.observability import token_records
 
 # The columns a person may sort by (?sort=NAME, or -NAME for descending) and the value each sorts on.
 SORTS = {

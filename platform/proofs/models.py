@@ -10,7 +10,8 @@ from django.db.models.functions import Cast
 from django.urls import reverse
 
 from runs.models import Run
-from trainer import rollouts, token_records
+from trainer.observability import token_records
+from trainer.recipe import rollouts
 from trainer.verification import verdicts
 
 # The trainer's enumerations are the one list of each (trainer/verification/verdicts.py); the choices
@@ -151,7 +152,7 @@ class ProofAttempt(models.Model):
 
     @property
     def group_key(self) -> str | None:
-        """Its GRPO group (trainer/rollouts.py's ``group_key``): the answers to the same prompt at the same step.
+        """Its GRPO group (trainer/recipe/rollouts.py's ``group_key``): the answers to the same prompt at the same step.
         None for a key the trainer did not write (a hand-made one)."""
         try:
             return rollouts.group_key(self.rollout_key)
@@ -172,7 +173,7 @@ class ProofAttempt(models.Model):
         return ""
 
     def token_records(self) -> dict | None:
-        """This rollout's per-token records (trainer/token_records.py), read on demand from the run's artifacts:
+        """This rollout's per-token records (trainer/observability/token_records.py), read on demand from the run's artifacts:
         one row of its step's file. None where there are none yet or for good (``look_up_token_records`` says which)."""
         return self.look_up_token_records().record
 

@@ -7,9 +7,9 @@ from django.contrib.postgres.search import SearchQuery
 from django.db.models import QuerySet
 
 from proofs.models import MAX_TRAJECTORY_ROUNDS, TEXT_SEARCH_CONFIG, ProofAttempt, Turn, Verdict
-from trainer import token_records
-from trainer.format_reward import FormatError
-from trainer.rollout.gap import RATIO_BOUNDS
+from trainer.observability import token_records
+from trainer.observability.gap import RATIO_BOUNDS
+from trainer.recipe.format_reward import FormatError
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500

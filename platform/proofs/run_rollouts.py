@@ -13,7 +13,7 @@ from promptsets.models import Problem
 from proofs.models import ProofAttempt, RetryFeedback
 from proofs.queries import RolloutFilters, attempt_page
 from runs.models import Run, RunEvent
-from trainer.events import EventType, RetryCreated, RolloutFinished
+from trainer.observability.events import EventType, RetryCreated, RolloutFinished
 
 
 def store(events: list[RunEvent]) -> None:

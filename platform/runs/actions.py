@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
-from trainer import memory_fit
 from trainer.config import RunConfig
+from trainer.memory import memory_fit
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def resolve_config(preset: str, overrides: dict) -> RunConfig:
     """The trainer's own schema decides what a valid run is, then the memory plan whether it fits; their errors
     come back per launch field."""
     config = schema_config(preset, overrides)
-    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory_fit.py).
+    # Refused before any GPU is taken: a run whose rank would run out of GPU memory (trainer/memory/memory_fit.py).
     memory_errors = memory_fit.check_fits_by_field(config, learner_plan=LearnerPlan.objects.for_config)
     if memory_errors:
         # On the launch field a person can change where there is one; else under the config's own name.

@@ -17,7 +17,7 @@ from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 
 from runs.models import Checkpoint
-from trainer.checkpoint import MODEL_FOLDER
+from trainer.run.checkpoint import MODEL_FOLDER
 
 CHUNK_BYTES = 1 << 20
 

@@ -138,8 +138,8 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     }
 
 
-# Run kinds (runs.models.RunKind's values) whose trainer is one process on one device: SFT (trainer/sft.py)
-# and evaluation (trainer/evaluation_run.py). Plain strings: this module runs in the Ray image, without Django.
+# Run kinds (runs.models.RunKind's values) whose trainer is one process on one device: SFT (trainer/sft/training.py)
+# and evaluation (trainer/loop/evaluation_run.py). Plain strings: this module runs in the Ray image, without Django.
 ONE_GPU_KINDS = frozenset({"sft", "eval"})
 
 

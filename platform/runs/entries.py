@@ -1,5 +1,5 @@
 """What a stream entry must be to be stored: a trainer event of the run whose stream it came on, with the
-payload its type needs (trainer/events.py's models), in text Postgres can hold.
+payload its type needs (trainer/observability/events.py's models), in text Postgres can hold.
 
 The ingester (runs/ingest.py) and the sweeper read entries through ``parse_entry``; an entry it refuses
 (``Unstorable``) goes to the dead-letter table with the reason.
@@ -13,7 +13,7 @@ import math
 from pydantic import ValidationError
 
 from runs.streams import as_text
-from trainer.events import PAYLOAD_SCHEMAS, TrainerEvent
+from trainer.observability.events import PAYLOAD_SCHEMAS, TrainerEvent
 
 RAW_PAYLOAD_LIMIT = 1_000_000
 NUL_STAND_IN = "\u2400"  # ␀, SYMBOL FOR NULL: what the viewer shows where the model wrote a NUL

@@ -1,6 +1,6 @@
 """A run's pass@k curve, as GET /api/runs/<id> and the run page report it, read from its latest evaluation.
 
-The trainer names the values (trainer/evaluation.py: ``curve/pass@k`` and its ``/ci95_low``,
+The trainer names the values (trainer/loop/evaluation.py: ``curve/pass@k`` and its ``/ci95_low``,
 ``/ci95_high``, per family); this module only groups them. A family with no problem scored (every
 verdict censored) is "not measured", never a curve of zeros.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from trainer.evaluation import CURVE
+from trainer.loop.evaluation import CURVE
 
 # Family prefix in the trainer's names → what the report calls it.
 FAMILIES = {

@@ -52,7 +52,7 @@ from runs import rollouts
 from runs.entries import RAW_PAYLOAD_LIMIT, Unstorable, parse_entry, raw_text, storable_text
 from runs.models import FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics
 from runs.streams import GROUP, as_text, stream_backlog
-from trainer.events import STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key
+from trainer.observability.events import STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key
 
 logger = logging.getLogger(__name__)
 

@@ -183,7 +183,7 @@ class _LaunchChoices(BaseModel):
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     tracking: list[TrackingBackend] = Field(
         [], description="Experiment trackers the run is mirrored to (wandb, mlflow, tensorboard); where they "
-                        "write is the deployment's (trainer/tracking.py).")
+                        "write is the deployment's (trainer/observability/tracking.py).")
 
     @field_validator("name")
     @classmethod

@@ -2,7 +2,7 @@
 value and allowed range of every settable field, and the summary above the Launch button.
 
 Every word and figure here comes from the config ``trainer.config.RunConfig.from_preset`` resolves, the model
-registry (``runs.models.RegisteredModel``), the memory plan (trainer/memory_fit.py) and the step-time model
+registry (``runs.models.RegisteredModel``), the memory plan (trainer/memory/memory_fit.py) and the step-time model
 (trainer/step_time/): nothing is restated by hand, because a page that restates a preset drifts from it (the
 launch page went on calling cpu-smoke's model "a tiny random model" after it became the smoke model, issue 37).
 The form (runs/forms.py), the page's script (through ``json_script``) and ``GET /api/runs/launch-summary`` all
@@ -16,11 +16,11 @@ from typing import Any
 from runs import actions, launch_contract
 from runs.launch_contract import SETTABLE_FIELDS, number_text
 from runs.models import LearnerPlan, RegisteredModel
-from trainer import memory_fit
-from trainer.commands import CommandError
+from trainer.command_line import CommandError
 from trainer.commands.step_time import predict
 from trainer.config import PRESETS, RunConfig
-from trainer.memory_plan import plan
+from trainer.memory import memory_fit
+from trainer.memory.memory_plan import plan
 from trainer.step_time.inputs import MEASURED_RUNS, preset_inputs
 
 

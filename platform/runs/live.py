@@ -1,6 +1,6 @@
 """Answers still being written, from the trainer's live channel to the run pages (``manage.py forward_progress``).
 
-The trainer publishes ``rollout_progress`` on a Redis pub/sub channel per run (trainer/live.py), apart
+The trainer publishes ``rollout_progress`` on a Redis pub/sub channel per run (trainer/observability/live.py), apart
 from the durable stream the ingester stores. This forwarder is its own process, so the live text never
 competes with stored events for the ingester's time; what it defends:
 
@@ -15,7 +15,7 @@ competes with stored events for the ingester's time; what it defends:
 - **Shown as stored.** Text goes through ``storable_text`` (NUL → ␀, a lone surrogate → U+FFFD), the
   ingester's own rule, one code point for one, so offsets still count the stored response's characters.
 - **Lean highlighted by the one lexer.** When an answer's ```` ```lean4 ```` block closes, its tokens
-  come along once (``promptsets.lean_view.highlighted_lines``, trainer/lean_lexer.py underneath).
+  come along once (``promptsets.lean_view.highlighted_lines``, trainer/verification/lean_lexer.py underneath).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from django.conf import settings
 
 from promptsets.lean_view import highlighted_lines
 from runs.entries import storable_text
-from trainer.events import LIVE_CHANNEL_PATTERN, EventType, run_id_of_live_channel, writing_key
-from trainer.format_reward import (
+from trainer.observability.events import LIVE_CHANNEL_PATTERN, EventType, run_id_of_live_channel, writing_key
+from trainer.observability.live import WRITING_EXPIRY_S
+from trainer.recipe.format_reward import (
     FENCE,
     THINK_CLOSE,
     THINK_OPEN,
@@ -42,7 +43,6 @@ from trainer.format_reward import (
     TOOL_REPLY_CLOSE,
     TOOL_REPLY_OPEN,
 )
-from trainer.live import WRITING_EXPIRY_S
 
 logger = logging.getLogger(__name__)
 

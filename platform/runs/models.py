@@ -15,10 +15,10 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from runs.signals import state_changed
-from trainer import memory_plan
-from trainer.checkpoint import MODEL_FOLDER
 from trainer.config import ModelSource, RunConfig, without_deployment_secrets
-from trainer.memory_plan import LearnerMemory
+from trainer.memory import memory_plan
+from trainer.memory.memory_plan import LearnerMemory
+from trainer.run.checkpoint import MODEL_FOLDER
 
 
 class RunState(models.TextChoices):
@@ -401,7 +401,7 @@ class LearnerPlanQuerySet(models.QuerySet):
         return self.filter(key_digest=_digest(memory_plan.learner_plan_key(config)))
 
     def for_config(self, config: RunConfig):
-        """The learner's memory plan for ``config`` (``trainer.memory_plan.LearnerMemory``), made once for every
+        """The learner's memory plan for ``config`` (``trainer.memory.memory_plan.LearnerMemory``), made once for every
         process: a GPU run's plan is a fake-tensor run of the whole model (half a minute of CPU for the
         h100x8 preset), so the launch form must not make it again in each web process, nor after a restart."""
         key = memory_plan.learner_plan_key(config)

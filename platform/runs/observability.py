@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from runs.cluster import ray_version
 from runs.models import DeadLetter, Run, RunState, StepMetrics
 from runs.streams import entry_milliseconds, stream_backlog
-from trainer.events import stream_key
+from trainer.observability.events import stream_key
 
 CHECK_TIMEOUT_S = 3.0
 

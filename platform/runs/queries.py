@@ -14,12 +14,12 @@ from runs import cluster, ray_jobs, rollouts
 from runs.checkpoint_files import folder_size
 from runs.ingest import browser_message
 from runs.models import FINAL_STATES, Checkpoint, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 SPARKLINE_STEPS = 30
 LOG_LINES_SHOWN = 200
 
-# The trainer's metric names (trainer/driver.py step_metrics) that the list and the charts single out.
+# The trainer's metric names (trainer/loop/driver.py step_metrics) that the list and the charts single out.
 REWARD_KEY = "reward/mean"
 ACCURACY_KEY = "lean/accuracy"
 

@@ -17,7 +17,7 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
-from trainer.lifecycle import STOP_WAIT_VARIABLE
+from trainer.run.lifecycle import STOP_WAIT_VARIABLE
 from trainer.staleness import learner_gpus
 from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
@@ -67,7 +67,7 @@ def trainer_entrypoint(run) -> str:
     Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
 
     An RL run on several learner GPUs starts one trainer process per learner GPU through torchrun
-    (data-parallel ranks, trainer/distributed.py); an asynchronous run's rollout pool
+    (data-parallel ranks, trainer/loop/distributed.py); an asynchronous run's rollout pool
     (cluster.rollout_gpus) is started by learner rank 0 itself. Everything else runs as one process.
     """
     folder = run.artifacts_dir

@@ -1,7 +1,7 @@
 """What the run page says about a step's time and about staleness (issue 25): the phases of a step, the
 words for the staleness and idle metrics, and the run's staleness bound η in a sentence.
 
-The metric names are the trainer's (trainer/events.py METRICS, and the contract of the asynchronous loop):
+The metric names are the trainer's (trainer/observability/events.py METRICS, and the contract of the asynchronous loop):
 ``time/phases`` maps each phase that happened to its ``[start_s, end_s]`` wall-clock interval, in seconds since
 the attempt's ``run_started`` (one clock per attempt); a phase that did not happen is absent, and runs from
 before issue 25 have no ``time/phases`` at all. The page draws what is there and says "not recorded" for the

@@ -35,7 +35,7 @@ from promptsets.uploads import end_stalled_uploads
 from runs import actions, ray_jobs, scheduling
 from runs.entries import Unstorable, parse_entry
 from runs.models import Run, RunEvent, RunState
-from trainer.events import EventType, stream_key
+from trainer.observability.events import EventType, stream_key
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from trainer.warm_start_status import read_warm_start_status
+from trainer.sft.warm_start_status import read_warm_start_status
 
 WARM_STARTED_PRESET = "cpu-demo"
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.smoke_model import write_smoke_promptset
+from trainer.sft.smoke_model import write_smoke_promptset
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 
 RECORD_DIR = Path(__file__).parent / "data"
 STABLE_ACROSS_KERNEL_SETS = ("responses_sha256", "reward/mean", "learner/trained_sequences")
@@ -53,9 +53,9 @@ def synchronous_config(schedule: dict | None = None, **rollout):
 
 def run_synchronous_loop(tokenizer, config=None) -> dict:
     """Three steps of the tiny model, from seed 0; every float as ``float.hex``, the weights as a hash."""
-    from trainer.driver import RunStatus, TrainingRun
-    from trainer.events import EventPublisher, EventType, ListSink
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
+    from trainer.loop.driver import RunStatus, TrainingRun
+    from trainer.observability.events import EventPublisher, EventType, ListSink
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()
@@ -79,7 +79,7 @@ def run_synchronous_loop(tokenizer, config=None) -> dict:
 
 
 if __name__ == "__main__":
-    from trainer.models import smollm2_tokenizer
+    from trainer.learning.models import smollm2_tokenizer
 
     path = record_path()
     path.write_text(json.dumps(run_synchronous_loop(smollm2_tokenizer()), indent=2) + "\n")

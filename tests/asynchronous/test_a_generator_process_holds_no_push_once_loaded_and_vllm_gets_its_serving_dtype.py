@@ -14,8 +14,8 @@ import psutil
 import torch
 
 from tests.learner.conftest import tiny_run_config
+from trainer.asynchronous.generator_process import GeneratorProcess, packed_weights, push_dtype
 from trainer.config import RunConfig
-from trainer.generator_process import GeneratorProcess, packed_weights, push_dtype
 from trainer.rollout.base import SamplingSettings
 
 
@@ -37,7 +37,7 @@ def mapped_pushes(pid: int) -> list[str]:
 
 
 def test_a_generator_process_unmaps_a_push_once_it_has_loaded_it(smollm2_tokenizer_once):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     config = tiny_run_config(rollout={"max_response_tokens": 2, "max_staleness": 1})
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))

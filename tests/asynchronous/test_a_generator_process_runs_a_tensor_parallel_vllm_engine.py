@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from tests.rollout.conftest import cpu_vllm_config, vllm_cpu  # noqa: F401 - the fixture, shared with the rollout tests
-from trainer.generator_process import GeneratorProcess
-from trainer.models import load_policy
+from trainer.asynchronous.generator_process import GeneratorProcess
+from trainer.learning.models import load_policy
 from trainer.rollout.base import SamplingSettings
 
 PROMPTS = [[5, 6, 7, 8], [40, 41, 42]]

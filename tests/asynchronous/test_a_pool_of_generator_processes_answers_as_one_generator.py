@@ -1,4 +1,4 @@
-"""A rollout pool of several engines (trainer/generator_process.py ``GeneratorPool``) answers as one generator: every
+"""A rollout pool of several engines (trainer/asynchronous/generator_process.py ``GeneratorPool``) answers as one generator: every
 prompt of a batch once, under the batch's own numbers, from the weights last pushed, each engine on a random stream
 of its own. Two real generator processes on CPU, the tiny random model in each."""
 
@@ -10,13 +10,13 @@ import time
 import pytest
 
 from tests.learner.conftest import tiny_run_config
-from trainer.generator_process import GeneratorPool
+from trainer.asynchronous.generator_process import GeneratorPool
 from trainer.rollout.base import SamplingSettings
 
 
 @pytest.fixture(scope="module")
 def pool_and_prompts(smollm2_tokenizer_once):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     config = tiny_run_config(rollout={"max_response_tokens": 6, "max_staleness": 1})
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))

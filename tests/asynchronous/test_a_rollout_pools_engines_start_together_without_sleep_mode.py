@@ -12,8 +12,8 @@ import copy
 import psutil
 
 from tests.learner.conftest import tiny_run_config
+from trainer.asynchronous.generator_process import GeneratorPool, pool_engine_config
 from trainer.config import RunConfig
-from trainer.generator_process import GeneratorPool, pool_engine_config
 
 
 def test_every_process_of_a_pool_is_started_before_the_first_is_ready(smollm2_tokenizer_once):

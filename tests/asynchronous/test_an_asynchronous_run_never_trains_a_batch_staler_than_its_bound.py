@@ -9,14 +9,14 @@ import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
 from tests.learner.conftest import FirstTokenRewardScorer
-from trainer.asynchronous import split_by_staleness
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.rollouts import Rollout
+from trainer.asynchronous.pipeline import split_by_staleness
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.rollouts import Rollout
 
 
 def run(tokenizer, tmp_path, **rollout):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()

@@ -1,6 +1,6 @@
 """On CPU an asynchronous run's generator process and its learner compute at the same time; each gets cores of its
 own (the generator the larger half) instead of both starting a thread per core of the machine
-(trainer/generator_process.py ``cpu_split``)."""
+(trainer/asynchronous/generator_process.py ``cpu_split``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tests.lifecycle.trainer_process import events_until_it_ends, generator_process_of, start_smoke_trainer
-from trainer.generator_process import CpuSplit, cpu_split
+from trainer.asynchronous.generator_process import CpuSplit, cpu_split
 from trainer.verification.standin_server import StandinServerThread
 
 

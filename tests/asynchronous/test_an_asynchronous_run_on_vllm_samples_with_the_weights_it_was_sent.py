@@ -7,7 +7,7 @@ server. A push that arrived corrupted or incomplete (a fused layer rebuilt from 
 left on the first weights) shows as a train–inference gap far above float noise.
 
 At η = 1 the gap of a batch generated one update ago also holds that update (the learner scores it with its current
-weights, trainer/learner.py ``step``): there the noise bound holds for the batches generated with the current weights,
+weights, trainer/learning/learner.py ``step``): there the noise bound holds for the batches generated with the current weights,
 and a looser one for every batch's mean; the maximum of a stale batch measures the update, not the push.
 """
 

@@ -10,13 +10,13 @@ import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
 from tests.learner.conftest import FirstTokenRewardScorer
-from trainer.checkpoint import first_event_seq_for_resume
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.run.checkpoint import first_event_seq_for_resume
 
 
 def train(tokenizer, output, *, resume: bool):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0 if not resume else 99, tokenizer=copy.deepcopy(tokenizer))
     config = synchronous_config({"checkpoint_every": 1}, max_staleness=1)

@@ -8,8 +8,8 @@ from dataclasses import replace
 import torch
 
 from tests.asynchronous.synchronous_loop import synchronous_config
-from trainer.batching import TrainingSequence
-from trainer.learner import Learner, behaviour_importance_weights
+from trainer.learning.batching import TrainingSequence
+from trainer.learning.learner import Learner, behaviour_importance_weights
 
 
 def test_the_weight_is_the_probability_ratio_capped_at_c():

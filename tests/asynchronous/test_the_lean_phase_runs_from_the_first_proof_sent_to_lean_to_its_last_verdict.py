@@ -24,9 +24,9 @@ import pytest
 from tests.asynchronous.synchronous_loop import PROBLEMS
 from tests.learner.conftest import tiny_run_config
 from tests.learner.test_driver_events import answer
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.reward import RewardScorer
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.client import LeanVerifier
 from trainer.verification.standin_server import StandinServerThread, StandinSettings
 
@@ -82,7 +82,7 @@ def config(verifier_url: str, max_staleness: int):
 
 def train(tokenizer, output, max_staleness: int, *, is_canned: bool):
     """(run, metrics by step, the spy, the stand-in's request count) of a 3-step run."""
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     with StandinServerThread(StandinSettings(latency_s=STANDIN_LATENCY_S)) as server:

@@ -3,7 +3,7 @@
 its verdict, its reply and when it was answered, in the stored card and on the proof's page). Model output is
 text, never markup.
 
-The answer is scripted (each stage on cue) but travels the real live path: trainer.live's LiveRollouts and
+The answer is scripted (each stage on cue) but travels the real live path: trainer.observability.live's LiveRollouts and
 RedisLiveSink, Redis pub/sub, the forwarder, Channels, the page; the stored rollout the real ingester's."""
 
 import time

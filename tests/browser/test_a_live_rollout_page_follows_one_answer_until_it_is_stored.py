@@ -5,7 +5,7 @@ no reload, even when the socket missed the stored event.
 
 The answer is scripted (tests/browser/test_a_writing_card_draws_think_and_lean_blocks_as_they_form.py's
 ScriptedAnswer, a stand-in for a model's, so that each stage is reached on cue) but travels the real live path:
-trainer.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page; the
+trainer.observability.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page; the
 stored rollout goes through the durable stream and the ingester process."""
 
 import pytest

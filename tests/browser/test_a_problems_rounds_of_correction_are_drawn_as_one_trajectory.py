@@ -28,7 +28,7 @@ ROUNDS = [  # (rollout key, Lean code after the statement, verdict, Lean's error
 def publish_rounds(run):
     from django.conf import settings
 
-    from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+    from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
     publisher = EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)), first_seq=int(time.time() * 1000))
     parent = None

@@ -11,7 +11,7 @@ answer is stored (its rollout_finished goes through the ingester to the same soc
   made good by the latest text (/api/runs/<id>/writing), never by a guess.
 
 The answers are scripted (a stand-in for a model's, so that the load is known) but travel the real path:
-trainer.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page; the
+trainer.observability.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page; the
 stored rollouts go through the durable stream and the ingester process."""
 
 import queue
@@ -23,8 +23,8 @@ from django.conf import settings
 
 from tests.browser.conftest import log_in
 from tests.browser.test_proof_viewer_in_chromium import publish_rollout
-from trainer.events import EventPublisher, RedisStreamSink
-from trainer.live import LiveRollouts, RedisLiveSink
+from trainer.observability.events import EventPublisher, RedisStreamSink
+from trainer.observability.live import LiveRollouts, RedisLiveSink
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

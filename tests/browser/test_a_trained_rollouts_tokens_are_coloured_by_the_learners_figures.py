@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.conftest import log_in, screenshot
 from tests.browser.trainer_events import wait_until
-from trainer.smoke_model import write_smoke_promptset
+from trainer.sft.smoke_model import write_smoke_promptset
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -118,7 +118,7 @@ def test_a_stranger_reads_no_tokens_and_sees_no_page(browser, charlie, smoke_run
 
 def test_token_texts_are_drawn_as_text_and_a_rollout_without_records_says_so(page, alice, make_run):
     from proofs.models import ProofAttempt
-    from trainer import token_records
+    from trainer.observability import token_records
 
     run = make_run(state="running")
     attempt = ProofAttempt.objects.create(run=run, rollout_key="a1-s1-p0-r0", step=1, problem_key="p", reward=0.0)

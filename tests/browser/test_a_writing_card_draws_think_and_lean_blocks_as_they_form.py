@@ -4,7 +4,7 @@ once it closes; then "checking with Lean…", then Lean's verdict and messages i
 text, never markup. A page opened mid-answer starts from the text so far. Pinning keeps the card.
 
 The answer is scripted (a stand-in for a model's, so that each stage is reached on cue) but travels the real live
-path: trainer.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page.
+path: trainer.observability.live's LiveRollouts and RedisLiveSink, Redis pub/sub, the forwarder process, Channels, the page.
 The screenshots of the panel in the README (docs/writing-now-*.png) are taken here: run it with
 UPDATE_DOCS_SCREENSHOTS=1 to replace them."""
 
@@ -18,8 +18,8 @@ from django.conf import settings
 
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.browser.test_proof_viewer_in_chromium import publish_rollout
-from trainer.events import EventPublisher, RedisStreamSink
-from trainer.live import LiveRollouts, RedisLiveSink
+from trainer.observability.events import EventPublisher, RedisStreamSink
+from trainer.observability.live import LiveRollouts, RedisLiveSink
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tests.browser.conftest import click_step, log_in, rollout_keys_seen_by, shown_keys
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

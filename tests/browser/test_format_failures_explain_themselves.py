@@ -24,9 +24,9 @@ def publish_scored_answer(run, key):
     from django.conf import settings
 
     from trainer.config import RewardConfig
-    from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
-    from trainer.format_reward import check_format
-    from trainer.problems import Problem
+    from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+    from trainer.recipe.format_reward import check_format
+    from trainer.recipe.problems import Problem
 
     check = check_format(ANSWER, Problem(problem_id="add_small", formal_statement=STATEMENT), RewardConfig())
     assert check.error is not None and check.failure_lines

@@ -18,7 +18,7 @@ MARKED_LINE = CHECKED_CODE.splitlines()[2]
 def publish_rollout(run, key, **fields):
     from django.conf import settings
 
-    from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+    from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
     publisher = EventPublisher(str(run.pk), RedisStreamSink(settings.REDIS_URL, str(run.pk)), first_seq=int(time.time() * 1000))
     rollout = RolloutFinished(rollout_key=key, step=fields.pop("step", 7), problem_id=fields.pop("problem_id", "add_small"),
@@ -134,7 +134,7 @@ def test_the_error_marker_sits_on_the_failing_tactic_after_a_multi_line_import_h
     from proofs.models import ProofAttempt
 
     from tests.verification.conftest import MULTI_LINE_HEADER, answer, make_config, problem
-    from trainer.reward import RewardScorer
+    from trainer.recipe.reward import RewardScorer
     from trainer.verification.client import LeanVerifier
     from trainer.verification.line_numbering import LineNumbering
     from trainer.verification.standin_server import StandinServerThread, StandinSettings

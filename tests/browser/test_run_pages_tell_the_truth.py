@@ -14,7 +14,7 @@ from runs.models import Run, RunState, job_id_for
 from tests.browser.conftest import forget_refused_load, log_in, screenshot
 from tests.browser.trainer_events import publish, wait_for_state, wait_until
 from trainer.config import RunConfig
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

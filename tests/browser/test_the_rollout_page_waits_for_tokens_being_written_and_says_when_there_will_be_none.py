@@ -5,7 +5,7 @@ tokens never will be written says so, with the reason, and draws nothing."""
 import pytest
 
 from tests.browser.conftest import log_in
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,4 +1,4 @@
-"""The run page charts each step's train–inference gap (trainer/rollout/gap.py) from the stored metrics."""
+"""The run page charts each step's train–inference gap (trainer/observability/gap.py) from the stored metrics."""
 
 import pytest
 

@@ -11,7 +11,7 @@ from runs.models import Run, RunState
 from tests.browser.conftest import log_in, screenshot
 from tests.browser.trainer_events import publish, wait_for_state, wait_until
 from trainer.config import RunConfig
-from trainer.events import EventType, RolloutFinished
+from trainer.observability.events import EventType, RolloutFinished
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

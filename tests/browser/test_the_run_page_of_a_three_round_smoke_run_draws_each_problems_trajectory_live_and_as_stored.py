@@ -2,7 +2,7 @@
 trajectory up to it (round 0 → 1 → 2 → 3), each round with its verdict, as the rounds arrive over the live channel,
 and the same trajectory after a reload, from what was stored.
 
-A real run: ``python -m trainer run`` with the smoke model (trainer/smoke_model.py) against the stand-in Lean server,
+A real run: ``python -m trainer run`` with the smoke model (trainer/sft/smoke_model.py) against the stand-in Lean server,
 publishing to the run's Redis stream as a dispatched run does; the platform's own ingester stores the events and
 forwards them to the page over Channels. ``retry.replay_probability=1`` deepens a chain every step, as in
 tests/rollout/test_a_cpu_smoke_run_with_three_rounds_reaches_round_three_checked_by_lean.py.
@@ -39,7 +39,7 @@ def test_a_third_rounds_card_draws_rounds_zero_to_three_with_their_verdicts_live
 
     from proofs.models import ProofAttempt
     from trainer.config import RunConfig
-    from trainer.smoke_model import write_smoke_promptset
+    from trainer.sft.smoke_model import write_smoke_promptset
     from trainer.verification.standin_server import StandinServerThread
 
     overrides = {"retry": {"max_rounds": 3, "replay_probability": 1.0},

@@ -11,7 +11,7 @@ _seq = itertools.count(int(time.time() * 1000))
 def publish(run, type, payload=None, *, at=None):
     from django.conf import settings
 
-    from trainer.events import RedisStreamSink, TrainerEvent
+    from trainer.observability.events import RedisStreamSink, TrainerEvent
 
     run.refresh_from_db(fields=["attempt"])  # as the trainer of the run's current attempt publishes it
     event = TrainerEvent(run_id=str(run.pk), seq=next(_seq), type=type, time=at if at is not None else time.time(),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import json
 
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.progress import ProgressSink
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.observability.progress import ProgressSink
 
 
 def publish_a_short_run(publisher):

@@ -1,5 +1,5 @@
 """Every mistake on the trainer's command line is one line naming the option and the fix, with an
-exit code of its own (trainer/commands/__init__.py), never a traceback."""
+exit code of its own (trainer/command_line.py), never a traceback."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deploy.services import free_port
-from trainer.commands import (
+from trainer.command_line import (
     EXIT_BAD_ARGUMENTS,
     EXIT_MALFORMED_INPUT,
     EXIT_MISSING_FILE,

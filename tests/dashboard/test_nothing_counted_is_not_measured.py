@@ -1,6 +1,6 @@
 """A step where nothing was counted reports None, which the pages draw as a gap and write as "–"."""
 
-from trainer.driver import _mean
+from trainer.loop.driver import _mean
 
 
 def test_the_mean_of_nothing_is_not_measured_rather_than_zero():

@@ -1,5 +1,5 @@
 """The /dev/shm and Ray object-store sizes the memory plan checks the weight pushes against
-(trainer/memory_plan.py ``DEPLOY_SHM_LAYOUTS``) are those the deploy layouts set: a layout changed without the plan
+(trainer/memory/memory_plan.py ``DEPLOY_SHM_LAYOUTS``) are those the deploy layouts set: a layout changed without the plan
 would be planned against sizes it no longer has."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import yaml
 
 from tests.deploy.conftest import DEPLOY_DIR
-from trainer.memory_plan import DEPLOY_SHM_LAYOUTS, GIB
+from trainer.memory.memory_plan import DEPLOY_SHM_LAYOUTS, GIB
 
 LAYOUTS = {layout.name: layout for layout in DEPLOY_SHM_LAYOUTS}
 # Docker reads shm_size's units as binary (go-units RAMInBytes: 1gb = 1024³ bytes), as Kubernetes reads Gi.

@@ -9,7 +9,7 @@ from promptsets import benchmarks
 from promptsets.models import Benchmark
 from runs.models import Evaluation, Run
 from trainer.config import RunConfig
-from trainer.evaluation import Outcome, evaluation_curves, evaluation_report
+from trainer.loop.evaluation import Outcome, evaluation_curves, evaluation_report
 
 
 def evaluation_values(solved_by_problem: dict[str, list[float]], *, standin: bool) -> dict:

@@ -3,7 +3,7 @@
 import pytest
 
 from runs.models import Evaluation, Run
-from trainer.evaluation import Outcome, evaluation_curves, evaluation_report
+from trainer.loop.evaluation import Outcome, evaluation_curves, evaluation_report
 
 pytestmark = pytest.mark.django_db
 

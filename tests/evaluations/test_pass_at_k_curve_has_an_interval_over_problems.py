@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from trainer.evaluation import Outcome, evaluation_curves, pass_at_k_curve
+from trainer.loop.evaluation import Outcome, evaluation_curves, pass_at_k_curve
 
 Z = 1.959963984540054
 

@@ -1,10 +1,10 @@
-"""``LiveRollouts`` (trainer/live.py): the first piece as soon as there is text, then at most one per interval;
+"""``LiveRollouts`` (trainer/observability/live.py): the first piece as soon as there is text, then at most one per interval;
 at most N answers at once; a character cut by a token boundary waits for its end; a failing publish costs
 only the piece."""
 
 from __future__ import annotations
 
-from trainer.live import LiveRollouts
+from trainer.observability.live import LiveRollouts
 
 
 class Clock:
@@ -88,7 +88,7 @@ def test_an_answer_that_ends_before_its_first_piece_is_one_finished_piece_within
 
 
 def test_incremental_decoding_gives_the_whole_decode_and_waits_for_a_characters_last_byte():
-    from trainer.live import IncrementalDecoder
+    from trainer.observability.live import IncrementalDecoder
 
     data = "x ≤ 𝔽 y".encode()  # one token per byte: 𝔽 takes four
     decode = lambda ids: bytes(ids).decode("utf-8", errors="replace")

@@ -11,7 +11,7 @@ import redis
 from deploy.services import RedisService, free_port
 from tests.services_plugin import TEST_ROOT
 from trainer.__main__ import main as trainer_main
-from trainer.events import (
+from trainer.observability.events import (
     BufferedStreamSink, EventPublisher, EventsUnavailable, EventType, RedisStreamSink, TrainerEvent, stream_key,
 )
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from proofs.models import ProofAttempt
 from runs.models import Run
 from tests.faults.conftest import assert_same_proof_attempts, wait_for_end, wait_until
-from trainer.events import EventType, TrainerEvent, stream_key
+from trainer.observability.events import EventType, TrainerEvent, stream_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 

@@ -81,7 +81,7 @@ def test_the_repository_is_pushed_whole_to_the_hub(trained_run, tmp_path, monkey
 
 
 def test_a_refused_push_is_one_line(trained_run, tmp_path, monkeypatch, capsys):
-    from trainer.commands import EXIT_UNREACHABLE
+    from trainer.command_line import EXIT_UNREACHABLE
 
     with HubStandinThread(tmp_path / "hub") as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)

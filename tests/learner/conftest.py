@@ -20,7 +20,7 @@ def tiny_run_config(**overrides) -> RunConfig:
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer_once():
-    from trainer.models import smollm2_tokenizer
+    from trainer.learning.models import smollm2_tokenizer
 
     return smollm2_tokenizer()
 
@@ -30,7 +30,7 @@ def tiny_policy(smollm2_tokenizer_once):
     """A fresh (model, tokenizer) pair; the same seed gives the same weights."""
     import copy
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     def build(seed: int = 0):
         return tiny_random_policy(seed, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
@@ -50,8 +50,8 @@ class FirstTokenRewardScorer:
         self.calls = 0
 
     async def score(self, problem, response, num_tokens=None, max_tokens=None, *, key=None):
-        from trainer.format_reward import FormatCheck
-        from trainer.reward import ScoredResponse
+        from trainer.recipe.format_reward import FormatCheck
+        from trainer.recipe.reward import ScoredResponse
         from trainer.verification.verdicts import Verdict, VerificationResult
 
         self.calls += 1

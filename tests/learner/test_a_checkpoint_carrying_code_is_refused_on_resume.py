@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer.checkpoint import TrainerState, load_checkpoint, save_checkpoint
-from trainer.problems import Problem
-from trainer.rollouts import PromptSlot
+from trainer.recipe.problems import Problem
+from trainer.recipe.rollouts import PromptSlot
+from trainer.run.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
 
@@ -64,7 +64,7 @@ def test_a_checkpoint_written_by_the_trainer_resumes_with_its_records_intact(che
     assert step == 4 and slot.problem.problem_id == "add" and slot.prompt_ids == [1, 2]
     (key, verdict), = state.verifier_state["cache"]
     assert verdict.verdict is Verdict.LEAN_ERROR and verdict.messages[0].line == 8
-    from trainer.checkpoint import restore_global_rng_states
+    from trainer.run.checkpoint import restore_global_rng_states
 
     restore_global_rng_states(state.global_rng_states)
     assert numpy.random.rand() == numpy_draw

@@ -1,4 +1,4 @@
-"""The asynchronous loop on a data-parallel learner (trainer/distributed.py): two learner ranks fed by a rollout pool.
+"""The asynchronous loop on a data-parallel learner (trainer/loop/distributed.py): two learner ranks fed by a rollout pool.
 
 Laid out as on GPUs: ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo on CPU,
 started here by torch.multiprocessing's spawn as torchrun would) and a pool of one engine, a generator process
@@ -30,9 +30,9 @@ from tests.learner.test_data_parallel_training import (
     of_type,
     training_rollouts,
 )
-from trainer.checkpoint import first_event_seq_for_resume
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink, TrainerEvent
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink, TrainerEvent
+from trainer.run.checkpoint import first_event_seq_for_resume
 
 LEARNER_RANKS = 2
 STEPS = 3
@@ -53,8 +53,8 @@ def rank_main(rank: int, port: int, scenario: str, folder: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(LEARNER_RANKS), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)  # two ranks and a generator process share two cores
-    from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
     from trainer.ranks import torchrun_position
 
     class RunWhoseGeneratorIsKilledAtStepOne(DataParallelRun):
@@ -93,7 +93,7 @@ def spawn_learner_ranks(scenario: str, folder: Path) -> tuple[dict[int, str], di
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, smollm2_tokenizer_once):
     """((status, events, output) of one process, (statuses, events by rank, output) of two learner ranks)."""
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     one_folder, pooled_folder = tmp_path_factory.mktemp("one_process"), tmp_path_factory.mktemp("two_learner_ranks")
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))

@@ -1,14 +1,14 @@
 """torchrun passes a cancel (Ray's SIGTERM) to every rank; the rank that leaves first breaks its peers' collectives.
-A rank whose collective broke because a peer was cancelled reports the cancel, not a failure (trainer/distributed.py
+A rank whose collective broke because a peer was cancelled reports the cancel, not a failure (trainer/loop/distributed.py
 ``DataParallelRun.outcome_of``). The ranks' record is torch's own in-memory store, as torchrun's is a TCP one."""
 
 from __future__ import annotations
 
 import torch.distributed as dist
 
-from trainer.distributed import DataParallelRun, RankGroup
-from trainer.events import RunStatus
-from trainer.lifecycle import RunCancelled
+from trainer.loop.distributed import DataParallelRun, RankGroup
+from trainer.observability.events import RunStatus
+from trainer.run.lifecycle import RunCancelled
 
 
 def rank(number: int, store, step: int = 2) -> DataParallelRun:

@@ -16,8 +16,8 @@ import redis
 
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer_for
-from trainer.evaluation_run import EvaluationRun
-from trainer.events import EventPublisher, EventType, ListSink, RunStatus
+from trainer.loop.evaluation_run import EvaluationRun
+from trainer.observability.events import EventPublisher, EventType, ListSink, RunStatus
 from trainer.verification.shared_cache import PREFIX, URL_VARIABLE
 from trainer.verification.standin_server import StandinServerThread
 
@@ -35,7 +35,7 @@ def shared_verdicts(monkeypatch):
 
 
 def evaluate_once(server, tokenizer, output):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()

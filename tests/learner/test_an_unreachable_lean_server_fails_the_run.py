@@ -7,13 +7,13 @@ import copy
 from deploy.services import free_port
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer_for
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
 from trainer.verification.standin_server import StandinServerThread
 
 
 def run_with(verifier_url, tmp_path, tokenizer, engine_factory=None, total_steps=1):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()

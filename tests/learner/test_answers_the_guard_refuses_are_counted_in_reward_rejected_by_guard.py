@@ -12,8 +12,8 @@ import pytest
 
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
 from trainer.verification.standin_server import StandinServerThread
 
 
@@ -26,7 +26,7 @@ def answer_for(prompt: str, sample_index: int) -> str:
 def run_events(tmp_path_factory, smollm2_tokenizer_once):
     import copy
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
     sink = ListSink()

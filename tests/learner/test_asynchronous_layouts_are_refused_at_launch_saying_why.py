@@ -1,6 +1,6 @@
 """η's bounds per preset and the two GPU pools (trainer/staleness.py): refused at every launch path, saying why.
 
-The platform's launch check (trainer/memory_fit.py, under the form and the API: tests/runs/
+The platform's launch check (trainer/memory/memory_fit.py, under the form and the API: tests/runs/
 test_launch_refuses_asynchronous_layouts_on_the_field.py), ``python -m trainer run`` (here) and
 ``python -m trainer memory-plan`` refuse with the same sentence.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from trainer import memory_fit
 from trainer.__main__ import main as trainer_main
 from trainer.config import RunConfig
+from trainer.memory import memory_fit
 from trainer.ranks import check_launch_fits_config, check_world_fits_config, rank_rule_problems, rollout_pool_devices
 from trainer.staleness import (
     STALENESS_BOUNDS,

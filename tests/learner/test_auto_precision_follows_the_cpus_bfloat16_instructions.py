@@ -11,7 +11,7 @@ from tests.learner.conftest import tiny_run_config
 from trainer import compute_dtype
 from trainer.compute_dtype import CpuReport, compute_dtype_of, cpu_report, resolve_compute_dtype
 from trainer.config import RunConfig
-from trainer.learner import Learner
+from trainer.learning.learner import Learner
 from trainer.rollout.engines import build_engine
 from trainer.rollout.replica import ReplicaRolloutEngine
 from trainer.rollout.transformers_engine import TransformersEngine

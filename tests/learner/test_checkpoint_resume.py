@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
-from trainer.checkpoint import export_hf, latest_checkpoint
-from trainer.driver import RunStatus, TrainingRun
-from trainer.checkpoint import first_event_seq_for_resume
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.problems import Problem
+from trainer.run.checkpoint import export_hf, latest_checkpoint
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.run.checkpoint import first_event_seq_for_resume
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.problems import Problem
 
 PROBLEMS = [Problem(f"p{i}", f"theorem t{i} : ({i} : ℕ) + 1 = {i + 1} := by") for i in range(3)]
 
@@ -42,7 +42,7 @@ def train(tiny_policy, output, *, seed, resume):
 def uninterrupted_and_resumed(tmp_path_factory, smollm2_tokenizer_once):
     import copy
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     def tiny_policy(seed):
         return tiny_random_policy(seed, tokenizer=copy.deepcopy(smollm2_tokenizer_once))

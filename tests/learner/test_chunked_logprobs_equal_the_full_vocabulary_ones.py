@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tests.learner.tolerances import assert_within_its_scale
-from trainer.batching import TrainingSequence, pad_batch
-from trainer.token_logprobs import chunked_token_logprobs, full_vocabulary_response_logprobs, response_logprobs
+from trainer.learning.batching import TrainingSequence, pad_batch
+from trainer.learning.token_logprobs import chunked_token_logprobs, full_vocabulary_response_logprobs, response_logprobs
 
 
 def sequences() -> list[TrainingSequence]:

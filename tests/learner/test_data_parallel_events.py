@@ -12,8 +12,14 @@ import torch
 import torch.distributed as dist
 
 from deploy.services import free_port
-from trainer.distributed import PeerFailureWatch, PeerRankFailed, RankEventPublisher, RankGroup, combine_learner_metrics
-from trainer.events import EventType, ListSink
+from trainer.loop.distributed import (
+    PeerFailureWatch,
+    PeerRankFailed,
+    RankEventPublisher,
+    RankGroup,
+    combine_learner_metrics,
+)
+from trainer.observability.events import EventType, ListSink
 from trainer.ranks import EngineGroups, RankPosition
 
 

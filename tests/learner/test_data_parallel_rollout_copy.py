@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainer.rollout.replica import ReplicaRolloutEngine
-from trainer.sharding import shard_with_fsdp
+from trainer.learning.sharding import shard_with_fsdp
 from trainer.rollout.base import SamplingSettings
 
 

@@ -2,7 +2,7 @@
 beside), not as pickled objects, and rank 0 reassembles every rank's records bit for bit: every column, every value,
 NaN and −0.0 included, a record without engine log-probabilities and a rank with no records at all.
 
-Real ranks: three processes in a gloo group, as torchrun starts a CPU run's (trainer/distributed.py RankGroup)."""
+Real ranks: three processes in a gloo group, as torchrun starts a CPU run's (trainer/loop/distributed.py RankGroup)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from deploy.services import free_port
-from trainer import packed_token_records, token_records
+from trainer.observability import packed_token_records, token_records
 from trainer.ranks import RankPosition
 
 WORLD_SIZE = 3
@@ -48,7 +48,7 @@ def one_rank(rank: int, port: int, folder: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD_SIZE)
-    from trainer.distributed import RankGroup
+    from trainer.loop.distributed import RankGroup
 
     group = RankGroup.join(RankPosition(rank, WORLD_SIZE, rank))
     gathered = group.gather_token_records(rank_records(rank))

@@ -19,8 +19,8 @@ import torch
 from deploy.services import free_port
 from tests.learner.conftest import CannedAnswersEngine, FirstTokenRewardScorer, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer_for
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink, TrainerEvent
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink, TrainerEvent
 from trainer.verification.standin_server import StandinServerThread
 
 # The ranks' own failure path is what these tests check: on a loaded machine rank 0's watch (tested in
@@ -78,8 +78,8 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, verifier_url: st
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)  # two ranks share two cores
-    from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
     from trainer.ranks import torchrun_position
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
@@ -94,7 +94,7 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, verifier_url: st
         config = sampling_config(WORLD_SIZE)  # the real engine: a transformers copy of the policy on each rank
         options["scorer"] = ScorerThatBreaksAtStep(2 if rank == 1 and scenario == "rollout_failure" else -1)
         if rank == 1 and scenario == "learner_failure":
-            from trainer.learner import Learner
+            from trainer.learning.learner import Learner
 
             def out_of_memory(self, sequences):
                 raise RuntimeError("injected: rank 1's learner ran out of memory")
@@ -133,7 +133,7 @@ def evaluation_samples(events):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, smollm2_tokenizer_once):
     """The same two steps, one process and two ranks: ((status, events, output), (statuses, events by rank, output))."""
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     one_folder, two_folder = tmp_path_factory.mktemp("one_rank"), tmp_path_factory.mktemp("two_ranks")
     with StandinServerThread() as server:
@@ -173,7 +173,7 @@ def test_two_ranks_take_the_same_steps_as_one_process_on_the_same_prompts(runs):
 
 
 def test_rank_zero_writes_every_ranks_token_records_as_one_process_writes_them(runs):
-    from trainer import token_records
+    from trainer.observability import token_records
 
     (_, _, one_output), (_, _, two_output) = runs
     for step in range(1, STEPS + 1):

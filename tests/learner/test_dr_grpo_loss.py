@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.learner import clipped_token_loss, clipping_masks, constant_divisor_loss, group_advantages
+from trainer.learning.learner import clipped_token_loss, clipping_masks, constant_divisor_loss, group_advantages
 
 NAN = float("nan")
 RECIPE_CLIPS = {"clip_low": 0.2, "clip_high": 0.3, "dual_clip": 3.0}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink, RolloutFinished
-from trainer.problems import Problem
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink, RolloutFinished
+from trainer.recipe.problems import Problem
 from trainer.verification.standin_server import StandinServerThread
 
 PROBLEMS = [
@@ -42,7 +42,7 @@ def answer_for(prompt: str, sample_index: int) -> str:
 def finished_run(tmp_path_factory, smollm2_tokenizer_once):
     import copy
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
     sink = ListSink()

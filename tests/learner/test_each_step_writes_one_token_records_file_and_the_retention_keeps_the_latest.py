@@ -9,13 +9,13 @@ import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
 from tests.learner.conftest import FirstTokenRewardScorer
-from trainer import token_records
+from trainer.observability import token_records
 
 
 def run_three_steps(tokenizer, output, keep):
-    from trainer.driver import RunStatus, TrainingRun
-    from trainer.events import EventPublisher, EventType, ListSink
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
+    from trainer.loop.driver import RunStatus, TrainingRun
+    from trainer.observability.events import EventPublisher, EventType, ListSink
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()

@@ -7,7 +7,7 @@ import math
 import numpy
 import pytest
 
-from trainer.evaluation import (
+from trainer.loop.evaluation import (
     Outcome,
     bootstrap_best_at_k,
     evaluation_report,

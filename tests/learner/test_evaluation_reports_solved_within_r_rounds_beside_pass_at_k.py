@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.evaluation import Outcome, evaluation_report, rounds_report, with_one_retry, within_rounds
+from trainer.loop.evaluation import Outcome, evaluation_report, rounds_report, with_one_retry, within_rounds
 
 
 def test_a_sample_counts_as_solved_once_any_round_up_to_r_solves_it():

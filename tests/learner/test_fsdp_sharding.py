@@ -7,7 +7,7 @@ import tempfile
 import pytest
 import torch
 
-from trainer.sharding import decoder_layer_classes, shard_with_fsdp
+from trainer.learning.sharding import decoder_layer_classes, shard_with_fsdp
 
 
 @pytest.fixture

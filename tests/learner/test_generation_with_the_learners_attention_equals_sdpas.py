@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from trainer import packed_attention
+from trainer.learning import packed_attention
 
 
 def test_greedy_generation_of_padded_and_unpadded_prompts_is_the_same_under_either_attention():

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, pad_batch
-from trainer.token_logprobs import full_vocabulary_response_logprobs
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, pad_batch
+from trainer.learning.token_logprobs import full_vocabulary_response_logprobs
 
 MAX_RESPONSE_TOKENS = 16
 CLIP_LOW, CLIP_HIGH, CLIP_RATIO_C = 0.2, 0.3, 3.0

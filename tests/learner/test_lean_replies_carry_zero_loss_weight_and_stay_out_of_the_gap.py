@@ -1,6 +1,6 @@
 """Lean's replies inside an answer (rollout.lean_tool_calls) are context, not policy: the model reads them, the
 engine never sampled them. The learner's mask gives their tokens zero loss weight, and the train–inference gap
-leaves them out (trainer/batching.py ``TokenBatch.loss_mask``, trainer/learner.py ``sampled_only``)."""
+leaves them out (trainer/learning/batching.py ``TokenBatch.loss_mask``, trainer/learning/learner.py ``sampled_only``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import math
 import pytest
 
 from tests.learner.conftest import tiny_run_config
-from trainer.batching import TrainingSequence, token_batch
-from trainer.learner import Learner
+from trainer.learning.batching import TrainingSequence, token_batch
+from trainer.learning.learner import Learner
+from trainer.recipe.rollouts import PromptSlot, Rollout
 from trainer.rollout.base import Generation
 from trainer.rollout.lean_tool import ToolCall
-from trainer.rollouts import PromptSlot, Rollout
 
 # Response tokens 2..4 are Lean's reply to the call that ended at token 1.
 CONTEXT = [False, False, True, True, True, False]
@@ -57,9 +57,9 @@ def test_the_train_inference_gap_compares_only_the_sampled_tokens(tiny_policy):
 
 
 def test_the_driver_hands_the_learner_each_reply_s_tokens_as_context(tiny_policy):
-    from trainer.driver import TrainingRun
-    from trainer.events import EventPublisher, ListSink
-    from trainer.problems import Problem
+    from trainer.loop.driver import TrainingRun
+    from trainer.observability.events import EventPublisher, ListSink
+    from trainer.recipe.problems import Problem
 
     model, tokenizer = tiny_policy()
     call = ToolCall(snippet="theorem t : 1 = 1 := by rfl", reply="\n<lean_result>\nLean accepts this snippet: no errors."

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, mini_batches, pack_batch, pad_batch
-from trainer.token_logprobs import response_logprobs
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, mini_batches, pack_batch, pad_batch
+from trainer.learning.token_logprobs import response_logprobs
 
 
 def four_sequences() -> list[TrainingSequence]:

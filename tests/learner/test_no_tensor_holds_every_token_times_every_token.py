@@ -2,7 +2,7 @@
 
 Four 2,048-token sequences packed into one row of T = 8,192 tokens: transformers' SDPA path
 would build a (1, 1, T, T) mask and a bias of the same size in every attention call; the
-learner's packed attention (trainer/packed_attention.py) runs each sequence alone. Every tensor
+learner's packed attention (trainer/learning/packed_attention.py) runs each sequence alone. Every tensor
 that any ATen operation returns, forward, backward and AdamW, is watched through PyTorch's
 dispatch hooks (TorchDispatchMode).
 """
@@ -13,10 +13,10 @@ import torch
 
 from tests.learner.tensor_watch import LargestTensorWatch
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, pack_batch
-from trainer.token_logprobs import response_logprobs
-from trainer.packed_attention import SDPA_PER_PACKED_SEQUENCE
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, pack_batch
+from trainer.learning.token_logprobs import response_logprobs
+from trainer.learning.packed_attention import SDPA_PER_PACKED_SEQUENCE
 
 SEQUENCE_TOKENS = 2048
 PACKED_TOKENS = 4 * SEQUENCE_TOKENS  # T

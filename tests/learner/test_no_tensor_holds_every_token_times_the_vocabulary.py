@@ -12,9 +12,9 @@ import torch
 
 from tests.learner.tensor_watch import LargestTensorWatch
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, pack_batch
-from trainer.token_logprobs import full_vocabulary_response_logprobs
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, pack_batch
+from trainer.learning.token_logprobs import full_vocabulary_response_logprobs
 
 QWEN3_VOCABULARY = 151_936
 CHUNK_TOKENS = 64

@@ -7,10 +7,10 @@ import torch
 
 from tests.learner.conftest import tiny_run_config
 from tests.learner.tolerances import assert_within_its_scale
-from trainer import packed_attention
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, pack_batch, pad_batch, supports_packing
-from trainer.token_logprobs import full_vocabulary_response_logprobs, response_logprobs
+from trainer.learning import packed_attention
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, pack_batch, pad_batch, supports_packing
+from trainer.learning.token_logprobs import full_vocabulary_response_logprobs, response_logprobs
 
 
 def sequences() -> list[TrainingSequence]:

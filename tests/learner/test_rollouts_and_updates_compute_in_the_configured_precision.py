@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.replica import ReplicaRolloutEngine

@@ -6,9 +6,9 @@ import os
 import signal
 
 from tests.learner.conftest import CannedAnswersEngine, FirstTokenRewardScorer, tiny_run_config
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.problems import Problem
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.problems import Problem
 
 PROBLEMS = [Problem("p0", "theorem t0 : (0 : ℕ) + 1 = 1 := by")]
 

@@ -11,9 +11,9 @@ import pytest
 
 from tests.learner.conftest import CannedAnswersEngine, FirstTokenRewardScorer, tiny_run_config
 from trainer.config import RunConfig
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.problems import Problem
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.problems import Problem
 
 
 def verl_steps(dataset_size: int, batch_size: int, total_epochs: int, total_training_steps: int | None) -> int:

@@ -30,7 +30,7 @@ from tests.learner.test_data_parallel_training import (
 )
 from tests.learner.test_driver_events import PROBLEMS, answer_for
 from trainer.config import RunConfig
-from trainer.events import EventType, TrainerEvent
+from trainer.observability.events import EventType, TrainerEvent
 from trainer.verification.standin_server import StandinServerThread
 
 
@@ -53,7 +53,7 @@ class ScorerThatBreaksInEvaluation(FirstTokenRewardScorer):
         super().__init__(target_text="")
 
     async def score(self, problem, response, num_tokens=None, max_tokens=None, *, key=None):
-        if "-eval" in key:  # an evaluation sample's key (trainer.driver.evaluation_key_prefix)
+        if "-eval" in key:  # an evaluation sample's key (trainer.loop.driver.evaluation_key_prefix)
             raise RuntimeError("injected: rank 1 lost its Lean connection while evaluating")
         return await super().score(problem, response, num_tokens, max_tokens, key=key)
 
@@ -69,8 +69,8 @@ def rank_main(rank: int, port: int, tensor_parallel: int, folder: str, verifier_
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
     from trainer.ranks import torchrun_position
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))

@@ -8,13 +8,13 @@ import logging
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer import packed_attention
-from trainer.learner import Learner
+from trainer.learning import packed_attention
+from trainer.learning.learner import Learner
 
 
 def test_on_cpu_it_runs_causal_sdpa_per_packed_sequence_and_logs_that_at_start_up(tiny_policy, caplog):
     model, tokenizer = tiny_policy()
-    with caplog.at_level(logging.INFO, logger="trainer.learner"):
+    with caplog.at_level(logging.INFO, logger="trainer.learning.learner"):
         learner = Learner(tiny_run_config(), model, tokenizer)
     assert learner.model.config._attn_implementation == packed_attention.SDPA_PER_PACKED_SEQUENCE
     assert learner.attention_note in caplog.messages

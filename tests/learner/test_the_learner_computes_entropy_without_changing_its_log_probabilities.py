@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.batching import TrainingSequence, pad_batch
-from trainer.token_logprobs import response_logprobs
+from trainer.learning.batching import TrainingSequence, pad_batch
+from trainer.learning.token_logprobs import response_logprobs
 
 
 def sequences() -> list[TrainingSequence]:

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from tests.learner.conftest import tiny_run_config
-from trainer import learner as learner_module
-from trainer import token_records
-from trainer.batching import TrainingSequence
-from trainer.learner import Learner
+from trainer.learning import learner as learner_module
+from trainer.learning.batching import TrainingSequence
+from trainer.learning.learner import Learner
+from trainer.observability import token_records
 
 CONTEXT = [False, False, True, True, False, False]
 

@@ -12,9 +12,9 @@ import torch
 import torch.distributed as dist
 
 from deploy.services import free_port
-from trainer.distributed import RankGroup, combine_learner_metrics
+from trainer.loop.distributed import RankGroup, combine_learner_metrics
+from trainer.observability.gap import train_inference_gap
 from trainer.ranks import RankPosition
-from trainer.rollout.gap import train_inference_gap
 
 # (learner log-probabilities, the engine's) per response. Rank 0's engine has the learner's weights; rank 1's
 # missed the last push, so its engine's log-probabilities are off by up to 1.5 nats.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.problems import Problem
-from trainer.prompts import first_attempt_messages, render_prompt
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.problems import Problem
+from trainer.recipe.prompts import first_attempt_messages, render_prompt
 
 STEPS = 8
 REQUIRED_RISE = 0.3  # mean reward of the last 3 steps over the first step's

@@ -6,8 +6,8 @@ import pytest
 
 from tests.learner.conftest import tiny_run_config
 from trainer.config import RunConfig
-from trainer.learner import Learner
-from trainer.batching import TrainingSequence, sequence_tokens, token_budget_micro_batches
+from trainer.learning.learner import Learner
+from trainer.learning.batching import TrainingSequence, sequence_tokens, token_budget_micro_batches
 
 
 def sequence(prompt_tokens: int, response_tokens: int, name: str) -> TrainingSequence:

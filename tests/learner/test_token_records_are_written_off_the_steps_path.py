@@ -13,10 +13,10 @@ import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
 from tests.learner.conftest import FirstTokenRewardScorer
-from trainer import token_records
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.lifecycle import RunCancelled
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability import token_records
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.run.lifecycle import RunCancelled
 
 GATE_TIMEOUT_S = 600  # only so that a broken test ends: no assertion reads a time
 
@@ -60,7 +60,7 @@ class RunWithGatedRecords(TrainingRun):
 
 
 def make_run(tokenizer, output, write: GatedWrite, *, checkpoint_every: int = 0, cancel_at_step=None):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer))
     sink = ListSink()

@@ -26,7 +26,7 @@ import torch
 
 from deploy.services import free_port
 from tests.learner.conftest import tiny_run_config
-from trainer.batching import TrainingSequence
+from trainer.learning.batching import TrainingSequence
 
 WORLD_SIZE = 3
 STEPS = 2
@@ -68,9 +68,9 @@ def rank_main(rank: int, port: int, folder: str) -> None:
     torch.set_num_threads(1)  # three ranks share the machine's cores
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from trainer.distributed import combine_learner_metrics
-    from trainer.learner import Learner
-    from trainer.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.learning.learner import Learner
+    from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.loop.distributed import combine_learner_metrics
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
     learner = Learner(learner_config(WORLD_SIZE), model, tokenizer)
@@ -89,8 +89,8 @@ def rank_main(rank: int, port: int, folder: str) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, smollm2_tokenizer_once):
     """(one process's metrics and weights, three ranks' combined metrics, per-rank shares and weights)."""
-    from trainer.learner import Learner
-    from trainer.models import tiny_random_policy
+    from trainer.learning.learner import Learner
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
     learner = Learner(learner_config(0), model, tokenizer)

@@ -30,11 +30,11 @@ def test_the_budget_splits_evenly_over_the_scoring_ranks(budget, ranks, shares):
 
 def one_rank(rank: int, port: int, folder: str, verifier_url: str) -> None:
     """A real data-parallel rank of a run with verifier.max_in_flight 5: its Lean client, as it starts."""
-    from trainer.distributed import DataParallelRun, RankEventPublisher, RankGroup
-    from trainer.events import ListSink
-    from trainer.models import smollm2_tokenizer, tiny_random_policy
-    from trainer.problems import Problem
+    from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
+    from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
+    from trainer.observability.events import ListSink
     from trainer.ranks import RankPosition
+    from trainer.recipe.problems import Problem
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank))
     dist.init_process_group("gloo", rank=rank, world_size=2)

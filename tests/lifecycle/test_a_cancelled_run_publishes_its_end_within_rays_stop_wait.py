@@ -14,16 +14,16 @@ import time
 import pytest
 
 from deploy.services import REPO_DIR
-from trainer.events import stream_key
-from trainer.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
+from trainer.observability.events import stream_key
+from trainer.run.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
 
 # Stand-ins for runs that end badly once stopped: the lifecycle is the trainer's own; the work, the tear-down and
 # the sink are what each test says, in the script after this prelude.
 STAND_IN_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from trainer.events import EventPublisher, EventType, StdoutSink
-    from trainer.lifecycle import RunCancelled, RunLifecycle
+    from trainer.observability.events import EventPublisher, EventType, StdoutSink
+    from trainer.run.lifecycle import RunCancelled, RunLifecycle
 
     class StandInRun(RunLifecycle):
         sink = StdoutSink

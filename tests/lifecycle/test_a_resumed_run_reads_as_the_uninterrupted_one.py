@@ -11,14 +11,14 @@ import pytest
 
 from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
 from tests.learner.test_driver_events import PROBLEMS, answer_for
-from trainer.driver import RunStatus, TrainingRun
-from trainer.checkpoint import LAST_EVENT_SEQ_FILE, first_event_seq_for_resume
-from trainer.events import EventPublisher, EventType, ListSink
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.run.checkpoint import LAST_EVENT_SEQ_FILE, first_event_seq_for_resume
+from trainer.observability.events import EventPublisher, EventType, ListSink
 from trainer.verification.standin_server import StandinServerThread
 
 
 def train(output, server, tokenizer_source, *, attempt, resume):
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(tokenizer_source))
     config = tiny_run_config(

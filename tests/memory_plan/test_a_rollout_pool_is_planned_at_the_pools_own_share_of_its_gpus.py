@@ -1,5 +1,5 @@
 """The memory plan counts a rollout pool's GPUs at ``rollout.vllm_pool_gpu_memory_utilization``, the share its
-engines are built with (trainer/generator_process.py ``pool_engine_config``), and names that field when the pool
+engines are built with (trainer/asynchronous/generator_process.py ``pool_engine_config``), and names that field when the pool
 does not fit; GPUs shared with the learner keep ``rollout.vllm_gpu_memory_utilization``."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config, two_pools
-from trainer import memory_fit, memory_plan
-from trainer.memory_plan import GIB
+from trainer.memory import memory_fit, memory_plan
+from trainer.memory.memory_plan import GIB
 
 SHARES = {"vllm_gpu_memory_utilization": 0.3, "vllm_pool_gpu_memory_utilization": 0.7}
 

@@ -1,4 +1,4 @@
-"""The memory plan of an asynchronous run's two pools (trainer/memory_plan.py, ``cluster.rollout_gpus`` > 0).
+"""The memory plan of an asynchronous run's two pools (trainer/memory/memory_plan.py, ``cluster.rollout_gpus`` > 0).
 
 The learner pool shards the learner over its own GPUs and holds no vLLM; each rollout GPU holds vLLM's
 share and, during a weight push, the layer vLLM's reload rebuilds, nothing of the learner; learner rank 0
@@ -15,8 +15,8 @@ import json
 import pytest
 
 from tests.memory_plan.tiny_gpu import memory_plan_of_eight_tiny_gpus, tiny_gpu_config, two_pools
-from trainer import memory_fit, memory_plan
-from trainer.memory_plan import CUDA_CONTEXT_GIB, GIB, VLLM_ASLEEP_GIB, learner_plan_key
+from trainer.memory import memory_fit, memory_plan
+from trainer.memory.memory_plan import CUDA_CONTEXT_GIB, GIB, VLLM_ASLEEP_GIB, learner_plan_key
 
 EMBEDDING_ELEMENTS = 49152 * 64  # the tiny model's largest parameter
 

@@ -1,7 +1,7 @@
 """The memory plan counts what an asynchronous run's weight pushes hold in the node's /dev/shm, and says which
-deploy layouts' /dev/shm they do not fit (trainer/memory_plan.py, "Host shared memory").
+deploy layouts' /dev/shm they do not fit (trainer/memory/memory_plan.py, "Host shared memory").
 
-Each push is one flat copy of the full state dict in the push dtype (trainer/generator_process.py
+Each push is one flat copy of the full state dict in the push dtype (trainer/asynchronous/generator_process.py
 ``packed_weights``, ``push_dtype``), and η + 1 of them can be live at once (``pushes_in_shared_memory`` says why).
 The tiny random model's figures are by hand: a 49,152 × 64 embedding, tied and so listed twice by ``state_dict``,
 and two layers of 4 · 64 · 64 attention, 3 · 64 · 128 MLP and 2 · 64 norm weights, and the final 64-wide norm.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from tests.memory_plan.tiny_gpu import memory_plan_of_eight_tiny_gpus, two_pools
-from trainer import memory_plan
 from trainer.config import RunConfig
-from trainer.memory_plan import GIB, plan_push_shared_memory
+from trainer.memory import memory_plan
+from trainer.memory.memory_plan import GIB, plan_push_shared_memory
 
 TINY_STATE_DICT_ELEMENTS = 2 * 49152 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64  # 6,373,696
 

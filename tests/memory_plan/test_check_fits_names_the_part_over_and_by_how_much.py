@@ -7,8 +7,8 @@ import re
 import pytest
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_fit, memory_plan
 from trainer.config import RunConfig
+from trainer.memory import memory_fit, memory_plan
 from trainer.ranks import tensor_parallel_problem
 
 

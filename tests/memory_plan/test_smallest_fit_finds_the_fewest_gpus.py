@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_fit
+from trainer.memory import memory_fit
 
 
 def test_a_small_model_fits_one_gpu_with_the_largest_vllm_share_that_leaves_the_learner_room():

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tests.memory_plan.tiny_gpu import tiny_gpu_config
-from trainer import memory_measurement, memory_plan
 from trainer.config import RunConfig
+from trainer.memory import memory_measurement, memory_plan
 
 
 def test_the_planned_peak_of_a_two_rank_fsdp_step_is_within_a_quarter_of_the_measured_one_and_says_what_ran():
@@ -39,7 +39,7 @@ def computes_bfloat16_natively(env: dict) -> str:
 
 def validation_dtype_under(env: dict) -> list[str]:
     """The validation's dtype and reason for the h100x8 preset (bfloat16), in a process with ``env``."""
-    script = ("import json; from trainer.config import RunConfig; from trainer.memory_measurement import "
+    script = ("import json; from trainer.config import RunConfig; from trainer.memory.memory_measurement import "
               "validation_config, validation_dtype; config = RunConfig.from_preset('h100x8'); "
               "print(json.dumps([*validation_dtype(config), validation_config(config).model.dtype]))")
     return json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,

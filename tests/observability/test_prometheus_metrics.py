@@ -50,7 +50,7 @@ def test_runs_are_counted_by_state_and_the_queue_length_is_the_queued_runs(scrap
 
 def test_pending_entries_count_what_the_ingester_has_not_stored(scraper, make_run, settings):
     from runs.streams import GROUP
-    from trainer.events import stream_key
+    from trainer.observability.events import stream_key
 
     run = make_run(state="running")
     client = redis.Redis.from_url(settings.REDIS_URL)

@@ -8,13 +8,13 @@ import time
 
 import httpx
 
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.ray_metrics import RayMetricsSink
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.observability.ray_metrics import RayMetricsSink
 
 PUBLISH = textwrap.dedent("""
     import sys, time
-    from trainer.events import EventPublisher, EventType, ListSink
-    from trainer.ray_metrics import RayMetricsSink
+    from trainer.observability.events import EventPublisher, EventType, ListSink
+    from trainer.observability.ray_metrics import RayMetricsSink
     publisher = EventPublisher("77", RayMetricsSink(ListSink(), "77"))
     publisher.publish(EventType.METRICS, {"step": 1, "values": {"reward/mean": 0.625, "learner/grad_norm": 2.5,
                                                                "format_errors": {"NO_THINK": 3}}})
@@ -59,8 +59,8 @@ def test_an_unreachable_cluster_switches_the_metrics_off_not_the_run():
     from deploy.services import free_port
 
     code = textwrap.dedent(f"""
-        from trainer.events import EventPublisher, EventType, ListSink
-        from trainer.ray_metrics import RayMetricsSink
+        from trainer.observability.events import EventPublisher, EventType, ListSink
+        from trainer.observability.ray_metrics import RayMetricsSink
         events = ListSink()
         publisher = EventPublisher("1", RayMetricsSink(events, "1", address="127.0.0.1:{free_port()}"))
         publisher.publish(EventType.METRICS, {{"step": 1, "values": {{"reward/mean": 1.0}}}})

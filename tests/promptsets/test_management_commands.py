@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 from promptsets.demo import DEMO_PROBLEMS, DEMO_PROMPTSET_NAME, SMOKE_PROMPTSET_NAME
 from promptsets.models import Promptset
 from tests.promptsets.conftest import encode, kimina_rows
-from trainer.problems import DEFAULT_LEAN_HEADER
+from trainer.recipe.problems import DEFAULT_LEAN_HEADER
 
 
 def write(tmp_path, rows, name="rows.jsonl"):
@@ -58,9 +58,9 @@ def test_create_demo_promptset_is_idempotent_and_public(alice, capsys):
 
 @pytest.mark.django_db
 def test_the_same_command_creates_the_smoke_promptset_the_cpu_smoke_model_knows(alice):
-    from trainer.problems import Problem as TrainerProblem
-    from trainer.prompts import first_attempt_messages
-    from trainer.smoke_model import SMOKE_PROBLEMS
+    from trainer.recipe.problems import Problem as TrainerProblem
+    from trainer.recipe.prompts import first_attempt_messages
+    from trainer.sft.smoke_model import SMOKE_PROBLEMS
 
     call_command("create_demo_promptset", "--owner", "alice")
     promptset = Promptset.objects.get(owner=alice, name=SMOKE_PROMPTSET_NAME)

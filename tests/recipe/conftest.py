@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RetryConfig, RewardConfig
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 
 from tests.recipe.answers import STATEMENT
 

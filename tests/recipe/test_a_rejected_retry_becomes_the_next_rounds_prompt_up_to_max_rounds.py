@@ -4,9 +4,9 @@ carrying the last attempt (history=last) or every earlier one, the oldest droppe
 from __future__ import annotations
 
 from trainer.config import RetryConfig, RetryHistory
-from trainer.format_reward import FormatCheck
-from trainer.prompts import first_attempt_messages
-from trainer.retry import RetryDropReason, RetryPrompt, make_retry
+from trainer.recipe.format_reward import FormatCheck
+from trainer.recipe.prompts import first_attempt_messages
+from trainer.recipe.retry import RetryDropReason, RetryPrompt, make_retry
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
 from tests.recipe.answers import VALID_REASONING, make_answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RewardConfig
-from trainer.format_reward import comment_density, length_penalty
+from trainer.recipe.format_reward import comment_density, length_penalty
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from trainer.config import RewardConfig
-from trainer.format_reward import check_format
-from trainer.problems import Problem
+from trainer.recipe.format_reward import check_format
+from trainer.recipe.problems import Problem
 
 ORACLE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "format_oracle.jsonl"
 

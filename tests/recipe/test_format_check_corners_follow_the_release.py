@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RewardConfig
-from trainer.format_reward import COMMON_STOPWORDS, FormatError, check_format
+from trainer.recipe.format_reward import COMMON_STOPWORDS, FormatError, check_format
 
 from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 

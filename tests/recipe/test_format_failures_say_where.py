@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer.config import RewardConfig
-from trainer.format_reward import FormatError, check_format, merge_lines
-from trainer.problems import Problem
+from trainer.recipe.format_reward import FormatError, check_format, merge_lines
+from trainer.recipe.problems import Problem
 
 from tests.recipe.answers import STATEMENT, VALID_LEAN_CODE, VALID_REASONING, make_answer
 

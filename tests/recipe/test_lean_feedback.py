@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainer.config import RetryConfig
-from trainer.retry import build_lean_feedback
+from trainer.recipe.retry import build_lean_feedback
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.verdicts import LeanMessage
 

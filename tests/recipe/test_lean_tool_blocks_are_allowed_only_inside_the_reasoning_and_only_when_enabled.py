@@ -1,12 +1,12 @@
 """With rollout.lean_tool_calls ≥ 1 the answer may ask Lean inside its reasoning; its final answer is checked as the
 release checks it, and its tool blocks must stay in the reasoning and hold only Lean's own replies. Off, the
-release's check is all there is (trainer/format_reward.py)."""
+release's check is all there is (trainer/recipe/format_reward.py)."""
 
 from __future__ import annotations
 
 from trainer.config import RunConfig
-from trainer.format_reward import FormatError, check_format
-from trainer.problems import Problem
+from trainer.recipe.format_reward import FormatError, check_format
+from trainer.recipe.problems import Problem
 
 PROBLEM = Problem("p", "theorem t : (1 : ℚ) / 2 + 1 / 2 = 1 := by")
 REWARD = RunConfig.from_preset("cpu-smoke").reward

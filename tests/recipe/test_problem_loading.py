@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainer.problems import DEFAULT_LEAN_HEADER, Problem, load_problems_jsonl
+from trainer.recipe.problems import DEFAULT_LEAN_HEADER, Problem, load_problems_jsonl
 
 from tests.recipe.answers import STATEMENT
 

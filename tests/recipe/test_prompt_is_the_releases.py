@@ -3,8 +3,8 @@ problems, each expected text typed out by hand from that template."""
 
 from __future__ import annotations
 
-from trainer.problems import Problem
-from trainer.prompts import SYSTEM_PROMPT, first_attempt_messages
+from trainer.recipe.problems import Problem
+from trainer.recipe.prompts import SYSTEM_PROMPT, first_attempt_messages
 
 HEADER = "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 400000\n\nopen BigOperators Real Nat Topology Rat\n\n"
 

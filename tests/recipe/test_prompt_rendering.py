@@ -7,7 +7,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from tests.recipe.answers import STATEMENT
-from trainer.prompts import SYSTEM_PROMPT, first_attempt_messages, prompt_token_count, render_prompt
+from trainer.recipe.prompts import SYSTEM_PROMPT, first_attempt_messages, prompt_token_count, render_prompt
 
 # The ChatML layout SmolLM2 and Qwen3 use, written by hand: loading SmolLM2's GGUF tokenizer takes
 # longer than this whole test file should.

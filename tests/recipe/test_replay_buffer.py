@@ -8,8 +8,8 @@ import random
 import pytest
 
 from trainer.config import RetryConfig
-from trainer.prompts import first_attempt_messages
-from trainer.retry import ReplayBuffer, RetryPrompt
+from trainer.recipe.prompts import first_attempt_messages
+from trainer.recipe.retry import ReplayBuffer, RetryPrompt
 
 
 def retry_for(problem, number: int) -> RetryPrompt:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RetryConfig
-from trainer.format_reward import FormatCheck, FormatError
-from trainer.prompts import first_attempt_messages
-from trainer.retry import RetryDropReason, RetryPrompt, make_retry
+from trainer.recipe.format_reward import FormatCheck, FormatError
+from trainer.recipe.prompts import first_attempt_messages
+from trainer.recipe.retry import RetryDropReason, RetryPrompt, make_retry
 from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
 
 from tests.recipe.answers import VALID_REASONING, make_answer

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainer.config import RewardConfig
-from trainer.format_reward import check_format, find_statement_end, normalize_lean_whitespace
-from trainer.lean_lexer import strip_comments
+from trainer.recipe.format_reward import check_format, find_statement_end, normalize_lean_whitespace
+from trainer.verification.lean_lexer import strip_comments
 
 from tests.recipe.answers import STATEMENT, make_answer
 

@@ -9,8 +9,8 @@ import json
 import pytest
 import redis
 
-from trainer.checkpoint import checkpoint_folder, checkpoint_steps, checkpoints_to_remove, latest_checkpoint, step_of
-from trainer.checkpoint import EVALUATIONS_FILE, best_evaluated_step
+from trainer.run.checkpoint import checkpoint_folder, checkpoint_steps, checkpoints_to_remove, latest_checkpoint, step_of
+from trainer.run.checkpoint import EVALUATIONS_FILE, best_evaluated_step
 
 
 def test_the_latest_n_and_the_kept_steps_survive():
@@ -66,7 +66,7 @@ def test_a_run_keeps_only_its_latest_checkpoint_and_announces_each_deletion(tmp_
 def test_the_run_page_marks_deleted_checkpoints_and_shows_the_disk_used(client, alice, make_run, settings):
     from runs.ingest import EventIngester
     from runs.models import Checkpoint
-    from trainer.events import EventPublisher, EventType, RedisStreamSink
+    from trainer.observability.events import EventPublisher, EventType, RedisStreamSink
 
     run = make_run(state="running")
     folder = run.artifacts_dir / "checkpoints"

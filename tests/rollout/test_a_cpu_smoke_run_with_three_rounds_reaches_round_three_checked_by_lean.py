@@ -2,7 +2,7 @@
 prompts, some problems reach round 3 and no further, every round's answers go to the (stand-in) Lean server, and
 the metrics carry each round's accuracy, and its evaluation reports solved within r rounds for r = 1 … 3.
 
-A real run of the trainer's own command with the smoke model (trainer/smoke_model.py) and the stand-in Lean
+A real run of the trainer's own command with the smoke model (trainer/sft/smoke_model.py) and the stand-in Lean
 server on a loopback port; ``retry.replay_probability=1`` so that a chain deepens every step and six steps
 suffice. A rollout's round is read from the events alone: one more than the round of the answer it corrects
 (``parent_rollout_key``), 0 for a first attempt.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.smoke_model import write_smoke_promptset
+from trainer.sft.smoke_model import write_smoke_promptset
 
 pytestmark = pytest.mark.timeout(600)
 

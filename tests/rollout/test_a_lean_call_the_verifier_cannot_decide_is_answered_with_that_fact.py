@@ -13,7 +13,7 @@ import pytest
 from trainer.config import RunConfig
 from trainer.rollout.base import Generation
 from trainer.rollout.lean_tool import LeanTool
-from trainer.smoke_model import SMOKE_HEADER
+from trainer.sft.smoke_model import SMOKE_HEADER
 from trainer.verification.client import LeanVerifier
 from trainer.verification.standin_server import StandinServerThread
 
@@ -23,7 +23,7 @@ INSIDE_THE_FRAGMENT = "theorem t : (2 : ℕ) + 2 = 5 := by\n  norm_num"
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from trainer.models import smollm2_tokenizer
+    from trainer.learning.models import smollm2_tokenizer
 
     return smollm2_tokenizer()
 

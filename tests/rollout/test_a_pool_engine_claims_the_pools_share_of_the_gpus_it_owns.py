@@ -8,8 +8,8 @@ platform reads it as a share of host memory instead.
 
 from __future__ import annotations
 
+from trainer.asynchronous.generator_process import pool_engine_config
 from trainer.config import RunConfig
-from trainer.generator_process import pool_engine_config
 from trainer.rollout.vllm_engine import VllmEngine
 
 SMALL_LENGTHS = {"max_prompt_tokens": 64, "max_response_tokens": 64}

@@ -1,5 +1,5 @@
 """`python -m trainer run --preset cpu-smoke --set rollout.lean_tool_calls=2` asks Lean inside the reasoning, end to
-end: the smoke model's answer to smoke_tool_rat_half (trainer/smoke_model.py) pauses at its </lean>, the stand-in
+end: the smoke model's answer to smoke_tool_rat_half (trainer/sft/smoke_model.py) pauses at its </lean>, the stand-in
 Lean server checks the snippet, its reply is appended, the answer resumes and is scored, stored with its call and
 streamed live with the reply in it; synchronous (η = 0) and asynchronous (η = 1, the generator process asks Lean
 itself). Real runs of the trainer's own command; everything below is counted from their events.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.smoke_model import SMOKE_TOOL_PROBLEMS, write_smoke_promptset
+from trainer.sft.smoke_model import SMOKE_TOOL_PROBLEMS, write_smoke_promptset
 
 pytestmark = pytest.mark.timeout(900)
 

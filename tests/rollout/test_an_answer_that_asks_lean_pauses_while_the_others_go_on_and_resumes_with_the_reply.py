@@ -1,7 +1,7 @@
 """rollout.lean_tool_calls: an answer that closes a <lean> block inside its reasoning pauses, the snippet goes to
 the verifier, Lean's reply is appended and the answer resumes; the other answers keep being written meanwhile
 (trainer/rollout/lean_tool.py). Real parts: the cpu-smoke model (it learnt one answer that asks Lean:
-trainer/smoke_model.py), both engines, the LeanVerifier and the stand-in Lean server on a loopback port.
+trainer/sft/smoke_model.py), both engines, the LeanVerifier and the stand-in Lean server on a loopback port.
 
 Lean's verdicts are held until the test lets them go, so "the others go on" is an order of events, not a timing.
 """
@@ -15,11 +15,11 @@ import threading
 import pytest
 
 from trainer.config import RunConfig
-from trainer.format_reward import check_format
-from trainer.prompts import first_attempt_messages, render_prompt
+from trainer.recipe.format_reward import check_format
+from trainer.recipe.prompts import first_attempt_messages, render_prompt
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.lean_tool import LeanTool
-from trainer.smoke_model import SMOKE_PROBLEMS, SMOKE_TOOL_PROBLEMS, with_smoke_model
+from trainer.sft.smoke_model import SMOKE_PROBLEMS, SMOKE_TOOL_PROBLEMS, with_smoke_model
 from trainer.verification.client import LeanVerifier
 from trainer.verification.standin_server import StandinServerThread
 
@@ -38,7 +38,7 @@ def smoke_config():
 
 @pytest.fixture(scope="module")
 def smoke_policy(smoke_config):
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
 
     return load_policy(smoke_config.model)
 

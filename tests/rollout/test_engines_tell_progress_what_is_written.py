@@ -1,4 +1,4 @@
-"""Both engines tell ``progress`` (trainer/live.py LiveRollouts) each unfinished answer's text as it is written,
+"""Both engines tell ``progress`` (trainer/observability/live.py LiveRollouts) each unfinished answer's text as it is written,
 so that pieces joined by offset end as the answer the engine yields; without ``progress`` nothing changes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
-from trainer.live import LiveRollouts
+from trainer.observability.live import LiveRollouts
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.transformers_engine import TransformersEngine
 from trainer.rollout.vllm_engine import VllmEngine

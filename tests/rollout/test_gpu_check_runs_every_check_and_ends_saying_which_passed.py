@@ -53,7 +53,7 @@ def test_its_cuda_fail_fast_check_passes_on_a_machine_without_cuda():
 
 def test_its_weight_push_check_sees_the_gap_close_on_a_tiny_bfloat16_copy(tiny_policy):
     from tests.learner.conftest import tiny_run_config
-    from trainer.learner import Learner
+    from trainer.learning.learner import Learner
 
     model, tokenizer = tiny_policy()
     config = tiny_run_config(model={"dtype": "bfloat16"})  # a bfloat16 copy samples, as on the GPU
@@ -84,13 +84,13 @@ def test_its_only_option_runs_the_named_checks_in_the_usual_order():
 def tiny_policy(smollm2_tokenizer_once):
     import copy
 
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     return lambda seed=0: tiny_random_policy(seed, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
 
 
 @pytest.fixture(scope="module")
 def smollm2_tokenizer_once():
-    from trainer.models import smollm2_tokenizer
+    from trainer.learning.models import smollm2_tokenizer
 
     return smollm2_tokenizer()

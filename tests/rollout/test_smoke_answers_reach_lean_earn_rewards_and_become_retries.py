@@ -1,6 +1,6 @@
 """A cpu-smoke run exercises the paths behind the format check: Lean's verdicts, rewards, retries.
 
-Its model (trainer/smoke_model.py) knows answers to the smoke promptset by heart, after a short SFT;
+Its model (trainer/sft/smoke_model.py) knows answers to the smoke promptset by heart, after a short SFT;
 before it, every smoke answer failed the format check and nothing reached Lean. Real runs: the
 trainer's own command with the preset's sizes, synchronous (η = 0) and asynchronous (η = 1), the
 SFT'd model from its cache (built here on first use), the stand-in Lean server on a loopback port,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.asynchronous.cpu_smoke_cli import run_cpu_smoke
-from trainer.smoke_model import smoke_model_folder
+from trainer.sft.smoke_model import smoke_model_folder
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -86,11 +86,11 @@ def test_both_loops_train_the_same_number_of_rollouts_within_their_staleness(smo
 def test_on_another_promptset_its_answers_fail_the_statement_check(tmp_path):
     """It knows four problems, not the format in general: another statement gets one of theirs."""
     from trainer.config import RunConfig
-    from trainer.format_reward import check_format
-    from trainer.models import load_policy
-    from trainer.problems import Problem
-    from trainer.prompts import first_attempt_messages, render_prompt
-    from trainer.smoke_model import with_smoke_model
+    from trainer.learning.models import load_policy
+    from trainer.recipe.format_reward import check_format
+    from trainer.recipe.problems import Problem
+    from trainer.recipe.prompts import first_attempt_messages, render_prompt
+    from trainer.sft.smoke_model import with_smoke_model
 
     config = with_smoke_model(RunConfig.from_preset("cpu-smoke"))
     model, tokenizer = load_policy(config.model)

@@ -1,4 +1,4 @@
-"""The train–inference gap (trainer/rollout/gap.py) on hand-made log-probabilities with known answers."""
+"""The train–inference gap (trainer/observability/gap.py) on hand-made log-probabilities with known answers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainer.config import RunConfig
-from trainer.rollout.gap import train_inference_gap
+from trainer.observability.gap import train_inference_gap
 
 
 def test_it_averages_and_maxes_the_absolute_differences_over_every_token_of_every_answer():

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.rollout.conftest import cpu_vllm_config
-from trainer.models import load_policy
+from trainer.learning.models import load_policy
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.vllm_engine import VllmEngine
 

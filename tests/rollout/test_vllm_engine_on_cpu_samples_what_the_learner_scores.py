@@ -13,10 +13,10 @@ import torch
 from tokenizers import processors
 
 from tests.rollout.conftest import cpu_vllm_config
-from trainer.batching import TrainingSequence, pad_batch
-from trainer.token_logprobs import response_logprobs
+from trainer.learning.batching import TrainingSequence, pad_batch
+from trainer.learning.token_logprobs import response_logprobs
 from trainer.rollout.base import SamplingSettings
-from trainer.rollout.gap import train_inference_gap
+from trainer.observability.gap import train_inference_gap
 from trainer.rollout.vllm_engine import VllmEngine
 
 PROMPT = "theorem x + y = y + x := by intro x y omega ring simp exact"
@@ -44,7 +44,7 @@ def sampling(**overrides) -> SamplingSettings:
 
 
 def learner_logprobs(model, prompt_ids, generation, temperature: float) -> torch.Tensor:
-    """The learner's π_old pass (trainer/learner.py) over one answer: (R,)."""
+    """The learner's π_old pass (trainer/learning/learner.py) over one answer: (R,)."""
     sequence = TrainingSequence(prompt_ids=prompt_ids, response_ids=generation.token_ids, advantage=0.0)
     batch = pad_batch([sequence], pad_token_id=0, device=torch.device("cpu"))
     with torch.no_grad():

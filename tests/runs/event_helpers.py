@@ -6,7 +6,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from trainer.events import EventPublisher, RedisStreamSink, RolloutFinished, TrainerEvent, stream_key
+from trainer.observability.events import EventPublisher, RedisStreamSink, RolloutFinished, TrainerEvent, stream_key
 
 
 def publisher_for(run, first_seq=0):

@@ -6,8 +6,8 @@ from django.conf import settings
 
 from runs.ingest import EventIngester
 from tests.runs.event_helpers import publisher_for, rollout, wait_for
-from trainer.events import EventType
-from trainer.live import LiveRollouts, RedisLiveSink
+from trainer.observability.events import EventType
+from trainer.observability.live import LiveRollouts, RedisLiveSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

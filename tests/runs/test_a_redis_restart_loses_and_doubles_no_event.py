@@ -8,7 +8,7 @@ import pytest
 from runs.ingest import EventIngester
 from runs.models import RunEvent
 from tests.runs.event_helpers import IngesterThread, wait_for
-from trainer.events import BufferedStreamSink, EventPublisher, EventType, RedisStreamSink
+from trainer.observability.events import BufferedStreamSink, EventPublisher, EventType, RedisStreamSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import pytest
 from proofs.models import ProofAttempt
 from runs.ingest import EventIngester
 from tests.runs.event_helpers import add_raw, event_json, publisher_for, rollout
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ from proofs.models import ProofAttempt
 from runs.models import RunEvent
 from tests.runs.event_helpers import publisher_for, rollout, wait_for
 from tests.services_plugin import TEST_ROOT, _platform_env
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""SFT and evaluation runs are one process on one GPU (trainer/sft.py, trainer/evaluation_run.py): on the
+"""SFT and evaluation runs are one process on one GPU (trainer/sft/training.py, trainer/loop/evaluation_run.py): on the
 h100x8 preset they reserve one GPU from Ray and are charged one against quotas, not the preset's eight."""
 
 import pytest

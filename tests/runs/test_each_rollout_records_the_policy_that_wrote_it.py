@@ -8,7 +8,7 @@ from proofs.models import ProofAttempt
 from runs.ingest import EventIngester
 from runs.models import DeadLetter
 from tests.runs.event_helpers import publisher_for, rollout
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from runs.ingest import EventIngester
 from runs.models import RunEvent, RunState, StepMetrics
 from runs.streams import GROUP
 from tests.runs.event_helpers import publisher_for, rollout
-from trainer.events import EventType, stream_key
+from trainer.observability.events import EventType, stream_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ from django.db import connection
 from runs.ingest import EventIngester
 from runs.models import RunEvent
 from tests.runs.event_helpers import publisher_for, rollout
-from trainer.events import EventType, stream_key
+from trainer.observability.events import EventType, stream_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

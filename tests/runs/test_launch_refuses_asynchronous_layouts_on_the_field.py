@@ -2,7 +2,7 @@
 
 η (``max_staleness``) and the rollout pool (``rollout_gpus``) are launch fields, bounded per preset
 by trainer/staleness.py; which combinations may run is the trainer's launch check's
-(trainer/memory_fit.py), so the form, the API and ``python -m trainer run`` refuse with one sentence.
+(trainer/memory/memory_fit.py), so the form, the API and ``python -m trainer run`` refuse with one sentence.
 """
 
 import pytest

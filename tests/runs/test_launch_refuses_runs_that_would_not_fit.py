@@ -1,6 +1,6 @@
 """The form and the API refuse a run the memory plan says will not fit, naming the part over and by how much.
 
-The plans here are real (trainer/memory_plan.py on fake tensors), of the tiny random model on
+The plans here are real (trainer/memory/memory_plan.py on fake tensors), of the tiny random model on
 GPUs made small enough for it not to fit: planned in seconds, refused for the same reasons an
 h100x8 run with too little memory would be.
 """

@@ -12,7 +12,7 @@ from proofs.models import ProofAttempt
 from runs import actions
 from runs.ingest import EventIngester
 from runs.models import RunEvent, RunState
-from trainer.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
+from trainer.observability.events import EventPublisher, EventType, RedisStreamSink, RolloutFinished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

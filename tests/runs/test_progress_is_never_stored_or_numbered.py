@@ -11,8 +11,8 @@ from runs import queries
 from runs.ingest import EventIngester
 from runs.models import DeadLetter, RunEvent
 from tests.runs.event_helpers import add_raw, event_json, publisher_for, rollout, wait_for
-from trainer.events import EventType, writing_key
-from trainer.live import LiveRollouts, RedisLiveSink
+from trainer.observability.events import EventType, writing_key
+from trainer.observability.live import LiveRollouts, RedisLiveSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from runs.models import RunEvent
 from trainer.compute_dtype import CpuReport, cpu_bfloat16_verdict
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = pytest.mark.django_db
 

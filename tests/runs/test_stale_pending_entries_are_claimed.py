@@ -6,7 +6,7 @@ from runs.ingest import EventIngester
 from runs.models import RunEvent
 from runs.streams import GROUP
 from tests.runs.event_helpers import publisher_for
-from trainer.events import stream_key
+from trainer.observability.events import stream_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

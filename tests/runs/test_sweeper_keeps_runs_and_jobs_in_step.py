@@ -13,7 +13,7 @@ from runs import actions, ray_jobs
 from runs.models import QueueState, Run, RunState
 from runs.sweeper import Sweeper
 from tests.runs.jobs import wait_for_job
-from trainer.events import EventPublisher, EventType, RedisStreamSink
+from trainer.observability.events import EventPublisher, EventType, RedisStreamSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

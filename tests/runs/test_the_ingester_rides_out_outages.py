@@ -10,7 +10,7 @@ from runs.ingest import EventIngester
 from runs.models import RunEvent
 from tests.runs.event_helpers import IngesterThread, wait_for
 from tests.services_plugin import _owns
-from trainer.events import EventPublisher, RedisStreamSink
+from trainer.observability.events import EventPublisher, RedisStreamSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

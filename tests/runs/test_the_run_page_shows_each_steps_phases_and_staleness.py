@@ -13,7 +13,7 @@ from runs.ingest import EventIngester
 from runs.step_phases import STEP_PHASES
 from tests.runs.event_helpers import publisher_for
 from trainer.config import RunConfig
-from trainer.events import EventType
+from trainer.observability.events import EventType
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

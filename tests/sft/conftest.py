@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from trainer.config import RunConfig
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 
 SHORT_HEADER = "import Mathlib"
 
@@ -30,7 +30,7 @@ def nat_sum_problems(pairs) -> list[Problem]:
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer_once():
-    from trainer.models import smollm2_tokenizer
+    from trainer.learning.models import smollm2_tokenizer
 
     return smollm2_tokenizer()
 
@@ -43,7 +43,7 @@ def tokenizer(smollm2_tokenizer_once):
 @pytest.fixture
 def tiny_policy(smollm2_tokenizer_once):
     """build(seed) -> a fresh (model, tokenizer); the same seed gives the same weights."""
-    from trainer.models import tiny_random_policy
+    from trainer.learning.models import tiny_random_policy
 
     def build(seed: int = 0):
         return tiny_random_policy(seed, tokenizer=copy.deepcopy(smollm2_tokenizer_once))

@@ -8,14 +8,14 @@ import pytest
 
 from tests.sft.conftest import nat_sum_problems
 from trainer.config import RewardConfig
-from trainer.demonstrations import (
+from trainer.recipe.format_reward import check_format
+from trainer.recipe.problems import Problem
+from trainer.sft.demonstrations import (
     ExpectedVerdict,
     demonstrations_for,
     generate_fragment_problems,
     standin_verdict,
 )
-from trainer.format_reward import check_format
-from trainer.problems import Problem
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.standin import decide_snippet
 
@@ -115,7 +115,7 @@ def test_a_row_keeps_what_the_rl_prompt_is_built_from():
 
 def test_brief_answers_pass_the_cpu_demo_checks_but_not_the_h100x8_ones():
     from trainer.config import RunConfig
-    from trainer.demonstrations import AnswerStyle
+    from trainer.sft.demonstrations import AnswerStyle
 
     (demonstration,) = demonstrations_for(nat_sum_problems([(2, 3)]), per_problem=1, style=AnswerStyle.BRIEF)
     cpu_demo = RunConfig.from_preset("cpu-demo").reward

@@ -22,7 +22,7 @@ def events_from(output: str) -> list[dict]:
 
 def test_sft_from_a_promptset_generates_demonstrations_and_names_the_model_rl_can_start_from(tmp_path, capsys):
     from trainer.config import ModelConfig
-    from trainer.models import load_policy
+    from trainer.learning.models import load_policy
 
     promptset = tmp_path / "promptset.jsonl"
     promptset.write_text("".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in nat_sum_problems([(2, 3), (4, 5)])))
@@ -50,7 +50,7 @@ def test_a_malformed_demonstrations_file_fails_the_run_with_the_line_and_the_fix
     demonstrations.write_text('{"formal_statement": "theorem t : (1 : ℕ) = 1 := by"}\n')
     code = trainer_main(["sft", *TINY_SFT, "--demonstrations", str(demonstrations), "--output", str(tmp_path / "o")])
     events = events_from(capsys.readouterr().out)
-    assert code == 4  # malformed input (trainer/commands/__init__.py lists the codes)
+    assert code == 4  # malformed input (trainer/command_line.py lists the codes)
     assert events[-1]["type"] == "run_finished" and events[-1]["payload"]["status"] == "failed"
     assert "line 1" in events[-1]["payload"]["reason"] and "'response'" in events[-1]["payload"]["reason"]
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from tests.sft.conftest import nat_sum_problems, tiny_config
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.learner import learning_rate_at
-from trainer.prompts import first_attempt_messages, render_prompt
-from trainer.sft import (
+from trainer.learning.learner import learning_rate_at
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.recipe.prompts import first_attempt_messages, render_prompt
+from trainer.sft.training import (
     SupervisedFineTuning,
     assistant_token_nll,
     build_examples,

@@ -1,4 +1,4 @@
-"""model.source tiny_smoke (trainer/smoke_model.py): built once by the trainer's SFT, then found by its fingerprint.
+"""model.source tiny_smoke (trainer/sft/smoke_model.py): built once by the trainer's SFT, then found by its fingerprint.
 
 A recipe of one SFT step stands in for the real one here (its build takes minutes;
 tests/rollout/test_smoke_answers_reach_lean_earn_rewards_and_become_retries.py runs on the real one); the build, the lock, the cache and the resolution a run makes are the real ones.
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from trainer.config import RunConfig
-from trainer.models import TINY_RANDOM_SHAPE, load_policy
-from trainer.smoke_model import SmokeRecipe, build_smoke_model, smoke_model_build_dir, with_smoke_model
+from trainer.learning.models import TINY_RANDOM_SHAPE, load_policy
+from trainer.sft.smoke_model import SmokeRecipe, build_smoke_model, smoke_model_build_dir, with_smoke_model
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ONE_STEP = SmokeRecipe(steps=1, warmup_steps=0)
-BUILD = ("import sys; from trainer.smoke_model import SmokeRecipe, build_smoke_model; "
+BUILD = ("import sys; from trainer.sft.smoke_model import SmokeRecipe, build_smoke_model; "
          "print(build_smoke_model(sys.argv[1], SmokeRecipe(steps=1, warmup_steps=0)))")
 
 
@@ -53,7 +53,7 @@ def test_a_changed_recipe_is_a_different_folder(tmp_path):
 
 def test_a_run_on_it_names_the_cached_folder_and_loads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINER_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr("trainer.smoke_model.SMOKE_RECIPE", ONE_STEP)
+    monkeypatch.setattr("trainer.sft.smoke_model.SMOKE_RECIPE", ONE_STEP)
     config = RunConfig.from_preset("cpu-smoke")
     resolved = with_smoke_model(config)
     assert resolved.model.init_checkpoint == str(smoke_model_build_dir(tmp_path, ONE_STEP) / "model")
@@ -65,5 +65,5 @@ def test_a_run_on_it_names_the_cached_folder_and_loads_it(tmp_path, monkeypatch)
 
 def test_without_its_folder_the_loader_says_how_to_get_one():
     config = RunConfig.from_preset("cpu-smoke")
-    with pytest.raises(FileNotFoundError, match="python -m trainer.smoke_model"):
+    with pytest.raises(FileNotFoundError, match="python -m trainer.sft.smoke_model"):
         load_policy(config.model)

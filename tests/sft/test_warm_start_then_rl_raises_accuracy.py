@@ -16,10 +16,10 @@ were still malformed.)
 from __future__ import annotations
 
 from tests.sft.conftest import nat_sum_problems, tiny_config
-from trainer.demonstrations import AnswerStyle, demonstrations_for
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventType, ListSink
-from trainer.sft import SupervisedFineTuning, sft_model_folder
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import EventPublisher, EventType, ListSink
+from trainer.sft.demonstrations import AnswerStyle, demonstrations_for
+from trainer.sft.training import SupervisedFineTuning, sft_model_folder
 
 RL_STEPS = 8
 REQUIRED_RISE = 0.2  # Lean-accepted share of well-formed answers: mean of the last 3 steps over step 1's

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainer.__main__ import main as trainer_main
-from trainer.commands import EXIT_BAD_ARGUMENTS, EXIT_MALFORMED_INPUT, EXIT_MISSING_FILE
+from trainer.command_line import EXIT_BAD_ARGUMENTS, EXIT_MALFORMED_INPUT, EXIT_MISSING_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,13 +6,13 @@ import ast
 import re
 
 from tests.structure.source_tree import ROOT, source_files
-from trainer.events import PAYLOAD_SCHEMAS
-from trainer.problems import DEFAULT_LEAN_HEADER
+from trainer.observability.events import PAYLOAD_SCHEMAS
+from trainer.recipe.problems import DEFAULT_LEAN_HEADER
 from trainer.verification.verdicts import Verdict
 
 VERDICT_HOME = ROOT / "trainer/verification/verdicts.py"
-HEADER_HOME = ROOT / "trainer/problems.py"
-EVENTS_HOME = ROOT / "trainer/events.py"
+HEADER_HOME = ROOT / "trainer/recipe/problems.py"
+EVENTS_HOME = ROOT / "trainer/observability/events.py"
 # Verdict values too common to mean a verdict on their own ("valid", "sorry" and "timeout" are English).
 DISTINCTIVE_VERDICTS = {Verdict.LEAN_ERROR, Verdict.INFRA_ERROR, Verdict.REJECTED}
 
@@ -53,11 +53,11 @@ def test_the_lean_header_is_written_once():
         for text in quoted_strings(path):
             if sum(line in text for line in header_lines) >= 3:
                 copies.append(f"  {path.relative_to(ROOT)}: {text[:60]!r}…")
-    assert not copies, "the Lean header is trainer.problems.DEFAULT_LEAN_HEADER; import it:\n" + "\n".join(copies)
+    assert not copies, "the Lean header is trainer.recipe.problems.DEFAULT_LEAN_HEADER; import it:\n" + "\n".join(copies)
 
 
 def test_each_event_payloads_fields_are_declared_once():
-    """No class outside trainer/events.py declares a payload's fields again (as the ingester's own
+    """No class outside trainer/observability/events.py declares a payload's fields again (as the ingester's own
     schemas once did): the ingester validates with the trainer's models."""
     payloads = {model.__name__: set(model.model_fields) for model in PAYLOAD_SCHEMAS.values()}
     copies = []
@@ -73,7 +73,7 @@ def test_each_event_payloads_fields_are_declared_once():
                 if len(fields) >= 2 and fields <= declared:
                     copies.append(f"  {path.relative_to(ROOT)}: class {node.name} declares {name}'s fields "
                                   f"{sorted(fields)}")
-    assert not copies, "an event payload's fields live in trainer/events.py (PAYLOAD_SCHEMAS):\n" + "\n".join(copies)
+    assert not copies, "an event payload's fields live in trainer/observability/events.py (PAYLOAD_SCHEMAS):\n" + "\n".join(copies)
 
 
 def _is_api_schema(node: ast.ClassDef) -> bool:

@@ -4,9 +4,9 @@ added to the base (``_score_all(..., step=)``) and missed by an override fails o
 
 import inspect
 
-from trainer.distributed import DataParallelRun
-from trainer.driver import TrainingRun
-from trainer.evaluation_run import EvaluationRun
+from trainer.loop.distributed import DataParallelRun
+from trainer.loop.driver import TrainingRun
+from trainer.loop.evaluation_run import EvaluationRun
 
 
 def parameters_missing(override, base) -> list[str]:

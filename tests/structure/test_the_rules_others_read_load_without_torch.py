@@ -10,10 +10,10 @@ import pytest
 
 from tests.structure.source_tree import ROOT
 
-LIGHT_MODULES = ["trainer.ranks", "trainer.events", "trainer.verification.verdicts", "trainer.fields",
-                 "trainer.problems", "trainer.warm_start_status", "trainer.rollout.engines",
-                 "trainer.rollout.gap", "trainer.token_records", "trainer.packed_token_records"]
-HEAVY = ["torch", "vllm", "transformers", "ray", "trainer.driver", "trainer.learner", "trainer.distributed"]
+LIGHT_MODULES = ["trainer.ranks", "trainer.observability.events", "trainer.verification.verdicts", "trainer.fields",
+                 "trainer.recipe.problems", "trainer.sft.warm_start_status", "trainer.rollout.engines",
+                 "trainer.observability.gap", "trainer.observability.token_records", "trainer.observability.packed_token_records"]
+HEAVY = ["torch", "vllm", "transformers", "ray", "trainer.loop.driver", "trainer.learning.learner", "trainer.loop.distributed"]
 
 
 @pytest.mark.parametrize("module", LIGHT_MODULES)

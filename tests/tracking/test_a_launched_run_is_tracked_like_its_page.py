@@ -9,7 +9,7 @@ from django.test import Client
 
 from runs import actions
 from runs.models import RunState
-from trainer.tracking import scalars
+from trainer.observability.tracking import scalars
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

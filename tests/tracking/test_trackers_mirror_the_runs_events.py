@@ -10,7 +10,7 @@ import pytest
 
 from tests.tracking import wandb_offline
 from trainer.__main__ import main as trainer_main
-from trainer.tracking import TensorBoardTracker, TrackingSink, local_mlflow_uri, scalars
+from trainer.observability.tracking import TensorBoardTracker, TrackingSink, local_mlflow_uri, scalars
 from trainer.verification.standin_server import StandinServerThread
 
 
@@ -129,7 +129,7 @@ class RecordingTracker:
 
 
 def test_a_censored_rollout_has_an_empty_reward_cell_not_zero():
-    from trainer.events import ListSink, TrainerEvent
+    from trainer.observability.events import ListSink, TrainerEvent
 
     tracker = RecordingTracker()
     sink = TrackingSink(ListSink(), [tracker], table_every=1, table_rows=4)
@@ -142,7 +142,7 @@ def test_a_censored_rollout_has_an_empty_reward_cell_not_zero():
 
 
 def test_a_rollout_table_holds_the_steps_training_rollouts_never_its_evaluations_samples():
-    from trainer.events import ListSink, TrainerEvent
+    from trainer.observability.events import ListSink, TrainerEvent
 
     tracker = RecordingTracker()
     sink = TrackingSink(ListSink(), [tracker], table_every=1, table_rows=4)

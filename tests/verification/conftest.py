@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from trainer.config import RunConfig
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 from trainer.verification.checked_code import build_checked_code
 from trainer.verification.client import LeanVerifier
 from trainer.verification.standin_server import StandinServerThread, StandinSettings

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.problems import Problem
+from trainer.recipe.problems import Problem
 from trainer.verification.checked_code import build_checked_code, leading_import_line_count
 from trainer.verification.line_numbering import LineNumbering
 

@@ -53,7 +53,7 @@ def test_score_reports_a_bad_input_line_and_exits_4(tmp_path, capsys):
     source = tmp_path / "answers.jsonl"
     source.write_text('{"problem_id": "nowhere", "response": "x"}\n')
     exit_code, rows, err = run_score(["--input", str(source)], capsys)
-    assert exit_code == 4  # malformed input (trainer/commands/__init__.py lists the codes)
+    assert exit_code == 4  # malformed input (trainer/command_line.py lists the codes)
     assert "line 1" in err and "--problems" in err
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer import lean_lexer
-from trainer.lean_lexer import (
+from trainer.verification import lean_lexer
+from trainer.verification.lean_lexer import (
     COMMENT_KINDS, CommentRule, LexError, TokenKind, blank_comments, comment_spans, scan, strip_comments,
 )
 

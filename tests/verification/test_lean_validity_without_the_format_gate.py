@@ -2,7 +2,7 @@
 
 import asyncio
 
-from trainer.reward import RewardScorer, release_proof_body
+from trainer.recipe.reward import RewardScorer, release_proof_body
 from trainer.verification.client import LeanVerifier
 
 STATEMENT = "theorem two_plus_two : (2 : ℕ) + 2 = 4 := by"

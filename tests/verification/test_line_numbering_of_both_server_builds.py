@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from trainer.retry import make_retry
-from trainer.reward import RewardScorer
+from trainer.recipe.retry import make_retry
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.client import LeanVerifier
 from trainer.verification.line_numbering import LineNumbering
 from trainer.verification.standin_server import StandinServerThread, StandinSettings

@@ -1,7 +1,7 @@
 """The Lean feedback of a retry prompt marks the line Lean complained about, after a multi-line header."""
 
 from trainer.config import RetryConfig
-from trainer.retry import build_lean_feedback
+from trainer.recipe.retry import build_lean_feedback
 from trainer.verification.verdicts import Verdict
 
 MULTI_LINE_STATEMENT = (

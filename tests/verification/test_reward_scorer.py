@@ -2,7 +2,7 @@
 
 import asyncio
 
-from trainer.reward import RewardScorer
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.client import LeanVerifier
 from trainer.verification.verdicts import Verdict, VerificationResult
 

@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from trainer.reward import RewardScorer
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.checked_code import CheckedCode, layout_of
 from trainer.verification.client import LeanVerifier
 from trainer.verification.verdicts import Verdict

@@ -3,7 +3,7 @@
 import asyncio
 import socket
 
-from trainer.reward import RewardScorer
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.client import LeanVerifier
 from trainer.verification.standin_server import StandinServerThread, StandinSettings
 from trainer.verification.verdicts import Verdict

@@ -4,7 +4,7 @@ sortable, linked from each of its rollouts, and shown only to those who see the 
 
 import pytest
 
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ reason (tests/browser/test_the_rollout_page_waits_for_tokens_being_written_and_s
 
 import pytest
 
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = pytest.mark.django_db
 

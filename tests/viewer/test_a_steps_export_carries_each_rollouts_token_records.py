@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = pytest.mark.django_db
 

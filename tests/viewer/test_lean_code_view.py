@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from promptsets.lean_view import code_view, highlighted_html, highlighted_lines
 from proofs.views import code_diff
-from trainer.lean_lexer import comment_mask
+from trainer.verification.lean_lexer import comment_mask
 
 CODE = "theorem t (x : 𝔽) : x ≤ x₀ := by\n  -- a comment\n  exact le_refl _\n"
 

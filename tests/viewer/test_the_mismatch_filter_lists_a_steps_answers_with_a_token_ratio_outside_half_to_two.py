@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from trainer import token_records
+from trainer.observability import token_records
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections import Counter
 
-from trainer.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
-from trainer.problems import load_problems_jsonl
-from trainer.progress import progress_bar
+from trainer.observability.progress import progress_bar
+from trainer.recipe.problems import load_problems_jsonl
+from trainer.sft.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

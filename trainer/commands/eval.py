@@ -14,14 +14,14 @@ import json
 import sys
 from pathlib import Path
 
-from trainer.checkpoint import MODEL_FOLDER, latest_checkpoint
 from trainer.commands.run import add_config_arguments, resolve_config
 from trainer.config import RunConfig
-from trainer.driver import TrainingRun
-from trainer.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
-from trainer.events import DiscardSink, EventPublisher
-from trainer.problems import load_problems_jsonl
+from trainer.loop.driver import TrainingRun
+from trainer.loop.evaluation import CENSORED_HANDLING, METRIC_FAMILIES
+from trainer.observability.events import DiscardSink, EventPublisher
 from trainer.ranks import check_cuda_for_gpus
+from trainer.recipe.problems import load_problems_jsonl
+from trainer.run.checkpoint import MODEL_FOLDER, latest_checkpoint
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """``python -m trainer evaluate``: an evaluation run for the platform (no learner), its events to Redis or stdout.
 
-The platform's entry point for a run of kind ``eval`` (trainer/evaluation_run.py). For an
+The platform's entry point for a run of kind ``eval`` (trainer/loop/evaluation_run.py). For an
 evaluation from the command line, with every sample written to a file, see ``trainer eval``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainer.commands import EXIT_CANCELLED, EXIT_FAILED
+from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED
 from trainer.commands.run import (
     add_config_arguments,
     add_output_arguments,
@@ -22,9 +22,9 @@ from trainer.commands.run import (
     start_reporting,
     with_delivery,
 )
-from trainer.driver import RunStatus
-from trainer.evaluation_run import evaluate_to_events
-from trainer.events import configure_sink
+from trainer.loop.driver import RunStatus
+from trainer.loop.evaluation_run import evaluate_to_events
+from trainer.observability.events import configure_sink
 from trainer.ranks import check_cuda_for_gpus
 
 

@@ -11,9 +11,9 @@ import argparse
 import os
 from pathlib import Path
 
-from trainer.checkpoint import export_hf, latest_checkpoint, step_of
-from trainer.commands import EXIT_MISSING_FILE, EXIT_UNREACHABLE, CommandError
-from trainer.hub import evaluation_at, prepare_model_repo, push_folder
+from trainer.command_line import EXIT_MISSING_FILE, EXIT_UNREACHABLE, CommandError
+from trainer.run.checkpoint import export_hf, latest_checkpoint, step_of
+from trainer.run.hub import evaluation_at, prepare_model_repo, push_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from trainer import memory_fit, memory_measurement, memory_plan
 from trainer.commands.run import add_config_arguments, resolve_config
-from trainer.memory_plan import CUDA_CONTEXT_GIB, DEPLOY_SHM_LAYOUTS, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
+from trainer.memory import memory_fit, memory_measurement, memory_plan
+from trainer.memory.memory_plan import CUDA_CONTEXT_GIB, DEPLOY_SHM_LAYOUTS, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_DOES_NOT_FIT = 1
@@ -91,7 +91,7 @@ def _verdict_lines(result) -> list[str]:
 
 
 def format_pools_table(result) -> str:
-    """An asynchronous run's two pools, each GPU's peak (trainer/memory_plan.py's module docstring)."""
+    """An asynchronous run's two pools, each GPU's peak (trainer/memory/memory_plan.py's module docstring)."""
     vllm, learner, push = result.vllm, result.learner, result.push
     lines = [
         f"memory plan: preset {result.preset}, model {result.model}, {result.ranks} GPUs of {result.gpu_memory_gib:g} GiB "
@@ -125,7 +125,7 @@ def format_pools_table(result) -> str:
 
 
 def _shared_memory_lines(host_push) -> list[str]:
-    """The pushes in the node's /dev/shm against each deploy layout's (trainer/memory_plan.py's module docstring)."""
+    """The pushes in the node's /dev/shm against each deploy layout's (trainer/memory/memory_plan.py's module docstring)."""
     lines = [
         "",
         f"{'host shared memory (/dev/shm) of the node, for the pushes':<58}{'GiB':>9}",

@@ -7,8 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from trainer.checkpoint import first_event_seq_for_resume
-from trainer.commands import (
+from trainer.command_line import (
     EXIT_BAD_ARGUMENTS,
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -16,20 +15,28 @@ from trainer.commands import (
     EXIT_UNREACHABLE,
     CommandError,
     config_error,
-    event_target,
     existing_file,
     warn_if_events_destination_is_down,
 )
+from trainer.commands import event_target
 from trainer.config import RunConfig, _deep_merge
-from trainer.driver import RunStatus, TrainingRun
-from trainer.events import EventPublisher, EventsUnavailable, EventType, configure_sink, finish_delivery, sink_from_url
 from trainer.fields import parse_config_assignments
-from trainer.live import live_sink_for
-from trainer.problems import load_problems_jsonl
-from trainer.progress import show_progress
+from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.observability.events import (
+    EventPublisher,
+    EventsUnavailable,
+    EventType,
+    configure_sink,
+    finish_delivery,
+    sink_from_url,
+)
+from trainer.observability.live import live_sink_for
+from trainer.observability.progress import show_progress
+from trainer.observability.ray_metrics import export_to_ray
+from trainer.observability.tracking import attach_trackers
 from trainer.ranks import check_cuda_for_gpus, check_launch_fits_config, torchrun_position
-from trainer.ray_metrics import export_to_ray
-from trainer.tracking import attach_trackers
+from trainer.recipe.problems import load_problems_jsonl
+from trainer.run.checkpoint import first_event_seq_for_resume
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,14 +173,14 @@ def start_publisher(args: argparse.Namespace, sink, position=None):
         first_seq = first_event_seq_for_resume(Path(args.output))
     if position is None:
         return EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
-    from trainer.distributed import RankEventPublisher
+    from trainer.loop.distributed import RankEventPublisher
 
     return RankEventPublisher(args.run_id, sink, first_seq, rank=position.rank, world_size=position.world_size,
                               attempt=args.attempt)
 
 
 def start_live(args: argparse.Namespace, publisher, sink) -> None:
-    """Answers stream while they are written (trainer/live.py): on stdout among the other events, or on the
+    """Answers stream while they are written (trainer/observability/live.py): on stdout among the other events, or on the
     run's Redis live channel, never its durable stream."""
     publisher.live = live_sink_for(event_target.resolve(args.events), args.run_id, sink)
 
@@ -212,7 +219,7 @@ def _run(args: argparse.Namespace, sink, position) -> int:
             config, problems, output, publisher, eval_problems=eval_problems, resume=args.resume
         ).run()
     else:
-        from trainer.distributed import run_data_parallel
+        from trainer.loop.distributed import run_data_parallel
 
         status = run_data_parallel(
             config, problems, output, publisher, position, eval_problems=eval_problems, resume=args.resume

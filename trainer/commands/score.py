@@ -13,12 +13,12 @@ import asyncio
 import json
 import sys
 
-from trainer.commands import EXIT_MALFORMED_INPUT, EXIT_NOTHING_DECIDED, CommandError, config_error, existing_file
+from trainer.command_line import EXIT_MALFORMED_INPUT, EXIT_NOTHING_DECIDED, CommandError, config_error, existing_file
 from trainer.commands.run import read_problems
 from trainer.config import PRESETS, RunConfig
-from trainer.problems import Problem
-from trainer.progress import progress_bar
-from trainer.reward import RewardScorer
+from trainer.observability.progress import progress_bar
+from trainer.recipe.problems import Problem
+from trainer.recipe.reward import RewardScorer
 from trainer.verification.client import LeanVerifier
 
 

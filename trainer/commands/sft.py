@@ -2,7 +2,7 @@
 
 From a demonstrations file (``--demonstrations``), or, as the platform's runs of kind "sft"
 do, from a promptset (``--promptset``): its problems get generated demonstrations
-(``trainer.demonstrations``), written to ``<output>/demonstrations.jsonl`` for the record.
+(``trainer.sft.demonstrations``), written to ``<output>/demonstrations.jsonl`` for the record.
 The fine-tuned model is ``<output>/checkpoints/step_N/model``; RUN_FINISHED names it as
 ``model_path``, the folder an RL run takes as ``model.init_checkpoint``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainer.commands import EXIT_CANCELLED, EXIT_FAILED, EXIT_MALFORMED_INPUT, CommandError, existing_file
+from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED, EXIT_MALFORMED_INPUT, CommandError, existing_file
 from trainer.commands.run import (
     add_config_arguments,
     add_output_arguments,
@@ -24,12 +24,12 @@ from trainer.commands.run import (
     start_reporting,
     with_delivery,
 )
-from trainer.demonstrations import demonstrations_for, write_demonstrations
-from trainer.driver import RunStatus
-from trainer.events import configure_sink
+from trainer.loop.driver import RunStatus
+from trainer.observability.events import configure_sink
 from trainer.ranks import check_cuda_for_gpus
-from trainer.sft import SupervisedFineTuning, load_demonstrations
-from trainer.smoke_model import with_smoke_model
+from trainer.sft.demonstrations import demonstrations_for, write_demonstrations
+from trainer.sft.smoke_model import with_smoke_model
+from trainer.sft.training import SupervisedFineTuning, load_demonstrations
 
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 

@@ -7,7 +7,7 @@ import json
 import statistics
 from dataclasses import replace
 
-from trainer.commands import CommandError, existing_file
+from trainer.command_line import CommandError, existing_file
 from trainer.commands.run import add_config_arguments, resolve_config
 from trainer.step_time.calibration import calibrate
 from trainer.step_time.inputs import RECIPE_STEP_MINUTES, RECIPE_STEP_SOURCE, layout_for, preset_inputs

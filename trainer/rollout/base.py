@@ -94,7 +94,7 @@ class Generation:
     engine drew it from: the logits over the temperature, then top-k and top-p, as vLLM's
     ``processed_logprobs``. With the training defaults (top-k and top-p off) that is exactly what
     the learner's π_old pass computes, so their difference is the train–inference gap
-    (trainer/rollout/gap.py); with top-p on, it also counts the nucleus's renormalisation.
+    (trainer/observability/gap.py); with top-p on, it also counts the nucleus's renormalisation.
     ``tool_calls`` (``rollout.lean_tool_calls``; trainer/rollout/lean_tool.py ``ToolCall``): the Lean checks the
     answer asked for; each reply's tokens are in ``token_ids`` (at ``reply_tokens``) but were never sampled, so
     their ``logprobs`` are placeholders and ``context_mask`` marks them.
@@ -128,7 +128,7 @@ class RolloutEngine(Protocol):
                  progress: Any = None) -> Iterator[Generation]:
         """Yield ``len(prompts) * sampling.n`` generations, each as soon as it is finished.
 
-        ``progress``, when given (trainer/live.py ``LiveRollouts``), is told each unfinished answer's
+        ``progress``, when given (trainer/observability/live.py ``LiveRollouts``), is told each unfinished answer's
         text as it is written: ``progress.update(prompt_index, sample_index, tokens, text_so_far)``.
 
         ``prompts`` are chat-templated prompts as token ids, exactly the ids the learner will

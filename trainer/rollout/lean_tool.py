@@ -1,6 +1,6 @@
 """Lean inside the reasoning (``rollout.lean_tool_calls`` = K ≥ 1): an answer may ask Lean to check a snippet.
 
-The syntax (its one home is trainer/format_reward.py, whose check enforces it). Inside ``<think>``, the model
+The syntax (its one home is trainer/recipe/format_reward.py, whose check enforces it). Inside ``<think>``, the model
 writes a Lean snippet to check between ``<lean>`` and ``</lean>``, whole declarations with their proofs::
 
     <think>
@@ -26,7 +26,7 @@ What defends the training signal:
 - **The replies are context, not policy.** Their tokens are in the answer (the model reads them as it goes
   on), but the engine did not sample them: ``Generation.tool_calls`` records each reply's token span, the
   learner gives those tokens zero loss weight and leaves them out of the train–inference gap
-  (trainer/batching.py ``TokenBatch.loss_mask``).
+  (trainer/learning/batching.py ``TokenBatch.loss_mask``).
 - **Never a made-up verdict.** A snippet the verifier cannot decide (the stand-in's "cannot decide", an
   outage, a server error) is answered with exactly that: "Lean could not check this snippet", and why.
 - **Only the trainer writes replies.** The format check (with K ≥ 1) fails an answer whose reply blocks are
@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from trainer.format_reward import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_REPLY_CLOSE, TOOL_REPLY_OPEN
+from trainer.recipe.format_reward import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_REPLY_CLOSE, TOOL_REPLY_OPEN
 from trainer.rollout.base import Generation
 from trainer.verification.checked_code import CheckedCode, normalised_header
 from trainer.verification.verdicts import Verdict, VerificationResult

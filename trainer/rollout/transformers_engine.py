@@ -30,7 +30,7 @@ import torch
 from transformers import AttentionInterface, LogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from trainer.live import IncrementalDecoder
+from trainer.observability.live import IncrementalDecoder
 from trainer.rollout.base import Generation, SamplingSettings
 
 GROUPED_QUERY_ATTENTION = "leanrl_grouped_query"
@@ -102,7 +102,7 @@ class TransformersEngine:
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
                  progress: Any = None, tools: Any = None) -> Iterator[Generation]:
         """``prompts`` as token ids (the driver's), or text tokenized here as the learner does; ``progress``
-        (trainer/live.py LiveRollouts) hears each unfinished answer's text at every decoding step.
+        (trainer/observability/live.py LiveRollouts) hears each unfinished answer's text at every decoding step.
 
         ``tools`` (trainer/rollout/lean_tool.py ``ToolCallSession``; ``rollout.lean_tool_calls``): an answer that
         asks Lean leaves its batch (the other rows go on decoding) while the snippet is checked; once the

@@ -36,7 +36,7 @@ starting workers, and forms tensor-parallel groups of ``rollout.vllm_tensor_para
 consecutive ranks, each rank running one shard of its group's engine in its own process. The
 ranks of a group must then act as one: they build with the same seed (that of their group),
 call ``generate`` with the same prompts, sampling seeds and request ids, and get the same
-answers back; the driver arranges that (trainer/distributed.py). With tensor-parallel size 1
+answers back; the driver arranges that (trainer/loop/distributed.py). With tensor-parallel size 1
 each rank is an engine of its own.
 
 Weights are loaded with the model's own ``load_weights`` (the path checkpoints take), given
@@ -56,7 +56,7 @@ bucket would corrupt every fused layer a bucket boundary splits). vLLM's newer w
 has kept its meaning, so it is the one used here.
 
 Threads on CPU: in this process vLLM computes with the process's torch threads, one per core it may use (all
-of them in a synchronous run; its share in an asynchronous run's generator process, trainer/generator_process.py
+of them in a synchronous run; its share in an asynchronous run's generator process, trainer/asynchronous/generator_process.py
 ``cpu_split``). vLLM's log line "Reducing Torch threads from 2 to 1 for serving" changes nothing here: its CPU
 worker has by then replaced ``torch.set_num_threads`` with a no-op for the rest of the process
 (vllm/v1/worker/cpu_worker.py ``init_device``), which is also why a thread count must be set before the engine
@@ -85,8 +85,8 @@ import torch
 
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import ModelSource
-from trainer.format_reward import TOOL_CALL_CLOSE
 from trainer.ranks import cpu_stands_in_for_gpus, tensor_parallel_problem
+from trainer.recipe.format_reward import TOOL_CALL_CLOSE
 from trainer.rollout.base import Generation, SamplingSettings
 from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
 from trainer.rollout.weights import iter_full_weights
@@ -242,7 +242,7 @@ class VllmEngine:
     def generate(self, prompts: list[str] | list[list[int]], sampling: SamplingSettings,
                  progress: Any = None, tools: Any = None) -> Iterator[Generation]:
         """``prompts`` as token ids (the driver's), or text tokenized here exactly as the learner does;
-        ``progress`` (trainer/live.py LiveRollouts) hears each unfinished answer's text as vLLM writes it.
+        ``progress`` (trainer/observability/live.py LiveRollouts) hears each unfinished answer's text as vLLM writes it.
 
         ``tools`` (trainer/rollout/lean_tool.py ``ToolCallSession``; ``rollout.lean_tool_calls``): requests stop at
         ``</lean>``; an answer that asked Lean waits for the reply while the engine loop goes on with the rest, then

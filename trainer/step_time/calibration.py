@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.commands import EXIT_MALFORMED_INPUT, CommandError
+from trainer.command_line import EXIT_MALFORMED_INPUT, CommandError
 from trainer.step_time.simulation import SHARED_CPU_NOTE, AnswerLengths, LeanLatency, Layout, StepTimeInputs, simulate
 
 SEEDS = 20  # simulations averaged per prediction: answer lengths and latencies are drawn

@@ -18,7 +18,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from trainer.commands import EXIT_MISSING_FILE, CommandError
+from trainer.command_line import EXIT_MISSING_FILE, CommandError
 from trainer.step_time.calibration import fit_inputs, read_events
 from trainer.step_time.simulation import (
     SHARED_CPU_NOTE,

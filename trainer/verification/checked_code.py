@@ -164,7 +164,7 @@ def _indented_body(proof_body: str) -> tuple[list[str], int]:
 def build_checked_code(problem: Any, proof_body: str) -> CheckedCode:
     """Header, canonical statement, the model's proof body, and the axioms query, as one text.
 
-    ``problem`` needs ``header`` and ``formal_statement`` (``trainer.problems.Problem``).
+    ``problem`` needs ``header`` and ``formal_statement`` (``trainer.recipe.problems.Problem``).
     """
     header = normalised_header(getattr(problem, "header", "") or "")
     statement, theorem_name = canonical_statement(problem.formal_statement)

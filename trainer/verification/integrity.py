@@ -8,7 +8,7 @@ axioms Lean reports for the accepted theorem are checked afterwards
 (``disallowed_axioms``). Each rejection says why.
 
 The scan runs on the body with comments removed (a ``-- no sorry here`` comment is
-harmless), as read by the one Lean lexer (``trainer/lean_lexer.py``) that the format check,
+harmless), as read by the one Lean lexer (``trainer/verification/lean_lexer.py``) that the format check,
 the stand-in and promptset validation share. Where a construct could make that reader
 disagree with Lean's (string literals), the body is rejected outright rather than scanned on
 a guess.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainer.lean_lexer import COMMENT_KINDS, LexError, TokenKind, scan
+from trainer.verification.lean_lexer import COMMENT_KINDS, LexError, TokenKind, scan
 
 STANDARD_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 # What native_decide adds when it is allowed: it trusts the compiler.
@@ -109,7 +109,7 @@ class _UnscannableBody(Exception):
 def strip_comments(code: str) -> tuple[str, list[str]]:
     """The code with comments blanked out (lines kept), and the names written as «…».
 
-    Read by the one Lean lexer (``trainer.lean_lexer``): block comments nest; ``«…»`` names may
+    Read by the one Lean lexer (``trainer.verification.lean_lexer``): block comments nest; ``«…»`` names may
     contain anything, even ``--``, so they are blanked too and returned separately for their own
     scan. String literals are refused: a quote inside a character literal would make a reader and
     Lean disagree about where a string ends, and a proof never needs one.

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from trainer import lean_lexer
+from trainer.verification import lean_lexer
 
 ACCEPTED_IMPORTS = frozenset({"import Mathlib", "import Aesop"})
 HARMLESS_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats"})
@@ -54,7 +54,7 @@ def split_header(code: str) -> tuple[list[str], str]:
 
 def blank_comments(text: str) -> str:
     """Comments replaced by spaces, so every other character keeps its line and column (read by
-    the one Lean lexer, ``trainer.lean_lexer``). Literals are outside the fragment."""
+    the one Lean lexer, ``trainer.verification.lean_lexer``). Literals are outside the fragment."""
     try:
         tokens = lean_lexer.scan(text, strict=True)
     except lean_lexer.LexError as error:

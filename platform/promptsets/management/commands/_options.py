@@ -14,7 +14,7 @@ from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat
 from promptsets.upload_contract import max_row_bytes_problem, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from trainer.fields import split_assignment
-from trainer.progress import progress_bar
+from trainer.observability.progress import progress_bar
 
 
 def add_file_options(parser) -> None:
@@ -80,7 +80,7 @@ def row_limits(options) -> RowLimits:
 
 class ReadingShown:
     """A ``FileCheck`` whose reading shows on standard error as the trainer's long commands show theirs
-    (``trainer.progress``): a bar over the file's bytes with the rows read so far, on a terminal only."""
+    (``trainer.observability.progress``): a bar over the file's bytes with the rows read so far, on a terminal only."""
 
     def __init__(self, check: FileCheck):
         self.check = check

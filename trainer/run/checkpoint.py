@@ -279,8 +279,12 @@ def load_checkpoint(checkpoint_dir: str | os.PathLike, model, optimizer=None) ->
 
 
 def _checkpoint_data_classes() -> list:
-    """The trainer's own records a checkpoint keeps (in-flight prompt slots, cached verdicts): plain fields, no code."""
-    return [Problem, PromptSlot, LeanMessage, Verdict, VerificationResult]
+    """The trainer's own records a checkpoint keeps (in-flight prompt slots, cached verdicts): plain fields, no code.
+
+    Also under the names a checkpoint written before trainer/ was grouped into subpackages (issue 36) gives them.
+    """
+    return [Problem, PromptSlot, LeanMessage, Verdict, VerificationResult,
+            (Problem, "trainer.problems.Problem"), (PromptSlot, "trainer.rollouts.PromptSlot")]
 
 
 def load_plain_data(path: Path):

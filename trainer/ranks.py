@@ -202,7 +202,7 @@ def rank_rule_problems(config: RunConfig, world_size: int) -> list[tuple[str, st
     pool when ``cluster.rollout_gpus`` sets a rollout pool apart), and the shares need not be
     equal: each rank scales its share's loss by the whole mini-batch's sequence count and FSDP
     averages the gradients, so any split gives one process's update (Learner.gradient_scale;
-    tests/learner/test_uneven_rank_shares_train_as_one_process.py). A mini-batch's count varies
+    tests/learning/test_uneven_rank_shares_train_as_one_process.py). A mini-batch's count varies
     anyway (retries; zero advantages are not trained). So 32 prompts train on verl's 6 + 2 layout.
     What is refused is a mini-batch of fewer sequences than learner ranks: some rank would then
     hold no sequence in any mini-batch, even one with nothing left out, a GPU paid for that only

@@ -29,7 +29,7 @@ things can make such a run wrong before its first step, and both are refused at 
 Torch-free and driver-free, beside trainer/ranks.py (whose rules it reads): the platform's launch
 check (trainer/memory/memory_fit.py, through the form and the API), ``python -m trainer run`` and
 ``python -m trainer memory-plan`` all refuse with these messages. The rules are tested in
-tests/learner/test_asynchronous_layouts_are_refused_at_launch_saying_why.py.
+tests/learning/test_asynchronous_layouts_are_refused_at_launch_saying_why.py.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-from tests.learner.conftest import smollm2_tokenizer_once, tiny_policy  # noqa: F401 - fixtures shared with the learner's tests
+from tests.learning.conftest import smollm2_tokenizer_once, tiny_policy  # noqa: F401 - fixtures shared with the learner's tests

@@ -18,7 +18,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from tests.learner.conftest import FirstTokenRewardScorer, tiny_run_config
+from tests.learning.conftest import FirstTokenRewardScorer, tiny_run_config
 from trainer.recipe.problems import Problem
 
 RECORD_DIR = Path(__file__).parent / "data"

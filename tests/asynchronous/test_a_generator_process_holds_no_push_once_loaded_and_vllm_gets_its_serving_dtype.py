@@ -13,7 +13,7 @@ import copy
 import psutil
 import torch
 
-from tests.learner.conftest import tiny_run_config
+from tests.learning.conftest import tiny_run_config
 from trainer.asynchronous.generator_process import GeneratorProcess, packed_weights, push_dtype
 from trainer.config import RunConfig
 from trainer.rollout.base import SamplingSettings

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.learner.conftest import tiny_run_config
+from tests.learning.conftest import tiny_run_config
 from trainer.asynchronous.generator_process import GeneratorPool
 from trainer.rollout.base import SamplingSettings
 

@@ -11,7 +11,7 @@ import copy
 
 import psutil
 
-from tests.learner.conftest import tiny_run_config
+from tests.learning.conftest import tiny_run_config
 from trainer.asynchronous.generator_process import GeneratorPool, pool_engine_config
 from trainer.config import RunConfig
 

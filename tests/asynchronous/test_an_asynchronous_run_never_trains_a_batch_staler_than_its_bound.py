@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
-from tests.learner.conftest import FirstTokenRewardScorer
+from tests.learning.conftest import FirstTokenRewardScorer
 from trainer.asynchronous.pipeline import split_by_staleness
 from trainer.loop.driver import RunStatus, TrainingRun
 from trainer.observability.events import EventPublisher, EventType, ListSink

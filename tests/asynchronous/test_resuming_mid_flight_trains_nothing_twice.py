@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS, synchronous_config
-from tests.learner.conftest import FirstTokenRewardScorer
+from tests.learning.conftest import FirstTokenRewardScorer
 from trainer.loop.driver import RunStatus, TrainingRun
 from trainer.observability.events import EventPublisher, EventType, ListSink
 from trainer.run.checkpoint import first_event_seq_for_resume

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from tests.asynchronous.synchronous_loop import PROBLEMS
-from tests.learner.conftest import tiny_run_config
-from tests.learner.test_driver_events import answer
+from tests.learning.conftest import tiny_run_config
+from tests.learning.test_driver_events import answer
 from trainer.loop.driver import RunStatus, TrainingRun
 from trainer.observability.events import EventPublisher, EventType, ListSink
 from trainer.recipe.reward import RewardScorer

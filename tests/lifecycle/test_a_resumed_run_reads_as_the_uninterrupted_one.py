@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from tests.learner.conftest import CannedAnswersEngine, tiny_run_config
-from tests.learner.test_driver_events import PROBLEMS, answer_for
+from tests.learning.conftest import CannedAnswersEngine, tiny_run_config
+from tests.learning.test_driver_events import PROBLEMS, answer_for
 from trainer.loop.driver import RunStatus, TrainingRun
 from trainer.run.checkpoint import LAST_EVENT_SEQ_FILE, first_event_seq_for_resume
 from trainer.observability.events import EventPublisher, EventType, ListSink

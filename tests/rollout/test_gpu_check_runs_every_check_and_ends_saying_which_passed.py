@@ -52,7 +52,7 @@ def test_its_cuda_fail_fast_check_passes_on_a_machine_without_cuda():
 
 
 def test_its_weight_push_check_sees_the_gap_close_on_a_tiny_bfloat16_copy(tiny_policy):
-    from tests.learner.conftest import tiny_run_config
+    from tests.learning.conftest import tiny_run_config
     from trainer.learning.learner import Learner
 
     model, tokenizer = tiny_policy()

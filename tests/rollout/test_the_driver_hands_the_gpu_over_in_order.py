@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.learner.conftest import FirstTokenRewardScorer
+from tests.learning.conftest import FirstTokenRewardScorer
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
 from trainer.loop.driver import BackgroundEventLoop, TrainingRun
 from trainer.recipe.rollouts import PromptSlot

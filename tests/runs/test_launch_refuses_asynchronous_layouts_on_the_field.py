@@ -65,7 +65,7 @@ def test_an_asynchronous_cpu_run_within_its_bound_is_launched_with_its_eta(alice
 
 
 # 2 is verl's own 6 + 2 layout: the recipe's 32-prompt mini-batch splits unevenly over 6 learner ranks, which is
-# exact (tests/learner/test_uneven_rank_shares_train_as_one_process.py); 4 splits it evenly.
+# exact (tests/learning/test_uneven_rank_shares_train_as_one_process.py); 4 splits it evenly.
 @pytest.mark.parametrize("rollout_gpus", [2, 4])
 def test_a_well_laid_out_asynchronous_gpu_run_is_launched_with_its_pool(alices_client, promptset_version, dispatched,
                                                                         rollout_gpus):

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from runs.forms import LaunchRunForm
 from runs.models import Run
-from tests.memory_plan.tiny_gpu import tiny_gpu_sections
+from tests.memory.tiny_gpu import tiny_gpu_sections
 from trainer.config import PRESETS
 
 pytestmark = pytest.mark.django_db

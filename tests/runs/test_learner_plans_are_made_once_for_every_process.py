@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runs.models import LearnerPlan
-from tests.memory_plan.tiny_gpu import tiny_gpu_config, tiny_gpu_sections
+from tests.memory.tiny_gpu import tiny_gpu_config, tiny_gpu_sections
 from trainer.config import PRESETS
 from trainer.memory import memory_fit, memory_plan
 

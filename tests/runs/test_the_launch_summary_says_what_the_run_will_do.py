@@ -5,7 +5,7 @@ time estimated from its measured run, labelled as an estimate ("not measured" wh
 import pytest
 
 from runs.models import LearnerPlan, Run
-from tests.memory_plan.tiny_gpu import tiny_gpu_sections
+from tests.memory.tiny_gpu import tiny_gpu_sections
 from trainer.config import PRESETS, RunConfig
 from trainer.step_time.inputs import MEASURED_RUNS
 

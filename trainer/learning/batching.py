@@ -3,7 +3,7 @@
 Micro-batches are sequences packed end to end without padding under a token budget per device
 (``token_budget_micro_batches``, ``pack_batch``), as verl's dynamic batch size and remove-padding
 do; a model that cannot take the learner's packed attention gets the padded layout (``pad_batch``).
-Neither layout changes the loss (tests/learner/test_packed_sequences_score_as_unpacked.py).
+Neither layout changes the loss (tests/learning/test_packed_sequences_score_as_unpacked.py).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def _chunked_forward(hidden, weight, bias, labels, temperature: float, chunk_tok
     The entropy of softmax(z) is log Z − Σ p·z (z shifted by its max): it needs exp(z) and z at once, so a
     chunk computing it holds a second (c, V) buffer, never a (tokens × vocabulary) one. The log-probs are the
     same operations either way, so asking for the entropy changes no bit of them
-    (tests/learner/test_the_learner_computes_entropy_without_changing_its_log_probabilities.py).
+    (tests/learning/test_the_learner_computes_entropy_without_changing_its_log_probabilities.py).
     """
     with torch.autocast(hidden.device.type, enabled=False):
         cast_weight = weight.to(matmul_dtype)
@@ -185,7 +185,7 @@ def response_logprobs(model, batch: TokenBatch, temperature: float = 1.0,
     what comes back as ``logits`` are the tokens' log-probs. Logits are divided by the
     sampling temperature before the softmax, as verl does, so the learner scores tokens
     under the distribution they were sampled from. Equal, values and gradients, to
-    ``full_vocabulary_response_logprobs`` (tests/learner/test_chunked_logprobs_*).
+    ``full_vocabulary_response_logprobs`` (tests/learning/test_chunked_logprobs_*).
 
     ``with_entropy`` (no gradient): returns (log-probs, entropies), both (B, K); the log-probs are the same bits.
     """

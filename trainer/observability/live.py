@@ -16,8 +16,8 @@ answer form instead of nothing for minutes. What this module defends:
   follows). Pieces joined by offset are a prefix of the stored ``response``; should a decode ever
   disagree with what was already sent, that answer streams no more (the stored one still arrives).
 
-Tested in tests/events/test_progress_events_are_a_prefix_of_the_stored_answer.py and
-tests/events/test_progress_events_are_never_stored.py.
+Tested in tests/observability/test_progress_events_are_a_prefix_of_the_stored_answer.py and
+tests/runs/test_progress_is_never_stored_or_numbered.py.
 """
 
 from __future__ import annotations

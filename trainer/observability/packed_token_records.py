@@ -3,7 +3,7 @@
 Pickling a step's records object by object (an h100x8 step is tens of millions of tokens) costs more than the
 numbers themselves; here each figure is concatenated over a rank's records into one byte buffer of columns, with the
 keys, advantages and lengths as small side data, and ``unpack_records`` gives every value back bit for bit
-(tests/learner/test_data_parallel_token_records_reach_rank_zero_as_arrays_bit_for_bit.py).
+(tests/learning/test_data_parallel_token_records_reach_rank_zero_as_arrays_bit_for_bit.py).
 """
 
 from __future__ import annotations

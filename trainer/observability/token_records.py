@@ -19,7 +19,7 @@ Written off the step's critical path (``RecordsWriter``): one thread writes one 
 trains the next step; a run waits for it before a checkpoint, at its end and when cancelled. A step handed to the
 writer has a ``.pending`` marker beside where its file will be until the file is renamed into place, or a
 ``.failed`` marker saying why it never will be; ``look_up_rollout`` reads them, so a reader tells "not written yet"
-from "not recorded" (tests/learner/test_token_records_are_written_off_the_steps_path.py).
+from "not recorded" (tests/learning/test_token_records_are_written_off_the_steps_path.py).
 
 A data-parallel run sends each rank's records to rank 0 as flat arrays, not pickled objects
 (trainer/observability/packed_token_records.py; trainer/loop/distributed.py gathers them).

@@ -1,11 +1,9 @@
 """The precision a run computes in: ``model.dtype``, with ``auto`` resolved for the machine it runs on.
 
 Why this exists: on a CPU without bfloat16 instructions (AVX2 only), torch computes a bfloat16
-matrix product in a slow fallback: a 1024² matmul took 2,805 ms in bfloat16 against 37.5 ms in
-float32 on the AMD EPYC (AVX2) of issue 26, and the cpu-demo warm start took ~10 minutes a step.
-On a CPU that has them (AVX512-BF16, AMX), bfloat16 is the faster one (5.4 ms against 25 ms on
-this project's development machine). So the CPU presets ask for ``auto``: bfloat16 where the CPU
-computes it fast, float32 elsewhere.
+matrix product in a slow fallback, many times slower than float32; on a CPU that has them
+(AVX512-BF16, AMX), bfloat16 is the faster one (figures: docs/benchmarks/history.md). So the CPU
+presets ask for ``auto``: bfloat16 where the CPU computes it fast, float32 elsewhere.
 
 The rule reads torch's own report of the CPU (``cpu_report``), never a timing:
 

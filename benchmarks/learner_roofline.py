@@ -8,7 +8,7 @@ A learner step of the cpu-demo (``Learner.step``) is three kinds of work:
 
 Each pass runs every linear layer of the model on each micro-batch's packed tokens: a forward is one
 (T × k) @ (k × n) matmul per layer, a backward two more of the same size (the input's gradient and the
-weight's). The output head runs on the response positions only (trainer/token_logprobs.py). So a pass cannot
+weight's). The output head runs on the response positions only (trainer/learning/token_logprobs.py). So a pass cannot
 take less than the sum, over micro-batches and layers, of those matmuls timed on this machine at the run's
 dtype and threads; AdamW and the clipping cannot take less than the bytes they read and write (~44 per
 float32 parameter: weight, gradient and two moments read, three written, the gradient read twice more for the
@@ -119,10 +119,10 @@ def main() -> None:
 
     from benchmarks.cpu_rollout_precision import demo_prompts
     from benchmarks.generation_roofline import copy_bandwidth, load_average
-    from trainer.batching import TrainingSequence, mini_batches
     from trainer.config import RunConfig
-    from trainer.learner import Learner
-    from trainer.models import load_policy
+    from trainer.learning.batching import TrainingSequence, mini_batches
+    from trainer.learning.learner import Learner
+    from trainer.learning.models import load_policy
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)

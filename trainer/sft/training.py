@@ -240,7 +240,7 @@ class SupervisedFineTuning(RunLifecycle):
         if self.config.model.gradient_checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable()
         self.model.train()
-        from trainer.learner import adamw
+        from trainer.learning.learner import adamw
 
         self.optimizer = adamw(self.model.parameters(), self.device, is_sharded=False, lr=sft.learning_rate,
                                weight_decay=self.config.optimizer.weight_decay, betas=tuple(self.config.optimizer.betas))

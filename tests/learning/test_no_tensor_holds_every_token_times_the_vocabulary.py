@@ -58,7 +58,7 @@ def test_a_learner_step_never_holds_more_than_a_chunk_of_vocabulary_rows(smollm2
     assert metrics["tokens"] == 2 * RESPONSE_TOKENS and metrics["optimizer_steps"] == 1
     # The backward passes and the optimizer are watched too: the embedding's gradient, AdamW's update.
     assert "aten.embedding_dense_backward" in watch.operations
-    assert {"aten.addcdiv_", "aten._foreach_addcdiv_"} & watch.operations
+    assert {"aten.addcdiv_", "aten._foreach_addcdiv_", "aten._fused_adamw_"} & watch.operations  # loop, foreach, fused
     assert watch.largest_numel <= CHUNK_TOKENS * QWEN3_VOCABULARY, watch.largest
 
 

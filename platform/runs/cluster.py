@@ -215,7 +215,8 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             "'transformers', or add GPU workers"
         )
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
-    if config.rollout.engine is RolloutEngineKind.VLLM and tensor_parallel > config.cluster.num_gpus:
+    # On CPU (cluster.num_gpus 0) vLLM's shards are processes on the node's cores, not GPUs.
+    if config.rollout.engine is RolloutEngineKind.VLLM and 0 < config.cluster.num_gpus < tensor_parallel:
         problems.append(
             f"rollout.vllm_tensor_parallel_size is {tensor_parallel} but the run has only "
             f"{config.cluster.num_gpus} GPUs (cluster.num_gpus); lower the tensor-parallel size or raise num_gpus"

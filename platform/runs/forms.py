@@ -52,8 +52,9 @@ class LaunchRunForm(forms.Form):
         choices=[("", "the preset's"),
                  (RolloutEngineKind.VLLM.value, "vLLM (on a CPU node, its CPU build)"),
                  (RolloutEngineKind.TRANSFORMERS.value, "transformers")],
-        help_text="What samples the rollouts. A node that cannot run the engine fails the run at start-up, "
-                  "saying why; nothing falls back to the other engine.")
+        help_text="What samples the rollouts. The preset's may name a fallback for a node that cannot run its "
+                  "engine (cpu-demo: transformers where vLLM's CPU build is missing), and the run's page says when it "
+                  "was used; an engine chosen here never falls back: the run fails at start-up, saying why.")
 
     retry_history = forms.ChoiceField(
         required=False, label="What a round's prompt carries",

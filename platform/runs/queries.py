@@ -192,6 +192,14 @@ def compute_precision(run: Run) -> dict | None:
     return (event.payload.get("compute_dtype") if event else None) or None
 
 
+def rollout_engine(run: Run) -> dict | None:
+    """The engine the trainer samples with (its latest run_started's ``rollout_engine``, see
+    trainer/rollout/vllm_platform.py): the one the config asks for, or the fallback it names and why, decided on the
+    node that runs it. None until a trainer has started (and for runs from before the trainer said)."""
+    event = RunEvent.objects.filter(run=run, type=EventType.RUN_STARTED).order_by("-pk").first()
+    return (event.payload.get("rollout_engine") if event else None) or None
+
+
 TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}
 
 

@@ -102,6 +102,7 @@ def submit(run) -> str:
                 STOP_WAIT_VARIABLE: str(settings.RAY_JOB_STOP_WAIT_TIME_S)}
     if settings.LEAN_SERVER_API_KEY:
         env_vars["LEAN_SERVER_API_KEY"] = settings.LEAN_SERVER_API_KEY
+    env_vars.update(settings.COMPILE_CACHE_ENVIRONMENT)
     env_vars.update(settings.TRACKING_ENVIRONMENT)
     job_id = run.ray_job_id_of_attempt
     body = {

@@ -114,6 +114,8 @@ def detail(request, pk):
         "config_rows": sorted(queries.flatten(run.public_config).items()),
         "compute_precision": queries.compute_precision(run),
         "requested_dtype": (run.public_config.get("model") or {}).get("dtype", ""),
+        "rollout_engine": queries.rollout_engine(run),
+        "requested_engine": run.public_config.get("rollout") or {},
         "other": other,
         "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),

@@ -12,6 +12,7 @@ def tiny_run_config(**overrides) -> RunConfig:
     base = {
         "model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False},
         "optimizer": {"learning_rate": 1e-3},
+        "rollout": {"engine": "transformers"},  # the learner's tests; vLLM's are tests/rollout's
     }
     for section, values in overrides.items():
         base.setdefault(section, {}).update(values)

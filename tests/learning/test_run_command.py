@@ -51,7 +51,8 @@ def test_a_one_step_run_against_the_stand_in_prints_its_events_then_evaluates_an
     with StandinServerThread() as server:
         code = trainer_main([
             "run", "--preset", "cpu-demo", "--promptset", str(promptset), "--output", str(tmp_path / "run"),
-            "--lean-url", server.url, "--set", "model.source=tiny_random", "--set", "rollout.prompts_per_step=2",
+            "--lean-url", server.url, "--set", "model.source=tiny_random", "--set", "rollout.engine=transformers",
+            "--set", "rollout.prompts_per_step=2",
             "--set", "rollout.samples_per_prompt=2", "--set", "rollout.max_response_tokens=4",
             "--set", "schedule.total_steps=1", "--set", "schedule.eval_every=0",
         ])

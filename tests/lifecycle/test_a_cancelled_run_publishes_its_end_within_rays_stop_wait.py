@@ -190,7 +190,7 @@ def test_a_trainer_run_cancelled_through_ray_publishes_its_cancelled_end(make_ad
 
     config = RunConfig.from_preset("cpu-demo", {
         "model": {"source": "tiny_random"}, "schedule": {"total_steps": 1000, "eval_every": 0},
-        "rollout": {"prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 8},
+        "rollout": {"engine": "transformers", "prompts_per_step": 2, "samples_per_prompt": 2, "max_response_tokens": 8},
         "verifier": {"url": lean_standin.url}})
     run = make_admitted_run(config=config.to_json_dict())
     actions.dispatch(run.pk)

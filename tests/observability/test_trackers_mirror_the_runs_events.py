@@ -31,7 +31,7 @@ def run_with_tracking(tmp_path, capsys, backends: list[str], monkeypatch, **envi
         code = trainer_main([
             "run", "--preset", "cpu-demo", "--promptset", str(promptset), "--output", str(tmp_path / "run"),
             "--run-id", "7", "--lean-url", server.url, "--set", "model.source=tiny_random",
-            "--set", "rollout.prompts_per_step=2", "--set", "rollout.samples_per_prompt=2",
+            "--set", "rollout.engine=transformers", "--set", "rollout.prompts_per_step=2", "--set", "rollout.samples_per_prompt=2",
             "--set", "rollout.max_response_tokens=4", "--set", "schedule.total_steps=2",
             "--set", "schedule.eval_every=0", "--set", "schedule.checkpoint_every=0",
             "--set", f"tracking.backends={json.dumps(backends)}", "--set", "tracking.rollout_table_every=2",

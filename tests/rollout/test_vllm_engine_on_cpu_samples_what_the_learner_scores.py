@@ -15,8 +15,8 @@ from tokenizers import processors
 from tests.rollout.conftest import cpu_vllm_config
 from trainer.learning.batching import TrainingSequence, pad_batch
 from trainer.learning.token_logprobs import response_logprobs
-from trainer.rollout.base import SamplingSettings
 from trainer.observability.gap import train_inference_gap
+from trainer.rollout.base import SamplingSettings
 from trainer.rollout.vllm_engine import VllmEngine
 
 PROMPT = "theorem x + y = y + x := by intro x y omega ring simp exact"

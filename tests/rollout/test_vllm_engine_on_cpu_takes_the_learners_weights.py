@@ -13,8 +13,8 @@ import torch
 from tests.rollout.conftest import cpu_vllm_config, fresh_engine_answers
 from trainer.learning.batching import TrainingSequence, pad_batch
 from trainer.learning.token_logprobs import response_logprobs
-from trainer.rollout.base import SamplingSettings
 from trainer.observability.gap import train_inference_gap
+from trainer.rollout.base import SamplingSettings
 from trainer.rollout.vllm_engine import VllmEngine
 
 # Longer than one cache block (128 tokens on CPU; vLLM caches prefixes by whole blocks), so the prefix cache holds them.

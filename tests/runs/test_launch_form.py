@@ -22,7 +22,7 @@ def test_a_valid_form_stores_a_queued_run_with_its_resolved_config(alices_client
     assert response.status_code == 302 and response.url == run.get_absolute_url()
     assert run.state == RunState.QUEUED and run.owner.username == "alice"
     assert run.config["schedule"]["total_steps"] == 3
-    assert run.config["rollout"]["engine"] == "transformers"
+    assert (run.config["rollout"]["engine"], run.config["rollout"]["engine_fallback"]) == ("vllm", "transformers")
     assert dispatched == [run.pk] and run.attempt == 1
 
 

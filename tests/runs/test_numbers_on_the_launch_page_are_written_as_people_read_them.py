@@ -43,4 +43,4 @@ def test_no_number_on_the_launch_page_or_in_its_presets_data_is_in_exponent_form
     page = re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", page)  # a random token, not a number
     assert "launch-presets" in page
     assert exponent_numbers_at_or_above_a_thousandth(page) == []
-    assert 'value="2e-5"' in page  # cpu-demo's learning rate, below 0.001: its exponent form is the readable one
+    assert 'value="5e-6"' in page  # cpu-demo's learning rate, below 0.001: its exponent form is the readable one

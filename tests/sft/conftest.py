@@ -14,7 +14,8 @@ SHORT_HEADER = "import Mathlib"
 
 def tiny_config(**sections) -> RunConfig:
     """The cpu-demo preset on the tiny random model, with per-test overrides nested by section."""
-    base = {"model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False}}
+    base = {"model": {"source": "tiny_random", "dtype": "float32", "gradient_checkpointing": False},
+            "rollout": {"engine": "transformers"}}  # SFT and the learner; vLLM's tests are tests/rollout's
     for section, values in sections.items():
         base.setdefault(section, {}).update(values)
     return RunConfig.from_preset("cpu-demo", base)
@@ -49,11 +50,3 @@ def tiny_policy(smollm2_tokenizer_once):
         return tiny_random_policy(seed, tokenizer=copy.deepcopy(smollm2_tokenizer_once))
 
     return build
-
-
-@pytest.fixture(scope="module")
-def standin_url():
-    from trainer.verification.standin_server import StandinServerThread, StandinSettings
-
-    with StandinServerThread(StandinSettings()) as server:
-        yield server.url

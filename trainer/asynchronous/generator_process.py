@@ -513,7 +513,8 @@ def cpu_split(cores) -> CpuSplit | None:
     Generation and the learner's update run at the same time in an asynchronous run, each in its own process;
     left alone, each would start one torch thread per core of the machine, twice as many threads as cores,
     and each step's threads would wait on the other process's (a thread of a parallel region that loses its
-    core holds up the whole region). The generator takes the larger half: on CPU it is most of a step.
+    core holds up the whole region). On an odd count the generator takes the larger half (a choice; at two cores
+    the halves are equal, and the split's cost and gain there are measured in docs/benchmarks/history.md).
     """
     ordered = tuple(sorted(cores))
     if len(ordered) < 2:

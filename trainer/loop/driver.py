@@ -53,7 +53,7 @@ from trainer.recipe.rollouts import PromptSlot, Rollout, lean_phase, rewards_mat
 from trainer.rollout.base import SamplingSettings
 from trainer.rollout.engines import build_engine
 from trainer.rollout.lean_tool import LeanTool
-from trainer.rollout.vllm_platform import vllm_platform_problem
+from trainer.rollout.vllm_platform import EngineChoice, choose_rollout_engine
 from trainer.run.checkpoint import (
     TrainerState,
     best_evaluated_step,
@@ -172,6 +172,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.verifier = None
         self._verifier_state = None  # the verdict cache and its counters, from the checkpoint resumed
         self._startup_notes: list[tuple[str, str]] = []  # (message, level), published after RUN_STARTED
+        self.rollout_engine_choice: EngineChoice | None = None  # what this node samples with (choose_engine)
         self.evaluation_samples: list[dict] = []  # the last evaluation's every sample (evaluate() fills it)
         self.pipeline = None  # the rollouts in flight of an asynchronous run (trainer/asynchronous/pipeline.py)
         self._cores_before_split: tuple[set[int], int] | None = None  # the learner's, before an asynchronous CPU run
@@ -200,6 +201,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "step": self.step, "config": self.config.to_public_dict(), "problems": len(self.problems),
             "resumed_from_step": self.step if self.step else None, "total_steps": total_steps,
             "attempt": self.attempt, "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
+            "rollout_engine": self.rollout_engine_choice.to_json_dict(),
         })
         self._publish_startup_notes()
         self.clock_origin = self._last_step_ended_at = time.time()
@@ -249,13 +251,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
         _quiet_transformers()
 
-        # Before the model loads: a vLLM run on a machine that cannot run vLLM fails now, with the fix.
-        problem = vllm_platform_problem(self.config)
-        if problem:
-            raise RuntimeError(problem)
+        self.choose_engine()  # before the model loads: a node that cannot run the engine fails fast
         if self.model is None:
             self.config = with_smoke_model(self.config)  # the cpu-smoke preset's model, built on first use
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
+        self.choose_engine()  # the model's shape may rule vLLM out on CPU
         self.learner = Learner(self.config, self.model, self.tokenizer)
         self.model = self.learner.model
         if compute_dtype_of(self.config).warning:
@@ -315,17 +315,34 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             f"(rollout.max_staleness), its loss weighted by min(π_prox/π_behaviour, {self.config.loss.behaviour_is_cap:g})",
             "info"))
 
+    def choose_engine(self) -> None:
+        """The engine this node can sample with, asked before the model loads and again after (its shape counts).
+        A vLLM run where vLLM cannot run fails, with the fix, unless its config names a fallback
+        (rollout.engine_fallback): then it samples with that and says why, in its log and in run_started (the run
+        page shows it)."""
+        if self.rollout_engine_choice is not None and self.rollout_engine_choice.reason is not None:
+            return  # fell back already
+        self.config, self.rollout_engine_choice = choose_rollout_engine(self.config, self.model)
+        if self.rollout_engine_choice.reason is not None:
+            self._startup_notes.append((f"this run {self.rollout_engine_choice.sentence}", "warning"))
+
     def prepare_for_evaluation(self) -> None:
         """Model, engine and scorer, without a learner: for ``python -m trainer eval``."""
+        self.choose_engine()
         if self.model is None:
             self.config = with_smoke_model(self.config)
             self.model, self.tokenizer = load_policy(self.config.model, seed=self.config.schedule.seed)
+        self.choose_engine()
         self.model.eval()
         self._start_rollouts_and_scoring()
 
     def _start_rollouts_and_scoring(self) -> None:
         if self.engine is None:
+            started = time.monotonic()
             self.engine = build_engine(self.config, self.model, self.tokenizer)
+            # vLLM's start-up is a minute or more when it compiles and seconds from its compile cache: worth a line.
+            self._startup_notes.append((f"rollout engine {self.config.rollout.engine.value} ready in "
+                                        f"{time.monotonic() - started:.1f} s", "info"))
         self.events_loop = BackgroundEventLoop()
         if self.scorer is None:
             self.scorer = self._lean_scorer()

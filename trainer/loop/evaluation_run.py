@@ -27,12 +27,14 @@ class EvaluationRun(TrainingRun):
         return 0
 
     def live(self) -> None:
+        self.prepare_for_evaluation()
         self.publisher.publish(EventType.RUN_STARTED, {
             "step": 0, "config": self.config.to_public_dict(), "problems": len(self.eval_problems),
             "resumed_from_step": None, "total_steps": 0, "attempt": self.attempt, "kind": "eval",
             "compute_dtype": compute_dtype_of(self.config).to_json_dict(),
+            "rollout_engine": self.rollout_engine_choice.to_json_dict(),
         })
-        self.prepare_for_evaluation()
+        self._publish_startup_notes()
         self.record_evaluation(0, self.evaluate(0, seed=self.config.schedule.seed))
 
 

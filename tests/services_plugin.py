@@ -44,8 +44,10 @@ if "REDIS_URL" not in os.environ:
     _owns["redis"] = RedisService(name="redis", port=free_port(), log_dir=_root / "logs", data_dir=_root / "redis")
     os.environ["REDIS_URL"] = _owns["redis"].url
 
+# Short (Ray's socket paths must fit 107 bytes); LEANRL_TEST_RAY_TEMP keeps two checkouts' suites apart on one machine.
+_ray_temp = os.environ.get("LEANRL_TEST_RAY_TEMP", "/tmp/ray-tests") + os.environ.get("PYTEST_XDIST_WORKER", "")
 _ray = RayHeadService(name="ray", port=free_port(), log_dir=_root / "logs", dashboard_port=free_port(),
-                      num_cpus=2, object_store_bytes=150 * 1024 * 1024, temp_dir=Path("/tmp/ray-tests" + os.environ.get("PYTEST_XDIST_WORKER", "")))
+                      num_cpus=2, object_store_bytes=150 * 1024 * 1024, temp_dir=Path(_ray_temp))
 _lean = LeanStandinService(name="lean-standin", port=free_port(), log_dir=_root / "logs")
 os.environ.setdefault("RAY_ADDRESS", _ray.address)
 os.environ.setdefault("LEAN_SERVER_URL", _lean.url)

@@ -18,6 +18,10 @@ format check, the integrity rules and the stand-in): nested block comments, line
 string, raw string and character literals, «names». That is enough to stop comment tricks
 (a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-`` that would
 swallow the proof).
+
+Why one piece: it reads a statement once, top to bottom (preamble, definitions, declaration), each
+part starting where the one before stopped and refusing what the parts before it allow; split, the
+order that decides which reason a row is refused for would no longer read in one place.
 """
 
 from __future__ import annotations

@@ -287,8 +287,8 @@ class ScheduleConfig(Section):
     eval_temperature: float = Field(1.0, ge=0)
     eval_top_p: float = Field(0.95, gt=0, le=1)
     eval_error_correction: bool = Field(
-        True, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
-        "False: first attempts only, and no retry is generated.")
+        True, description="At evaluation, a retry of each failed attempt, up to retry.max_rounds rounds (1: the "
+        "release's 'with error fixing'); False: first attempts only, and no retry is generated.")
     eval_max_problems: int | None = Field(
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )

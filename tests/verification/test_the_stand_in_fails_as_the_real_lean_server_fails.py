@@ -34,12 +34,13 @@ def test_a_repl_that_crashes_fails_the_whole_request_with_500_losing_its_neighbo
 
 
 def test_no_free_repl_gives_429_while_the_requests_other_proofs_run_on(fresh_standin):
-    fresh_standin.app.settings.latency_s = 0.3
+    fresh_standin.app.settings.latency_s = 1.0
     started = time.monotonic()
     answer = check(fresh_standin, proof("slow neighbour"), proof(fault="no-repl"))
     assert answer.status_code == 429 and answer.json() == {"detail": "No available REPLs"}
-    assert time.monotonic() - started < 0.3  # answered before its neighbour finished...
-    time.sleep(0.6)
+    assert time.monotonic() - started < 1.0  # answered before its neighbour finished...
+    assert fresh_standin.app.snippets_checked == 0
+    time.sleep(1.5)
     assert fresh_standin.app.snippets_checked == 1  # ...which ran on to its end, its result lost
 
 
@@ -63,13 +64,13 @@ def test_an_import_header_that_times_out_says_so(fresh_standin):
 
 
 def test_a_new_repl_pays_the_import_latency_once(fresh_standin):
-    fresh_standin.app.settings.max_concurrency, fresh_standin.app.settings.import_latency_s = 1, 0.4
+    fresh_standin.app.settings.max_concurrency, fresh_standin.app.settings.import_latency_s = 1, 1.0
     started = time.monotonic()
     check(fresh_standin, proof("loads the imports"))
     cold = time.monotonic() - started
     started = time.monotonic()
     check(fresh_standin, proof("reuses the repl"))
-    assert cold >= 0.4 > time.monotonic() - started
+    assert cold >= 1.0 > time.monotonic() - started
 
 
 def test_env_ids_grow_with_each_proof_a_repl_runs(fresh_standin):

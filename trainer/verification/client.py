@@ -572,8 +572,9 @@ class LeanVerifier:
             if recovery is _Recovery.SPLIT and is_split_out:
                 for item in batch:
                     item.future.set_result(_Answer(_Failure(
-                        f"{failure}, checked alone after its batch failed the same way: this proof fails the "
-                        "server (its REPL crashed on it), while its neighbours got their verdicts"), is_standin))
+                        f"{failure}, checked alone after its batch failed the same way: the server fails on this "
+                        "proof itself (kimina-lean-server answers 500 when a proof's REPL crashes); its neighbours "
+                        "got their verdicts"), is_standin))
                 return
             if recovery is _Recovery.NONE or attempt >= self.config.max_retries:
                 tries = f" after {attempt + 1} tries" if recovery is not _Recovery.NONE else ""

@@ -909,8 +909,10 @@ def round_metrics(rollouts: Sequence[Rollout], max_rounds: int) -> dict:
 
     ``rounds/accuracy``: the mean reward of round r's scored answers;
     ``rounds/first_solved_share``: of round r's groups with a scored answer, the share some answer solved. A
-    round-r prompt exists only for a chain whose every earlier answer was rejected, so each such group is a
-    problem first solved in round r;
+    round-r group answers one chain of corrections whose every earlier answer was rejected; its problem may
+    already be solved by another chain (a sibling in round 0 or an earlier round), since every rejected
+    answer is retried. So the share counts rejected chains that round r corrected, not problems first
+    solved in round r;
     ``rounds/rollouts``: answers generated in round r (censored ones included)."""
     accuracy, solved, counts = {}, {}, {}
     for round_of_correction in range(max_rounds + 1):

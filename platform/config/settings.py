@@ -126,6 +126,9 @@ PROMPTSET_IMPORT_ROOTS = [Path(p) for p in os.environ.get("PROMPTSET_IMPORT_ROOT
 # the job pending and the autoscaler adds the nodes. Unset (the default): the cluster is what is alive now.
 RAY_AUTOSCALING_MAX_GPUS = float(os.environ["RAY_AUTOSCALING_MAX_GPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_GPUS") else None
 RAY_AUTOSCALING_MAX_CPUS = float(os.environ["RAY_AUTOSCALING_MAX_CPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_CPUS") else None
+# The GPUs of the autoscaling cluster's largest worker: a run's GPUs must fit one node (runs.cluster._node_problems).
+RAY_AUTOSCALING_MAX_GPUS_PER_NODE = (float(os.environ["RAY_AUTOSCALING_MAX_GPUS_PER_NODE"])
+                                     if os.environ.get("RAY_AUTOSCALING_MAX_GPUS_PER_NODE") else None)
 # Sent with every job as Ray's RAY_JOB_STOP_WAIT_TIME_S: how long Ray waits after a stop's SIGTERM before it
 # SIGKILLs the job (Ray's default, 3 s, is shorter than tearing vLLM down or leaving a collective). The trainer
 # publishes its cancelled end within it (trainer/run/lifecycle.py: stop_deadline_s).

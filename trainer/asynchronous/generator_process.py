@@ -563,7 +563,8 @@ def child_lean_tool(config: RunConfig):
     verifier = LeanVerifier(config.verifier, environment=config.verifier.url,
                             allow_native_decide=config.reward.allow_native_decide)
     return LeanTool(config.rollout.lean_tool_calls,
-                    lambda code, key: asyncio.run_coroutine_threadsafe(verifier.verify(code, key=key), loop))
+                    lambda code, key: asyncio.run_coroutine_threadsafe(verifier.verify(code, key=key), loop),
+                    reward_config=config.reward)
 
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,

@@ -658,7 +658,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if max_calls == 0:
             return None
         if self._lean_tool is None:
-            self._lean_tool = LeanTool(max_calls, self._ask_lean)
+            self._lean_tool = LeanTool(max_calls, self._ask_lean, reward_config=self.config.reward)
         return self._lean_tool.session(headers, self.tokenizer, sampling.max_tokens, sampling.n)
 
     def _ask_lean(self, checked_code, key: str) -> Future:
@@ -828,6 +828,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "generation/tokens_per_second": (generated_tokens / timings["generation_s"] if generated_tokens and timings["generation_s"] > 0
                                             else None),
         }
+        if self.config.rollout.lean_tool_calls:
+            # Snippets the rules refused before they reached Lean (trainer/verification/integrity.py): what the policy
+            # tries to run on the server, answered with the refusal instead.
+            metrics["rollout/tool_calls_refused"] = sum(
+                1 for r in rollouts for call in getattr(r.generation, "tool_calls", ()) if call.is_refused)
         if self.config.retry.max_rounds > 1:
             metrics.update(round_metrics(rollouts, self.config.retry.max_rounds))
             metrics["retries/history_trimmed"] = retry_counts.get("history_trimmed", 0)

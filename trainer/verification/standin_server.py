@@ -26,6 +26,7 @@ It is a plain ASGI application served by uvicorn (no web framework needed for tw
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import json
 import math
@@ -41,6 +42,8 @@ from trainer.verification.standin import CannotDecide, decide_snippet
 
 STANDIN_HEADER = "x-lean-standin"
 CANNOT_DECIDE_PREFIX = "lean-standin cannot decide: "
+# The request log's length: the latest snippets received, for a test or a person asking what reached the server.
+RECEIVED_CODES_KEPT = 10_000
 
 
 @dataclass
@@ -102,6 +105,7 @@ class StandinLeanServer:
         self.requests_received = 0
         self.snippets_in_progress = 0
         self.peak_snippets_in_progress = 0  # what a client kept in flight at most, for tests
+        self.codes_received: collections.deque[str] = collections.deque(maxlen=RECEIVED_CODES_KEPT)
 
     @property
     def slots(self) -> asyncio.Semaphore:
@@ -157,6 +161,7 @@ class StandinLeanServer:
             codes = [snippet["code"] for snippet in snippets]
         except (ValueError, KeyError, TypeError) as error:
             return await self._reply(send, 422, {"detail": f"invalid check request: {error!r}"})
+        self.codes_received.extend(str(code) for code in codes)
         if not snippets:
             return await self._reply(send, 422, {"detail": "`snippets` must be non empty"})
         if len(set(ids)) != len(ids):

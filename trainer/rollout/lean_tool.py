@@ -165,7 +165,8 @@ class LeanTool:
     """The run's tool: K, and how a snippet reaches the verifier.
 
     ``check(checked_code, key)`` returns a concurrent Future of the VerificationResult (the driver's
-    background event loop and LeanVerifier, or the generator process's own). It is never called with a snippet ``check_snippet_integrity`` refuses under
+    background event loop and LeanVerifier; in a generator process, a request to the run's, which holds the run's one
+    in-flight budget). It is never called with a snippet ``check_snippet_integrity`` refuses under
     ``reward_config`` (the run's ``RewardConfig``: ``allow_native_decide``).
     """
 

@@ -32,7 +32,8 @@ What defends the training signal:
 - **The replies are context, not policy.** Their tokens are in the answer (the model reads them as it goes
   on), but the engine did not sample them: ``Generation.tool_calls`` records each reply's token span, the
   learner gives those tokens zero loss weight and leaves them out of the train–inference gap
-  (trainer/learning/batching.py ``TokenBatch.loss_mask``).
+  (trainer/learning/batching.py ``TokenBatch.loss_mask``). Their engine log-probabilities are NaN, not measured
+  (``NOT_MEASURED``), as is any the engine did not return: never 0.0, which would read as probability 1.
 - **Never a made-up verdict.** A snippet the verifier cannot decide (the stand-in's "cannot decide", an
   outage, a server error) is answered with exactly that: "Lean could not check this snippet", and why.
 - **Only the trainer writes replies.** The format check (with K ≥ 1) fails an answer whose reply blocks are
@@ -58,6 +59,9 @@ from trainer.verification.verdicts import Verdict, VerificationResult
 
 MAX_REPLY_CHARACTERS = 1500  # Lean's messages beyond this are cut: the reply is context, and costs tokens
 MAX_REPLY_MESSAGES = 5
+# An engine log-probability nobody measured: a reply's token (never sampled), or one the engine did not return.
+# NaN, so that no sum or ratio can take it for a measured value; its consumers skip it.
+NOT_MEASURED = float("nan")
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,7 @@ class _Answer:
     prompt_ids: list[int]
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    engine_gave_logprobs: bool = False  # whether any part came with the engine's log-probabilities
     text: str = ""
     searched_to: int = 0  # characters of ``text`` already searched for </lean>
     calls: list[ToolCall] = field(default_factory=list)
@@ -277,6 +282,7 @@ class ToolCallSession:
         answer = self._answers.setdefault(where, _Answer(list(prompt_ids)))
         answer.token_ids.extend(segment_ids)
         answer.logprobs.extend(_aligned(segment_logprobs, len(segment_ids)))
+        answer.engine_gave_logprobs |= bool(segment_logprobs)
         answer.text = self._decode(answer.token_ids)
         found = find_call(answer.text, answer.searched_to)
         while found is not None and found.snippet is None:
@@ -324,7 +330,9 @@ class ToolCallSession:
         if answer is None:
             return generation
         token_ids = answer.token_ids + list(generation.token_ids)
-        logprobs = answer.logprobs + _aligned(generation.logprobs or [], len(generation.token_ids))
+        logprobs: list[float] | None = answer.logprobs + _aligned(generation.logprobs, len(generation.token_ids))
+        if not (answer.engine_gave_logprobs or generation.logprobs):
+            logprobs = None  # an engine that reports none: the whole answer is not measured, as without tool calls
         return replace(generation, text=self._decode(token_ids), token_ids=token_ids, num_tokens=len(token_ids),
                        logprobs=logprobs, tool_calls=tuple(answer.calls))
 
@@ -355,7 +363,7 @@ class ToolCallSession:
         start = len(answer.token_ids)
         reply_ids = reply_ids[:max(room, 0)]
         answer.token_ids.extend(reply_ids)
-        answer.logprobs.extend([0.0] * len(reply_ids))  # not sampled: masked out of the loss and the gap
+        answer.logprobs.extend([NOT_MEASURED] * len(reply_ids))  # not sampled: masked out of the loss and the gap
         answer.calls.append(ToolCall(
             snippet=call.snippet, reply=reply, verdict=result.verdict.value, is_decided=not result.is_censored,
             is_standin_verdict=result.is_standin_verdict, asked_at=call.asked_at, answered_at=time.time(),
@@ -383,6 +391,7 @@ class ToolCallSession:
         return self._tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def _aligned(logprobs: Sequence[float], count: int) -> list[float]:
-    values = list(logprobs)[:count]
-    return values + [0.0] * (count - len(values))
+def _aligned(logprobs: Sequence[float] | None, count: int) -> list[float]:
+    """``count`` log-probabilities: the engine's, then NOT_MEASURED for tokens it gave none for."""
+    values = list(logprobs or ())[:count]
+    return values + [NOT_MEASURED] * (count - len(values))

@@ -1,6 +1,7 @@
 """Issue 44: tool calls must not double a run's Lean budget. An asynchronous run's generator process pauses its
-answers at their </lean>, but the snippet is checked by the run's own verifier (trainer/asynchronous/generator_process.py),
-so the final proofs and the tool snippets share one ``verifier.max_in_flight`` (docs/operations/sizing.md).
+answers at their </lean>, but the snippet is checked by the run's own verifier
+(trainer/asynchronous/generator_process.py), so the final proofs and the tool snippets share one
+``verifier.max_in_flight`` (docs/operations/sizing.md).
 
 Real parts: a generator process with the cpu-smoke tool model (it learnt one answer that asks Lean:
 trainer/sft/smoke_model.py), the LeanVerifier and the stand-in Lean server (a stand-in for kimina-lean-server),

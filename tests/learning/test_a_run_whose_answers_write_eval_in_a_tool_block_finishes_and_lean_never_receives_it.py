@@ -110,7 +110,8 @@ def test_each_refused_call_is_answered_with_the_refusal_and_stored_as_refused(fi
     assert refused and all(rollout.sample_index == 0 for rollout, _ in refused)
     for rollout, call in refused:
         assert call.is_refused and call.verdict == "rejected"
-        assert call.reply.startswith("\n<lean_result>\nNot sent to Lean: this snippet ") and call.reply in rollout.response
+        assert call.reply.startswith("\n<lean_result>\nNot sent to Lean: this snippet ")
+        assert call.reply in rollout.response
         # The refusal is the trainer's reply, so the format check lets the answer through to its proof's verdict.
         assert rollout.format_error is None and rollout.verdict == "valid" and rollout.reward == 1.0
     allowed = [call for rollout in training_rollouts(sink) for call in rollout.tool_calls if call.snippet != SHELL]

@@ -126,8 +126,14 @@ def behaviour_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logp
     and the cap C keeps a token the old policy rarely chose from dominating. The weight is truncated at C,
     as verl's rollout correction (truncated IS) does; AReaL's decoupled PPO (Fu et al. 2025, eq. 5) takes the
     same ratio but drops a token above its cap instead. No gradient flows through it.
+
+    A behaviour log-probability that was not measured (NaN: a Lean reply's token, never sampled, or one the engine
+    did not return; trainer/rollout/lean_tool.py ``NOT_MEASURED``) gets weight 0: its staleness cannot be
+    corrected, so it is not trained on, and never read as probability 1.
     """
-    return importance_ratio(proximal_logprobs, behaviour_logprobs).clamp(max=cap).detach()
+    is_measured = ~torch.isnan(behaviour_logprobs)  # (B, T)
+    ratio = importance_ratio(proximal_logprobs, torch.where(is_measured, behaviour_logprobs, proximal_logprobs))
+    return torch.where(is_measured, ratio.clamp(max=cap), torch.zeros_like(ratio)).detach()
 
 
 def clipping_masks(

@@ -613,7 +613,8 @@ class DataParallelRun(TrainingRun):
 
         def start_pool_on_rank_zero() -> None:
             if self.group.rank == 0:
-                started.append(start_rollout_generators(self.config, self.tokenizer))
+                # Rank 0 scores for a pool-fed run, with the whole verifier.max_in_flight: the pool's snippets too.
+                started.append(start_rollout_generators(self.config, self.tokenizer, ask_lean=self._ask_lean))
 
         # Exchanged, so a pool that cannot start fails every rank at start-up with its reason.
         self.group.exchange(start_pool_on_rank_zero, "start-up")
@@ -687,7 +688,8 @@ class DataParallelRun(TrainingRun):
         problem = lean_tool_calls_problem(self.config, self.group.world_size)
         if problem:
             raise ValueError(problem)
-        # Fed by a rollout pool, rank 0's evaluations go to the pool too, whose processes ask Lean themselves.
+        # Fed by a rollout pool, rank 0's evaluations go to the pool too, whose processes pause the answers and send
+        # their snippets back to rank 0's verifier.
         return super().tool_session(headers, sampling)
 
     def scores_here(self, generation, samples_per_prompt: int) -> bool:

@@ -75,14 +75,14 @@ from trainer.verification.shared_cache import SharedVerdictCache
 from trainer.verification.verdicts import Verdict
 
 
-def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None):
+def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None, ask_lean=None):
     """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or one per
     engine of the rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's
-    CUDA_VISIBLE_DEVICES."""
+    CUDA_VISIBLE_DEVICES. ``ask_lean``: the run's verifier, which checks their tool snippets (one budget a run)."""
     devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if not devices:
-        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores)
-    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices)
+        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores, ask_lean=ask_lean)
+    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices, ask_lean=ask_lean)
 
 
 class VerifierUnreachable(RuntimeError):
@@ -302,7 +302,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                              "pass no engine, or set rollout.max_staleness=0")
         # On CPU the generator and the learner compute at the same time: each gets its own cores (cpu_split says why).
         split = cpu_split(os.sched_getaffinity(0)) if self.config.cluster.num_gpus == 0 else None
-        self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None)
+        self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None,
+                                               ask_lean=self._ask_lean)
         if split is not None:
             self._cores_before_split = use_cores(split.learner)  # after the child started: it inherits the whole set
             self._startup_notes.append((
@@ -658,7 +659,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if max_calls == 0:
             return None
         if self._lean_tool is None:
-            self._lean_tool = LeanTool(max_calls, self._ask_lean)
+            self._lean_tool = LeanTool(max_calls, self._ask_lean, reward_config=self.config.reward)
         return self._lean_tool.session(headers, self.tokenizer, sampling.max_tokens, sampling.n)
 
     def _ask_lean(self, checked_code, key: str) -> Future:
@@ -828,6 +829,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "generation/tokens_per_second": (generated_tokens / timings["generation_s"] if generated_tokens and timings["generation_s"] > 0
                                             else None),
         }
+        if self.config.rollout.lean_tool_calls:
+            # Snippets the rules refused before they reached Lean (trainer/verification/integrity.py): what the policy
+            # tries to run on the server, answered with the refusal instead.
+            metrics["rollout/tool_calls_refused"] = sum(
+                1 for r in rollouts for call in getattr(r.generation, "tool_calls", ()) if call.is_refused)
         if self.config.retry.max_rounds > 1:
             metrics.update(round_metrics(rollouts, self.config.retry.max_rounds))
             metrics["retries/history_trimmed"] = retry_counts.get("history_trimmed", 0)

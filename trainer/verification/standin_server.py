@@ -42,6 +42,7 @@ It is a plain ASGI application served by uvicorn (no web framework needed for tw
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import json
 import math
@@ -61,6 +62,8 @@ from trainer.verification.standin import CannotDecide, decide_snippet, split_hea
 
 STANDIN_HEADER = "x-lean-standin"
 CANNOT_DECIDE_PREFIX = "lean-standin cannot decide: "
+# The request log's length: the latest snippets received, for a test or a person asking what reached the server.
+RECEIVED_CODES_KEPT = 10_000
 
 
 @dataclass
@@ -193,6 +196,7 @@ class StandinLeanServer:
         self.repls_started = 0
         # Idle REPLs, least recently used first; a proof takes one started for its import header.
         self._idle_repls: OrderedDict[str, _Repl] = OrderedDict()
+        self.codes_received: collections.deque[str] = collections.deque(maxlen=RECEIVED_CODES_KEPT)
 
     @property
     def slots(self) -> asyncio.Semaphore:
@@ -247,6 +251,7 @@ class StandinLeanServer:
             codes = [snippet["code"] for snippet in snippets]
         except (ValueError, KeyError, TypeError) as error:
             return await self._reply(send, 422, {"detail": f"invalid check request: {error!r}"})
+        self.codes_received.extend(str(code) for code in codes)
         if not snippets:
             return await self._reply(send, 422, {"detail": "`snippets` must be non empty"})
         not_text = next((index for index, snippet_id in enumerate(ids) if not isinstance(snippet_id, str)), None)

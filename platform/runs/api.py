@@ -62,6 +62,11 @@ def list_runs(request):
     return Run.objects.visible_to(request.user)[:500]
 
 
+class PassAtKOut(Schema):
+    k: int | None
+    pass_at_k: float | None
+
+
 class RunSummaryOut(Schema):
     id: int
     url: str
@@ -71,9 +76,12 @@ class RunSummaryOut(Schema):
     preset: str
     model: str
     promptset_version: str
+    kind: str
+    kind_label: str
     step: int
     total_steps: int | None
     reward: float | None
+    pass_at_k: PassAtKOut | None
     accuracy: float | None
     reward_series: list[float | None]
     accuracy_series: list[float | None]

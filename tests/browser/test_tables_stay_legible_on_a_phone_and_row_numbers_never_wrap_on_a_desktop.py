@@ -89,6 +89,26 @@ def test_at_1400_px_a_row_number_stays_on_one_line(browser, platform_processes, 
         context.close()
 
 
+def test_at_1400_px_the_runs_list_shows_every_column_and_an_evaluations_pass_at_k_once_its_script_has_run(
+        browser, platform_processes, cast):
+    _, trained, evaluations = cast
+    context, desktop, errors = page_at(browser, platform_processes, DESKTOP_WIDTH)
+    try:
+        desktop.goto("/runs/")
+        desktop.wait_for_load_state("networkidle")  # runs.js has redrawn every row from the summaries
+        screenshot(desktop, "legible-1400px-runs-list")
+        for evaluation in evaluations:  # one of three problems solved within two samples: pass@2 = 1/3
+            row = desktop.locator(f"tr[data-run-id='{evaluation.pk}']")
+            assert row.locator("td.reward .value").inner_text() == "pass@2 0.333"
+            assert row.locator("td.kind").inner_text() == "Evaluation (pass@k; no training)"
+        assert desktop.locator(f"tr[data-run-id='{trained.pk}'] td.reward .value").inner_text() == "–"
+        # The Kind column costs no sideways scrolling on a desktop: every column is on screen.
+        assert desktop.evaluate("(box => box.scrollWidth <= box.clientWidth)(document.querySelector('.table-scroll'))")
+        assert not errors, errors
+    finally:
+        context.close()
+
+
 def test_the_statement_column_shows_the_theorem_not_its_docstring(browser, platform_processes, cast):
     benchmark, _, _ = cast
     context, desktop, errors = page_at(browser, platform_processes, DESKTOP_WIDTH)

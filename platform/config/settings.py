@@ -20,7 +20,9 @@ ENVIRONMENT = os.environ.get("DJANGO_ENV", "development")
 INSECURE_DEFAULT_SECRET_KEY = "django-insecure-development-only-never-use-in-production"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", INSECURE_DEFAULT_SECRET_KEY)
 DEBUG = os.environ.get("DJANGO_DEBUG", "1" if ENVIRONMENT == "development" else "0") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEBUG else "").split(",") if h]
+# This machine's names outside production, debug pages or not (`make run` serves plain ones unless asked).
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS",
+                                           "" if ENVIRONMENT == "production" else "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [

@@ -121,7 +121,7 @@ def upload_status(request, upload_pk):
     """An upload being checked (the page follows it), its report if rejected; once imported, the promptset."""
     upload = get_object_or_404(PromptsetUpload, pk=upload_pk, owner=request.user)
     if upload.state == UploadState.IMPORTED and upload.promptset_id:
-        messages.success(request, f"Imported {upload.report.get('summary', upload.name)}.")
+        messages.success(request, f"Imported “{upload.name}”: {upload.report.get('summary', 'every row checked')}.")
         return redirect(upload.promptset)
     return render(request, "promptsets/upload_status.html", {
         "upload": upload, "report": upload.report or None, "failure": upload.failure,

@@ -51,6 +51,11 @@ METRIC_LABELS = {
 }
 
 
+# Before a run's first step the charts of staleness, idle time and phases are empty for want of a step, not because
+# the run predates asynchronous RL, which is what their data-empty says of a run whose steps lack the figures.
+BEFORE_ANY_STEP = "Nothing yet: no step of this run has reported its metrics."
+
+
 def page_labels() -> dict:
     """What the run page's script is given: the phases in order and the metrics' words."""
     return {"phases": [{"name": phase.name, "label": phase.label} for phase in STEP_PHASES],

@@ -114,6 +114,7 @@ def detail(request, pk):
         "ray_dashboard_url": queries.ray_dashboard_url(run),
         "staleness_bound": step_phases.staleness_bound(run.public_config),
         "step_phases": step_phases.STEP_PHASES,
+        "before_any_step": step_phases.BEFORE_ANY_STEP,
         "config_rows": sorted(queries.flatten(run.public_config).items()),
         "compute_precision": queries.compute_precision(run),
         "requested_dtype": (run.public_config.get("model") or {}).get("dtype", ""),

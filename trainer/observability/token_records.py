@@ -105,9 +105,17 @@ def schema():
     ])
 
 
+REPLACEMENT_CHARACTER = "\ufffd"
+MAX_TOKENS_PER_CHARACTER = 8  # a character is at most 4 UTF-8 bytes; a few more for tokens that end one and start the next
+
+
 class TokenTexts:
-    """Each token id's text, decoded once per id (a step repeats ids millions of times). A token that is part of
-    a character (byte-level vocabularies split UTF-8) decodes alone to the replacement character."""
+    """Each token's text, in whole characters: ``"".join(texts)`` is the answer as decoded, never a replacement
+    character where the answer has none. Byte-level vocabularies split a character's UTF-8 bytes over tokens
+    (``ℚ`` is three bytes, often two tokens), and such a token decodes alone to U+FFFD; those tokens are decoded
+    together, the last of them carries the whole text and the ones before it the empty string (the proof viewer
+    draws such a run of tokens as one, frontend/src/_tokens.js). Each id alone is decoded once (a step repeats
+    ids millions of times); only the split characters are decoded again, a few tokens at a time."""
 
     def __init__(self, tokenizer):
         import numpy as np
@@ -116,10 +124,37 @@ class TokenTexts:
         self._texts = np.empty(0, dtype=object)  # by token id; None where not decoded yet
 
     def __call__(self, token_ids: Sequence[int]):
-        """The texts of ``token_ids``, as a numpy array of str."""
+        """The texts of ``token_ids`` (one answer's, in order), as a numpy array of str."""
         import numpy as np
 
         ids = np.asarray(token_ids, dtype=np.int64)
+        texts = self._alone(ids).copy()
+        start = 0
+        while start < len(texts):
+            if REPLACEMENT_CHARACTER not in texts[start]:
+                start += 1
+                continue
+            end = self._whole_characters_end(ids, start)
+            if end is None:  # bytes that are no UTF-8 at all: as decoded, U+FFFD and all
+                start += 1
+                continue
+            texts[end] = self.tokenizer.decode([int(token) for token in ids[start:end + 1]])
+            texts[start:end] = ""
+            start = end + 1
+        return texts
+
+    def _whole_characters_end(self, ids, start: int) -> int | None:
+        """The first token from ``start`` on at which the tokens' bytes end in whole characters; the answer's last
+        token where a character was cut off by the end of the answer (the length limit: drawn once, as decoded)."""
+        last = min(len(ids), start + MAX_TOKENS_PER_CHARACTER) - 1
+        for end in range(start, last + 1):
+            if REPLACEMENT_CHARACTER not in self.tokenizer.decode([int(token) for token in ids[start:end + 1]]):
+                return end
+        return last if last == len(ids) - 1 else None
+
+    def _alone(self, ids):
+        import numpy as np
+
         if ids.size and ids.max() >= len(self._texts):
             grown = np.empty(int(ids.max()) + 1, dtype=object)
             grown[: len(self._texts)] = self._texts

@@ -74,7 +74,7 @@ from trainer.verification.kimina_compat import CheckRequest, CheckResponse, Repl
 from trainer.verification.line_numbering import PROBE_CODE, LineNumbering, ProbeFailed, numbering_from_probe
 from trainer.verification.shared_cache import server_version
 from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
-from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult, lean_text_in_one_line
 
 # Newer Lean quotes the name differently (`sorry`, 'sorry', or not at all).
 _SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
@@ -171,7 +171,7 @@ def interpret_answer(
         return VerificationResult(
             Verdict.LEAN_ERROR,
             messages,
-            reasons=(f"Lean rejected the proof at line {first.line}: {first.text.splitlines()[0] if first.text else ''}",),
+            reasons=(f"Lean rejected the proof at line {first.line}: {lean_text_in_one_line(first.text)}",),
             is_standin_verdict=is_standin,
         )
     if answer.get("sorries") or any(

@@ -42,6 +42,16 @@ GROUPS_ALL_PASS = "batch/groups_all_pass"
 GROUPS_UNSCORED = "batch/groups_unscored"
 TOKENS_WITHOUT_SIGNAL = "batch/tokens_without_signal"
 
+# What the run page and the latest step's table call them (platform/runs/step_phases.py gives them to the page,
+# which is why torch is imported only where the metrics are computed).
+LABELS = {
+    GROUPS_WITH_SIGNAL: "groups with signal (share)",
+    GROUPS_ALL_FAIL: "groups whose answers all failed (share)",
+    GROUPS_ALL_PASS: "groups whose answers all passed (share)",
+    GROUPS_UNSCORED: "groups without a scored answer (share)",
+    TOKENS_WITHOUT_SIGNAL: "tokens generated in groups without signal",
+}
+
 # The mean of equal float rewards can miss them by a rounding (six float32 0.3s average to 0.3 + 3e-8); no such
 # crumb is a signal.
 ADVANTAGE_TOLERANCE = 1e-6

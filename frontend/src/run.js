@@ -66,6 +66,10 @@ const stepCharts = {
   idle: new StepChart(figure("idle"), { samplesOf: trainedAt, series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
   ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: mismatchedAt, series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
+  // Where each step's rollouts went (issue 47, trainer/learning/group_signal.py): the four shares sum to 1.
+  group_signal: new StepChart(figure("group_signal"), { samplesOf: trainedAt, series: [labelled("batch/groups_with_signal"),
+    labelled("batch/groups_all_fail"), labelled("batch/groups_all_pass"), labelled("batch/groups_unscored")],
+    yLabel: "share of groups", yAtLeast: [0, 1] }),
   // An SFT run's own charts (trainer/sft/training.py train_step); a chart whose figure the page lacks draws nothing.
   sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
   learning_rate: new StepChart(figure("learning_rate"), { series: [{ label: "learning rate", pick: value("learning_rate") }] }),

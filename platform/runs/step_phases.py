@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.learning import group_signal
+
 PHASES_METRIC = "time/phases"
 
 
@@ -48,6 +50,7 @@ METRIC_LABELS = {
     "time/learning_s": "learning (s)",
     "time/weight_sync_s": "weight sync (s)",
     PHASES_METRIC: "phases of the step (start and end, s since the attempt started)",
+    **group_signal.LABELS,
 }
 
 

@@ -448,6 +448,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "rollout/staleness_mean": _mean(staleness),
             "rollout/staleness_max": max(staleness, default=0),
             "rollout/dropped_stale": len(dropped),
+            **self.group_signal(rollouts, rewards),
             "time/generation_idle_s": timings["generation_idle_s"],
             "time/learner_idle_s": timings["learner_idle_s"],
             "time/phases": {name: [round(start - self.clock_origin, 3), round(end - self.clock_origin, 3)]
@@ -455,6 +456,18 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         })
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def group_signal(self, rollouts: list[Rollout], rewards) -> dict:
+        """Which of the step's groups taught the learner something (trainer/learning/group_signal.py), read from the
+        rewards its advantages came from; tokens of every answer generated, the stale ones' too."""
+        import torch
+
+        from trainer.learning.group_signal import group_signal_metrics
+
+        generated_tokens = torch.zeros(rewards.shape, dtype=torch.long)  # (G, N)
+        for rollout in rollouts:
+            generated_tokens[rollout.slot_index, rollout.generation.sample_index] = rollout.generation.num_tokens
+        return group_signal_metrics(rewards, generated_tokens)
 
     def _generation_idle_s(self, ended: float, timings: dict) -> float:
         """Seconds of this step (since the last one ended) during which nothing was being generated."""

@@ -306,6 +306,9 @@ class RecordsWriter:
     A write that fails leaves its step's ``.failed`` marker with the reason and the files written before it as they
     were; its message waits in ``take_failures`` for the run's own thread to publish (the writer publishes nothing,
     so events keep their order). ``write`` is ``write_step_records``'s signature (tests hand a slow or failing one).
+    The writer's own bookkeeping failing (a marker on a full disk, the retention) is reported the same way and never
+    ends the thread: a dead thread would leave the next ``submit`` and every ``wait`` hanging, and the run with them
+    (tests/learning/test_a_full_disk_never_stops_the_token_records_writer.py).
     """
 
     def __init__(self, output_dir: str | os.PathLike, attempt: int, keep_last_steps: int | None, token_texts, *,
@@ -329,8 +332,12 @@ class RecordsWriter:
         if self._is_closed:
             raise RuntimeError("the token-records writer is closed; a run submits no step after its end")
         marker = marker_path(self.output_dir, step, self.attempt, PENDING)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()  # before it is queued: a reader asking now hears "being written", never "not recorded"
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()  # before it is queued: a reader asking now hears "being written", never "not recorded"
+        except OSError as error:  # a full disk: the write will say so too; the run goes on either way
+            self._report(f"step {step}'s token records could not be marked as being written ({type(error).__name__}: "
+                         f"{error}); until they are written a reader may hear 'not recorded'")
         self._queue.put((step, records))
 
     def wait(self) -> None:
@@ -355,6 +362,9 @@ class RecordsWriter:
                 if item is None:
                     return
                 self._write_one(*item)
+            except Exception as error:  # noqa: BLE001 - reported; a dead thread would hang the next submit and wait
+                self._report(f"the token-records writer failed on step {item[0]} ({type(error).__name__}: {error}) "
+                             "and goes on with the next step")
             finally:
                 self._queue.task_done()
 
@@ -364,18 +374,32 @@ class RecordsWriter:
             self._write(self.output_dir, step, self.attempt, records, self.token_texts)
         except Exception as error:  # noqa: BLE001 - reported by the run's thread (take_failures), never swallowed
             reason = f"writing them failed: {type(error).__name__}: {error}"
-            marker_path(self.output_dir, step, self.attempt, FAILED).write_text(reason)
             self._report(f"step {step}'s token records were not written ({reason}); its rollouts will show no "
                          f"tokens, and training goes on. Free disk space under {self.output_dir} or lower "
                          "schedule.keep_token_records if the disk is full")
+            self._leave_failed_marker(step, reason)
             return
         finally:
-            pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+            try:
+                pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+            except OSError as error:
+                self._report(f"step {step}'s '{PENDING}' marker could not be removed ({type(error).__name__}: "
+                             f"{error}); remove {pending} by hand, or the next attempt marks the step failed")
         try:
             prune_records(self.output_dir, self.keep_last_steps)
         except Exception as error:  # noqa: BLE001 - as above
             self._report(f"step {step}'s token records were written, but the retention (schedule.keep_token_records="
                          f"{self.keep_last_steps}) could not remove older steps' files: {type(error).__name__}: {error}")
+
+    def _leave_failed_marker(self, step: int, reason: str) -> None:
+        """The reason beside the step's file-never-to-be; on a full disk even that can fail, which is reported too."""
+        failed = marker_path(self.output_dir, step, self.attempt, FAILED)
+        try:
+            failed.write_text(reason)
+        except OSError as error:
+            failed.unlink(missing_ok=True)  # a half-written reason would be read as the whole one
+            self._report(f"step {step}'s '{FAILED}' marker could not be written either ({type(error).__name__}: "
+                         f"{error}): its rollouts will say no token records were written, without this reason")
 
     def _report(self, message: str) -> None:
         with self._failures_lock:

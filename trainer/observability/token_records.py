@@ -180,13 +180,22 @@ def write_step_records(output_dir: str | os.PathLike, step: int, attempt: int, r
     return path
 
 
+# The retention may remove a file between any look at it and its opening (the writer's thread prunes while pages
+# read): every reader opens without looking first, and a FileNotFoundError reads as the file being gone, never a 500.
+
+
 def read_rollout(output_dir: str | os.PathLike, step: int, attempt: int, rollout_key: str) -> dict | None:
     """One rollout's records as plain lists (None where not recorded: no file, or no row of that key)."""
+    try:
+        return _read_row(records_path(output_dir, step, attempt), rollout_key)
+    except FileNotFoundError:
+        return None
+
+
+def _read_row(path: Path, rollout_key: str) -> dict | None:
+    """The row of ``rollout_key`` (None when the file holds none); FileNotFoundError when there is no file."""
     import pyarrow.parquet as pq
 
-    path = records_path(output_dir, step, attempt)
-    if not path.exists():
-        return None
     table = pq.read_table(path, filters=[("rollout_key", "=", rollout_key)])
     if table.num_rows == 0:
         return None
@@ -197,10 +206,11 @@ def read_step_summary(output_dir: str | os.PathLike, step: int, attempt: int) ->
     """Each recorded rollout's advantage and mismatch count by rollout key, without reading its tokens."""
     import pyarrow.parquet as pq
 
-    path = records_path(output_dir, step, attempt)
-    if not path.exists():
+    try:
+        table = pq.read_table(records_path(output_dir, step, attempt),
+                              columns=["rollout_key", "advantage", "ratio_outside_tokens"])
+    except FileNotFoundError:
         return None
-    table = pq.read_table(path, columns=["rollout_key", "advantage", "ratio_outside_tokens"])
     return {key: {"advantage": advantage, "ratio_outside_tokens": outside} for key, advantage, outside in zip(
         *(table.column(name).to_pylist() for name in ("rollout_key", "advantage", "ratio_outside_tokens")))}
 
@@ -217,7 +227,10 @@ class StepRecords:
         for recorded_step, _, path in recorded_steps(output_dir):
             if recorded_step != step:
                 continue
-            table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+            try:
+                table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+            except FileNotFoundError:
+                continue  # removed by the retention since it was listed
             for row, key in enumerate(table.column("rollout_key").to_pylist()):
                 self._where[key] = (len(self._tables), row)
             self._tables.append(table)
@@ -444,17 +457,22 @@ def look_up_rollout(output_dir: str | os.PathLike, step: int, attempt: int, roll
     learner step, and the rollout is seen before that (it is published when scored)."""
     path = records_path(output_dir, step, attempt)
     for _ in range(2):  # the writer renames the file in, then removes the marker: look at the file again after
-        if path.exists():
-            record = read_rollout(output_dir, step, attempt, rollout_key)
+        try:
+            record = _read_row(path, rollout_key)
+        except FileNotFoundError:
+            pass  # not written yet, never, or removed by the retention (even a moment ago): the markers tell
+        else:
             if record is None:
                 return RolloutRecords(RecordsState.NOT_RECORDED, reason=(
                     f"step {step}'s records hold no row for this answer: it was not trained (censored, empty, or "
                     "dropped as too stale)"))
             return RolloutRecords(RecordsState.RECORDED, record)
-        failed = marker_path(output_dir, step, attempt, FAILED)
-        if failed.exists():
-            return RolloutRecords(RecordsState.NOT_RECORDED, reason=f"step {step}'s token records: "
-                                  + failed.read_text(errors="replace").strip())
+        try:
+            failure = marker_path(output_dir, step, attempt, FAILED).read_text(errors="replace").strip()
+        except FileNotFoundError:
+            pass
+        else:
+            return RolloutRecords(RecordsState.NOT_RECORDED, reason=f"step {step}'s token records: {failure}")
         if not marker_path(output_dir, step, attempt, PENDING).exists():
             break
         if is_being_trained:

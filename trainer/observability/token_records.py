@@ -13,7 +13,8 @@ its bytes and write time). One row per rollout, the per-token figures as list co
 key in small row groups, so opening one rollout reads one row group of one file. Log-probabilities stay float32
 (the mismatch is their difference, which float16 would round away); entropy and loss weight are float16.
 A resumed run replays steps under new keys, so each attempt keeps its own file. ``schedule.keep_token_records``
-is the retention: the latest that many steps' files are kept (None keeps every step's, as checkpoints).
+is the retention: the latest that many steps' files are kept, counted back from the current attempt's newest step
+(``prune_records``; None keeps every step's, as checkpoints).
 
 Written off the step's critical path (``RecordsWriter``): one thread writes one step's file at a time while the run
 trains the next step; a run waits for it before a checkpoint, at its end and when cancelled. A step handed to the
@@ -280,15 +281,25 @@ def recorded_steps(output_dir: str | os.PathLike) -> list[tuple[int, int, Path]]
     return sorted(found)
 
 
-def prune_records(output_dir: str | os.PathLike, keep_last_steps: int | None) -> list[Path]:
-    """Delete the files of all but the latest ``keep_last_steps`` steps (every attempt of a kept step stays)."""
+def prune_records(output_dir: str | os.PathLike, keep_last_steps: int | None, current_attempt: int) -> list[Path]:
+    """Delete the files of the steps older than the latest ``keep_last_steps`` steps up to where ``current_attempt``
+    has come (every attempt's file of a kept step stays).
+
+    Counted from the current attempt's newest step, not the newest step of any attempt: a resumed attempt replays
+    the steps an earlier one wrote past its last checkpoint, and counting those would remove the resumed attempt's
+    fresh files as soon as they are renamed in. The earlier attempt's files past that point stay until the current
+    attempt has passed them: they are the only records of those rollouts."""
     if keep_last_steps is None:
         return []
     found = recorded_steps(output_dir)
-    kept_steps = sorted({step for step, _, _ in found})[-keep_last_steps:]
-    removed = [path for step, _, path in found if step not in kept_steps]
-    if kept_steps:  # a failed step's reason goes with the files of its time
-        removed += [path for step, _, kind, path in _markers(output_dir) if kind == FAILED and step < kept_steps[0]]
+    reached = max((step for step, attempt, _ in found if attempt == current_attempt), default=None)
+    if reached is None:
+        return []
+    kept_steps = sorted({step for step, _, _ in found if step <= reached})[-keep_last_steps:]
+    oldest_kept = kept_steps[0]
+    removed = [path for step, _, path in found if step < oldest_kept]
+    # a failed step's reason goes with the files of its time
+    removed += [path for step, _, kind, path in _markers(output_dir) if kind == FAILED and step < oldest_kept]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed
@@ -399,7 +410,7 @@ class RecordsWriter:
                 self._report(f"step {step}'s '{PENDING}' marker could not be removed ({type(error).__name__}: "
                              f"{error}); remove {pending} by hand, or the next attempt marks the step failed")
         try:
-            prune_records(self.output_dir, self.keep_last_steps)
+            prune_records(self.output_dir, self.keep_last_steps, self.attempt)
         except Exception as error:  # noqa: BLE001 - as above
             self._report(f"step {step}'s token records were written, but the retention (schedule.keep_token_records="
                          f"{self.keep_last_steps}) could not remove older steps' files: {type(error).__name__}: {error}")

@@ -5,7 +5,8 @@ log-probability (the ratio's denominator, ``Learner.old_logprobs``), the entropy
 distribution there (computed inside the chunked log-prob pass, trainer/learning/token_logprobs.py), the token's loss
 weight (0 where masked, the truncated importance weight of an asynchronous run, else 1) and flags saying which
 clip bound or cap changed it; and the rollout's advantage. The proof viewer draws the answer from them
-(platform/proofs/token_records.py reads them) and the step's exports carry them.
+(``ProofAttempt.look_up_token_records`` in platform/proofs/models.py reads them for platform/proofs/api.py) and the
+step's exports carry them (platform/proofs/export.py).
 
 Columnar, beside the run's artifacts (``<output>/token_records/step-000002-attempt-1.parquet``), never in
 PostgreSQL rows: a step of the h100x8 preset is up to 2,048 × 24,576 tokens (benchmarks/token_records.py gives
@@ -71,12 +72,13 @@ class TokenRecord:
     loss_weights: Sequence[float]
     flags: Sequence[int]
 
-    def ratio_outside_tokens(self) -> int:
-        """Sampled tokens whose engine/π_old ratio falls outside RATIO_BOUNDS (the mismatch chart's figure)."""
+    def ratio_outside_tokens(self) -> int | None:
+        """Sampled tokens whose engine/π_old ratio falls outside RATIO_BOUNDS (the mismatch chart's figure); None
+        when the engine gave no log-probabilities: not measured, which a 0 would claim was measured and fine."""
         import numpy as np
 
         if self.engine_logprobs is None:
-            return 0
+            return None
         low, high = (math.log(bound) for bound in RATIO_BOUNDS)
         engine = np.asarray(self.engine_logprobs, dtype=np.float64)  # None (not sampled) becomes NaN
         difference = np.asarray(self.learner_logprobs, dtype=np.float64) - engine

@@ -25,6 +25,9 @@ from "not recorded" (tests/learning/test_token_records_are_written_off_the_steps
 
 A data-parallel run sends each rank's records to rank 0 as flat arrays, not pickled objects
 (trainer/observability/packed_token_records.py; trainer/loop/distributed.py gathers them).
+
+Why one piece: the file's name and layout, the writer's markers and rename, the retention and the readers are one
+protocol (what each reader may find at any moment, and what it means): a change to one side is a change to all.
 """
 
 from __future__ import annotations

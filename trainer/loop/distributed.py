@@ -452,8 +452,10 @@ class PeerExitWatch:
         if not self._thread.is_alive():
             os.close(self._stop_read)
             os.close(self._stop_write)
-            for pidfd in self._pidfds.values():
-                os.close(pidfd)
+            with self._lock:  # a late settle (the stop watchdog) then finds nothing to poll
+                for pidfd in self._pidfds.values():
+                    os.close(pidfd)
+                self._pidfds.clear()
 
     def settle(self, wait_s: float = 0.0) -> None:
         """Record now any peer already gone without a word; ``wait_s`` is how long to wait for one to be gone (a

@@ -62,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="Cap on Ray's object store (by default Ray would claim 30%% of memory).")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="Do not build the cpu-demo warm start (cpu-demo runs then wait for it or use cpu-smoke).")
+    parser.add_argument("--debug", action="store_true",
+                        help="Django's debug pages: an error or an unknown address shows settings, source and every "
+                             "route. Off by default: the stack then serves plain error pages, as production does.")
     parser.add_argument("--demo-username", default="demo")
     parser.add_argument("--demo-password", default="lean-rl-demo")
     return parser.parse_args(argv)
@@ -94,6 +97,7 @@ class Stack:
             "ARTIFACTS_DIR": str(data / "artifacts"),
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
+            "DJANGO_DEBUG": "1" if options.debug else "0",
         }
         # The compile caches live with the stack's data: kept across restarts, filled for the cpu-demo by the warm
         # start's builder, handed to every run (platform/runs/ray_jobs.py). On CPU vLLM compiles with torch

@@ -203,7 +203,8 @@ class VerifierConfig(Section):
     api_key: SecretStr | None = Field(None, description="Sent as a Bearer token only when set.")
     timeout_s: float = Field(60.0, gt=0, description="Per-proof Lean timeout.")
     max_in_flight: int = Field(64, ge=1, description="Snippets in flight; keep at or below the server's REPL count.")
-    max_retries: int = Field(3, ge=0, description="Retries with backoff on transport errors.")
+    max_retries: int = Field(3, ge=0, description="Retries with backoff of a request the server could not take "
+                             "(429, 502-504, transport errors) and of a lone proof's failure.")
     cache_size: int = Field(200_000, ge=0, description="Verdicts remembered by (environment, code); 0 disables.")
     shared_cache_size: int = Field(
         1_000_000, ge=0, description="Verdicts shared across runs in the Redis named by LEAN_VERDICT_CACHE_URL "
@@ -211,7 +212,8 @@ class VerifierConfig(Section):
     batch_size: int = Field(
         8, ge=1,
         description="Most snippets per HTTP request; snippets ready together share one. A batch the server "
-        "fails (429/5xx, bad response) is retried snippet by snippet.",
+        "fails with HTTP 500 or a bad response (one proof's REPL crashing loses the whole request) is sent again "
+        "snippet by snippet, once.",
     )
     http_timeout_margin_s: float = Field(
         30.0, gt=0,
@@ -295,8 +297,8 @@ class ScheduleConfig(Section):
     eval_temperature: float = Field(1.0, ge=0)
     eval_top_p: float = Field(0.95, gt=0, le=1)
     eval_error_correction: bool = Field(
-        True, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
-        "False: first attempts only, and no retry is generated.")
+        True, description="At evaluation, a retry of each failed attempt, up to retry.max_rounds rounds (1: the "
+        "release's 'with error fixing'); False: first attempts only, and no retry is generated.")
     eval_max_problems: int | None = Field(
         None, ge=1, description="Evaluate on the first this many problems; None evaluates them all (the recipe)."
     )

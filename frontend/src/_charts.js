@@ -47,6 +47,8 @@ export class StepChart {
     this.empty = figure.appendChild(document.createElement("p"));
     this.empty.className = "chart-empty";
     this.emptyText = figure.dataset.empty || "No data yet.";
+    // Where data-empty explains a run that never measured the figure, a run with no step yet says only that.
+    this.beforeAnyStepText = figure.dataset.beforeAnyStep || this.emptyText;
     this.empty.textContent = this.emptyText;
     new ResizeObserver(() => this.plot?.setSize(this.size())).observe(figure);
   }
@@ -70,7 +72,7 @@ export class StepChart {
     const series = this.currentSeries(sorted);
     this.empty.hidden = series.length > 0 && sorted.length > 0;
     if (!series.length || !sorted.length) {
-      this.empty.textContent = (this.measuredNone && this.measuredNone(sorted)) || this.emptyText;
+      this.empty.textContent = (this.measuredNone && this.measuredNone(sorted)) || (sorted.length ? this.emptyText : this.beforeAnyStepText);
       return;
     }
     const data = [sorted.map(([step]) => step), ...series.map((s) => sorted.map(([, v]) => {

@@ -25,6 +25,11 @@ export function formatNumber(value, digits = 3) {
   return Number.isInteger(value) ? String(value) : value.toFixed(digits);
 }
 
+/** "1 token", "2 tokens": a count with its noun, as Django's pluralize writes it in the templates. */
+export function countOf(count, noun, plural = `${noun}s`) {
+  return `${count} ${Number(count) === 1 ? noun : plural}`;
+}
+
 export function formatDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return NOT_MEASURED;
   seconds = Math.max(0, seconds);

@@ -49,7 +49,8 @@ export class PhaseTimeline {
   draw() {
     const steps = [...this.rows.entries()].sort((a, b) => a[0] - b[0]);
     if (!steps.length) {
-      this.container.replaceChildren(el("p", { class: "chart-empty", text: this.container.dataset.empty || "No step yet." }));
+      const text = this.container.dataset.beforeAnyStep || this.container.dataset.empty || "No step yet.";
+      this.container.replaceChildren(el("p", { class: "chart-empty", text }));
       return;
     }
     // The latest attempt's steps: an earlier attempt's seconds count from another start.

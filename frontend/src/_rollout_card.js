@@ -39,7 +39,8 @@ export function rolloutCard(r, { verdictLabels = {}, turnLabels = {}, earlierRou
   if (r.lean_messages?.length) {
     const list = el("ul", { class: "lean-messages" });
     for (const m of r.lean_messages) {
-      const where = m.line ? ` at ${m.line}:${m.column}` : "";
+      // Lean's lines count the code it checked (our header, the statement, the proof), not the block shown here.
+      const where = m.line ? ` at line ${m.line}:${m.column} of the code Lean checked (its page numbers it)` : "";
       list.append(el("li", { class: `sev-${String(m.severity).replace(/[^a-z]/g, "")}`, text: `${m.severity}${where}: ${m.text}` }));
     }
     card.append(list);

@@ -2,7 +2,7 @@
 // (GET /api/proofs/attempts/<id>/tokens), with every figure of a token shown on hover and on keyboard focus.
 // Token texts are model output: they go in through textContent only (el). Figure labels come from the page
 // (json_script); the flag bits from the API, which reads them from trainer/observability/token_records.py.
-import { el, NOT_MEASURED } from "./_dom.js";
+import { countOf, el, NOT_MEASURED } from "./_dom.js";
 
 const LN2 = Math.log(2);
 
@@ -34,12 +34,30 @@ function tokensOf(body) {
   });
 }
 
+/** The answer in drawn units: one token, or a run of tokens that hold one character's bytes between them. The
+ * records give such a run's whole text to its last token and the empty text to the ones before it
+ * (trainer/observability/token_records.py TokenTexts), so the character is drawn once, spanning its tokens, and
+ * never as a replacement character. */
+export function characterUnits(tokens) {
+  const units = [];
+  let waiting = [];
+  for (const token of tokens) {
+    waiting.push(token);
+    if (token.text !== "") {
+      units.push({ tokens: waiting, text: token.text });
+      waiting = [];
+    }
+  }
+  if (waiting.length) units.push({ tokens: waiting, text: "" });
+  return units;
+}
+
 function shown(value) {
   return value === null || value === undefined ? NOT_MEASURED : String(value);
 }
 
-function describe(readout, token, labels) {
-  const rows = [
+function figureRows(token, labels) {
+  return [
     ["token", JSON.stringify(token.text), "text"],
     ["position", String(token.index), "index"],
     [labels.learner_logprob, shown(token.learner_logprob), "learner_logprob"],
@@ -49,15 +67,29 @@ function describe(readout, token, labels) {
     [labels.loss_weight, shown(token.loss_weight), "loss_weight"],
     [labels.flags, token.names.length ? token.names.join(", ") : "none", "flags"],
   ];
-  readout.replaceChildren(el("dl", { class: "facts token-facts" },
-    ...rows.flatMap(([label, value, name]) => [el("dt", { text: label }), el("dd", { "data-figure": name, text: value })])));
 }
 
-function paint(spans, tokens, figure) {
+function describe(readout, unit, labels) {
+  const facts = (token) => el("dl", { class: "facts token-facts" },
+    ...figureRows(token, labels).flatMap(([label, value, name]) => [el("dt", { text: label }), el("dd", { "data-figure": name, text: value })]));
+  if (unit.tokens.length === 1) {
+    readout.replaceChildren(facts(unit.tokens[0]));
+    return;
+  }
+  const first = unit.tokens[0].index;
+  readout.replaceChildren(
+    el("p", { class: "token-joined-note", text: `${JSON.stringify(unit.text)}: one piece of text over tokens ${first}–${first + unit.tokens.length - 1}, `
+      + "whose bytes make whole characters only together; each token's figures:" }),
+    ...unit.tokens.map(facts));
+}
+
+/** Each unit coloured by the most marked of its tokens (a character over two tokens shows the stronger figure). */
+function paint(spans, units, tokens, figure) {
   const colouring = COLOURINGS[figure];
   const scale = { entropy: Math.max(0, ...tokens.map((t) => t.entropy ?? 0)) };
-  tokens.forEach((token, index) => {
-    const colour = colouring(token, scale);
+  units.forEach((unit, index) => {
+    const colours = unit.tokens.map((token) => colouring(token, scale)).filter((colour) => colour !== null);
+    const colour = colours.length ? colours.reduce((a, b) => (b[1] > a[1] ? b : a)) : null;
     const span = spans[index];
     span.classList.toggle("token-unmeasured", colour === null);
     span.style.backgroundColor = colour === null || colour[1] <= 0
@@ -92,47 +124,50 @@ export function drawTokens(section, labels) {
         return;
       }
       const tokens = tokensOf(body);
-      const spans = tokens.map((token) => {
-        const span = el("span", {
-          class: ["token", token.isContext && "token-context", token.isChanged && "token-changed",
-                  token.names.includes("capped") && "token-capped"].filter(Boolean).join(" "),
-          "data-index": token.index, tabindex: token.index === 0 ? "0" : "-1", text: token.text,
+      const units = characterUnits(tokens);
+      const spans = units.map((unit, position) => {
+        const some = (test) => unit.tokens.some(test);
+        return el("span", {
+          class: ["token", unit.tokens.length > 1 && "token-joined", some((t) => t.isContext) && "token-context",
+                  some((t) => t.isChanged) && "token-changed", some((t) => t.names.includes("capped")) && "token-capped"]
+            .filter(Boolean).join(" "),
+          "data-index": unit.tokens[0].index, "data-unit": position, "data-tokens": unit.tokens.length,
+          tabindex: position === 0 ? "0" : "-1", text: unit.text,
         });
-        return span;
       });
       holder.replaceChildren(...spans);
-      const show = (index) => {
-        describe(readout, tokens[index], labels);
-        readout.dataset.index = String(index);
+      const show = (position) => {
+        describe(readout, units[position], labels);
+        readout.dataset.index = String(units[position].tokens[0].index);
       };
       holder.addEventListener("mouseover", (event) => {
         const span = event.target.closest(".token");
-        if (span) show(Number(span.dataset.index));
+        if (span) show(Number(span.dataset.unit));
       });
       holder.addEventListener("focusin", (event) => {
         const span = event.target.closest(".token");
         if (!span) return;
         for (const other of holder.querySelectorAll(".token[tabindex='0']")) other.tabIndex = -1;
         span.tabIndex = 0;
-        show(Number(span.dataset.index));
+        show(Number(span.dataset.unit));
       });
       // One tab stop for the whole answer; the arrow keys walk its tokens (a roving tabindex).
       holder.addEventListener("keydown", (event) => {
         const span = event.target.closest(".token");
         if (!span) return;
-        const index = Number(span.dataset.index);
-        const next = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: spans.length - 1 }[event.key];
+        const position = Number(span.dataset.unit);
+        const next = { ArrowRight: position + 1, ArrowLeft: position - 1, Home: 0, End: spans.length - 1 }[event.key];
         if (next === undefined || next < 0 || next >= spans.length) return;
         event.preventDefault();
         spans[next].focus();
       });
       const repaint = () => {
-        paint(spans, tokens, chooser.value);
+        paint(spans, units, tokens, chooser.value);
         section.dataset.figure = chooser.value;
       };
       chooser.addEventListener("change", repaint);
       repaint();
-      status.textContent = `${tokens.length} tokens · advantage ${shown(body.advantage)}`;
+      status.textContent = `${countOf(tokens.length, "token")} · advantage ${shown(body.advantage)}`;
       section.dataset.tokens = "drawn";
     })
     .catch((error) => {

@@ -13,7 +13,7 @@
 // - pieces only update state; the DOM is drawn once per animation frame, stored cards first and always,
 //   cards still being written only within DRAW_BUDGET_MS (the rest wait for the next frame, merged).
 // The list counts frames heard and dropped (data-progress-frames-heard, -dropped) for people and tests.
-import { el, formatNumber } from "./_dom.js";
+import { countOf, el, formatNumber } from "./_dom.js";
 import { renderLeanView } from "./_lean.js";
 
 const MAX_CARDS = 24;
@@ -112,6 +112,7 @@ export class WritingPanel {
     this.snapshotTimer = null;
     this.lags = []; // seconds from the forwarder's send to this page's reading, of the recent frames
     this.framesHeard = 0;
+    this.isOver = false; // the run ended (end()): a late frame draws no answer the server no longer lists
     this.framesDropped = 0;
     this.pinned = new Set(new URLSearchParams(location.hash.slice(1)).getAll("pin"));
     setInterval(() => {
@@ -131,6 +132,7 @@ export class WritingPanel {
       return;
     }
     this.count();
+    if (this.isOver) return;
     for (const piece of pieces) {
       if (this.onlyKey && piece.rollout_key !== this.onlyKey) continue;
       const answer = this.answers.get(piece.rollout_key) ?? this.start(piece);
@@ -189,6 +191,7 @@ export class WritingPanel {
   /** The latest text of every answer not yet stored (a page opened mid-answer, or one that missed a frame); at most
    * once every SNAPSHOT_EVERY_MS, a call in between asks for one when that time is up. */
   async snapshot() {
+    if (this.isOver) return;
     const wait = this.lastSnapshotAt + SNAPSHOT_EVERY_MS - Date.now();
     if (wait > 0) {
       this.snapshotTimer ??= setTimeout(() => { this.snapshotTimer = null; this.snapshot().catch(() => {}); }, wait);
@@ -197,7 +200,9 @@ export class WritingPanel {
     this.lastSnapshotAt = Date.now();
     const response = await fetch(`/api/runs/${this.runId}/writing`, { headers: { Accept: "application/json" } });
     if (!response.ok) return;
-    for (const latest of (await response.json()).answers) {
+    const { answers } = await response.json();
+    if (this.isOver) return; // the run ended while the answers were fetched
+    for (const latest of answers) {
       if (this.onlyKey && latest.rollout_key !== this.onlyKey) continue;
       const answer = this.answers.get(latest.rollout_key) ?? this.start(latest);
       if (!answer || answer.stored || codePoints(latest.text) < answer.points) continue;
@@ -218,6 +223,14 @@ export class WritingPanel {
     this.dirty.add(answer.key);
     this.schedule();
     if (!this.onlyKey) setTimeout(() => this.forget(answer.key), KEEP_STORED_MS);
+  }
+
+  /** The run ended: nothing more will be written or stored, so the panel says what a reload of the page says (a
+   * finished run's page asks for no answer being written: run.js takes a snapshot only while the run is active). An
+   * answer never stored (an evaluation's, or one whose format check failed) leaves now; a pinned stored card stays. */
+  end() {
+    this.isOver = true;
+    for (const answer of [...this.answers.values()]) this.forget(answer.key, { evenPinned: !answer.stored });
   }
 
   forget(key, { evenPinned = false } = {}) {
@@ -283,7 +296,7 @@ export class WritingPanel {
     const head = el("div", { class: "rollout-head" },
       el("a", { href: `/runs/${this.runId}/rollouts/${encodeURIComponent(answer.key)}/`, text: answer.problemId }),
       ` · step ${answer.step} · ${this.turnLabels[answer.turn] || answer.turn} · `,
-      el("span", { class: "tokens", text: `${answer.tokens} tokens` }), " · ",
+      el("span", { class: "tokens", text: countOf(answer.tokens, "token") }), " · ",
       el("span", { class: "rate", text: rate === null ? "– tokens/s" : `${formatNumber(rate, 1)} tokens/s` }), " · ",
       el("span", { class: "status", role: "status", text: status }));
     const body = [this.pinButton(answer.key, isPinned), head];

@@ -66,6 +66,10 @@ const stepCharts = {
   idle: new StepChart(figure("idle"), { samplesOf: trainedAt, series: [labelled("time/generation_idle_s"), labelled("time/learner_idle_s")], yLabel: "s" }),
   ratio_outside: new StepChart(figure("ratio_outside"), { samplesOf: mismatchedAt, series: [
     { label: "ratio outside [0.5, 2]", pick: value("rollout/ratio_outside_share") }], yLabel: "share of tokens", yAtLeast: [0, 1] }),
+  // Where each step's rollouts went (issue 47, trainer/learning/group_signal.py): the four shares sum to 1.
+  group_signal: new StepChart(figure("group_signal"), { samplesOf: trainedAt, series: [labelled("batch/groups_with_signal"),
+    labelled("batch/groups_all_fail"), labelled("batch/groups_all_pass"), labelled("batch/groups_unscored")],
+    yLabel: "share of groups", yAtLeast: [0, 1] }),
   // An SFT run's own charts (trainer/sft/training.py train_step); a chart whose figure the page lacks draws nothing.
   sft_loss: new StepChart(figure("sft_loss"), { series: [{ label: "loss", pick: value("sft_loss") }] }),
   learning_rate: new StepChart(figure("learning_rate"), { series: [{ label: "learning rate", pick: value("learning_rate") }] }),
@@ -115,7 +119,28 @@ function setState(state, reason) {
   if (!ACTIVE.includes(state)) {
     document.getElementById("cancel-run")?.closest("form")?.remove();
     liveStatus.textContent = "finished";
+    writing?.end(); // nothing is written after the end: answers never stored (an evaluation's) leave the panel
+    redrawServerParts().catch(() => {});
   }
+}
+
+// What only the server can say (the pass@k report: runs/evaluation_results.py; the disk the run's folder takes and
+// each checkpoint's size: runs/checkpoint_files.py) is drawn by the page's template, its one home. A page that
+// watched the run end, or an evaluation arrive, takes those parts from a fresh copy of itself, so it reads as a reload.
+const SERVER_DRAWN = ["#pass-at-k", "#disk-used", "#checkpoints"];
+let serverPartsAsked = 0;
+async function redrawServerParts() {
+  const asked = ++serverPartsAsked;
+  const response = await fetch(`${location.pathname}${location.search}`, { headers: { Accept: "text/html" } });
+  if (!response.ok) return;
+  const fresh = new DOMParser().parseFromString(await response.text(), "text/html"); // parsed, never run
+  if (asked !== serverPartsAsked) return; // a later copy is on its way: an earlier one must not overwrite it
+  for (const selector of SERVER_DRAWN) {
+    const shown = document.querySelector(selector);
+    const drawn = fresh.querySelector(selector);
+    if (shown && drawn) shown.replaceWith(document.importNode(drawn, true));
+  }
+  document.body.dataset.serverPartsDrawn = String(Number(document.body.dataset.serverPartsDrawn || 0) + 1);
 }
 
 function addTimeline(state, reason, time) {
@@ -399,7 +424,11 @@ function handle(event) {
       break;
     case "step_started": showStep(p.step); break;
     case "metrics": addMetrics([{ step: p.step, attempt: event.attempt ?? null, values: p.values || {} }]); break;
-    case "evaluation": evaluationChart.set([{ step: p.step, values: p.values || {} }]); addLog(event); break;
+    case "evaluation":
+      evaluationChart.set([{ step: p.step, values: p.values || {} }]);
+      if (context.kind === "eval") redrawServerParts().catch(() => {}); // its pass@k, as the server reports it
+      addLog(event);
+      break;
     case "checkpoint_saved": addCheckpoint(p); addLog(event); break;
     case "log": case "error": addLog(event); break;
     case "run_finished":

@@ -45,6 +45,10 @@ function update(summary) {
     cell.querySelector(".value").textContent = formatNumber(latest);
     cell.querySelector(".sparkline").replaceChildren(sparkline(values));
   }
+  // An evaluation trains nothing: its reward cell shows its pass@k, as the server renders it.
+  if (summary.pass_at_k) {
+    row.querySelector("td.reward .value").textContent = `pass@${summary.pass_at_k.k ?? "k"} ${formatNumber(summary.pass_at_k.pass_at_k)}`;
+  }
   row.querySelector("td.elapsed").textContent = formatDuration(summary.elapsed_s);
   row.querySelector("td.created").textContent = formatTimestamp(summary.created_at);
   return true;

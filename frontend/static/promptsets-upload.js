@@ -76,7 +76,8 @@
         .then(function (response) { return response.ok ? response.json() : Promise.reject(response.status); })
         .then(function (upload) {
           if (upload.is_finished) { window.location.reload(); return; }
-          state.textContent = upload.state_label + (upload.rows_read ? ": " + upload.rows_read.toLocaleString() + " rows read" : "") + ".";
+          // The words of upload_status.html, which draws the same line on the server.
+          state.textContent = upload.state_label + (upload.rows_read ? " (" + upload.rows_read.toLocaleString() + (upload.rows_read === 1 ? " row" : " rows") + " read)" : "") + ".";
           if (upload.bytes_total) { bar.max = upload.bytes_total; bar.value = upload.bytes_read; }
           window.setTimeout(poll, 1000);
         })

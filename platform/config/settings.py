@@ -20,7 +20,9 @@ ENVIRONMENT = os.environ.get("DJANGO_ENV", "development")
 INSECURE_DEFAULT_SECRET_KEY = "django-insecure-development-only-never-use-in-production"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", INSECURE_DEFAULT_SECRET_KEY)
 DEBUG = os.environ.get("DJANGO_DEBUG", "1" if ENVIRONMENT == "development" else "0") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEBUG else "").split(",") if h]
+# This machine's names outside production, debug pages or not (`make run` serves plain ones unless asked).
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS",
+                                           "" if ENVIRONMENT == "production" else "localhost,127.0.0.1,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -126,6 +128,9 @@ PROMPTSET_IMPORT_ROOTS = [Path(p) for p in os.environ.get("PROMPTSET_IMPORT_ROOT
 # the job pending and the autoscaler adds the nodes. Unset (the default): the cluster is what is alive now.
 RAY_AUTOSCALING_MAX_GPUS = float(os.environ["RAY_AUTOSCALING_MAX_GPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_GPUS") else None
 RAY_AUTOSCALING_MAX_CPUS = float(os.environ["RAY_AUTOSCALING_MAX_CPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_CPUS") else None
+# The GPUs of the autoscaling cluster's largest worker: a run's GPUs must fit one node (runs.cluster._node_problems).
+RAY_AUTOSCALING_MAX_GPUS_PER_NODE = (float(os.environ["RAY_AUTOSCALING_MAX_GPUS_PER_NODE"])
+                                     if os.environ.get("RAY_AUTOSCALING_MAX_GPUS_PER_NODE") else None)
 # Sent with every job as Ray's RAY_JOB_STOP_WAIT_TIME_S: how long Ray waits after a stop's SIGTERM before it
 # SIGKILLs the job (Ray's default, 3 s, is shorter than tearing vLLM down or leaving a collective). The trainer
 # publishes its cancelled end within it (trainer/run/lifecycle.py: stop_deadline_s).

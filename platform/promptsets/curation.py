@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Annotated, Literal
 
+from django.template.defaultfilters import pluralize
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from promptsets.models import SplitPart
@@ -146,7 +147,7 @@ def describe_rule(rule: dict) -> str:
     kind = rule.get("kind")
     if kind == "upload":
         skipped = rule.get("rows_skipped", 0)
-        return f"Uploaded from {rule.get('filename') or 'a file'}" + (f", {skipped:,} invalid rows skipped" if skipped else "")
+        return f"Uploaded from {rule.get('filename') or 'a file'}" + (f", {skipped:,} invalid row{pluralize(skipped)} skipped" if skipped else "")
     if kind == "drop_above_win_rate":
         return (f"Dropped problems with {rule.get('win_rate_source')} win rate above {rule.get('max_win_rate')}"
                 + _verified_by(rule))

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, BinaryIO, Protocol
 
+from django.template.defaultfilters import pluralize
+
 from promptsets.parsing import DEFAULT_MAX_ROW_BYTES, FileFormat, FileFormatError, RawRow, RowSource, open_rows
 from promptsets.validation import (
     DEFAULT_MAX_STATEMENT_CHARS,
@@ -136,7 +138,7 @@ class IntakeReport:
         if not self.rows_read:
             return f"{self.filename or 'The file'} holds no rows."
         return (
-            f"{self.rows_read:,} rows read, {self.rows_accepted:,} valid, {self.rows_rejected:,} rejected"
+            f"{self.rows_read:,} row{pluralize(self.rows_read)} read, {self.rows_accepted:,} valid, {self.rows_rejected:,} rejected"
             + (f" (format {self.file_format})" if self.file_format else "")
         )
 

@@ -60,6 +60,16 @@ def _pieces(code: str):
         yield "", code[cursor:]
 
 
+def without_leading_comments(statement: str) -> str:
+    """``statement`` from its first piece of code on (``theorem …``): a list of problems shows what is to be
+    proved, not the docstring or comment that opens many uploaded statements. The one Lean lexer decides what is
+    a comment, so a ``--`` inside a «name» or a string is never taken for one."""
+    for token in lean_lexer.scan(statement, strict=False):
+        if token.kind not in lean_lexer.COMMENT_KINDS:
+            return statement[token.start:]
+    return statement
+
+
 def highlighted_lines(code: str) -> list[list[list[str]]]:
     """One list of ``[css_class, text]`` per line of ``code`` (no newlines inside a token)."""
     lines: list[list[list[str]]] = [[]]

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from promptsets import results
 from promptsets.hub_import import HubSource
+from promptsets.lean_view import without_leading_comments
 
 
 class PromptsetQuerySet(models.QuerySet):
@@ -91,6 +92,11 @@ class Problem(models.Model):
     def lean_text(self) -> str:
         """Header and statement as Lean reads them."""
         return f"{self.header}\n\n{self.formal_statement}" if self.header else self.formal_statement
+
+    @property
+    def theorem(self) -> str:
+        """The statement without its leading docstring or comment, as the list of problems shows it."""
+        return without_leading_comments(self.formal_statement)
 
     def attempt_history(self, viewer):
         """Scored attempts at this problem in every run ``viewer`` may see, per run (newest run first).

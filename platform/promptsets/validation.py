@@ -3,9 +3,13 @@
 Pure Python (no Django, no torch): the upload form, the API, the management commands and
 the variants generator all call ``validate_lean_statement``.
 
-What a statement must be: an optional preamble (imports, ``open``, harmless ``set_option``s,
-``universe``, comments) followed by exactly one ``theorem``, ``lemma`` or ``example`` whose
-text ends in ``:= by``. A trailing ``sorry`` (and any comment after ``by``) is dropped.
+What a statement must be: an optional preamble (imports, ``open`` and ``open scoped``, harmless
+``set_option``s, ``universe``, comments), then the definitions the statement needs, if any
+(``def``, ``noncomputable def``, ``abbrev``, ``inductive``, ``structure``: PutnamBench states some
+problems about them), then exactly one ``theorem``, ``lemma`` or ``example`` whose text ends in
+``:= by``. A trailing ``sorry`` (and any comment after ``by``) is dropped. The definitions belong
+to the statement, not the header: the prompt shows them, the format check requires the answer to
+copy them unchanged, and Lean checks the promptset's copy of them, never the answer's.
 Nothing may run code: ``#eval``, ``run_cmd``, macros, attributes and the like are refused,
 because a promptset's text is sent to a shared Lean server for every rollout.
 
@@ -14,6 +18,10 @@ format check, the integrity rules and the stand-in): nested block comments, line
 string, raw string and character literals, «names». That is enough to stop comment tricks
 (a ``-/`` hidden in a string, a ``theorem`` hidden in a comment, an unclosed ``/-`` that would
 swallow the proof).
+
+Why one piece: it reads a statement once, top to bottom (preamble, definitions, declaration), each
+part starting where the one before stopped and refusing what the parts before it allow; split, the
+order that decides which reason a row is refused for would no longer read in one place.
 """
 
 from __future__ import annotations
@@ -33,6 +41,14 @@ DEFAULT_MAX_STATEMENT_CHARS = 20_000
 DECLARATION_KEYWORDS = frozenset({"theorem", "lemma", "example"})
 DECLARATION_MODIFIERS = frozenset({"private", "protected"})
 PREAMBLE_COMMANDS = frozenset({"import", "open", "set_option", "universe"})
+# Definitions a statement may need before its theorem. Each may follow `noncomputable`; none may be
+# `partial`, `unsafe`, `private` or carry an attribute, and none may declare an instance (which would
+# change how every later term elaborates).
+DEFINITION_KEYWORDS = frozenset({"def", "abbrev", "inductive", "structure"})
+NONCOMPUTABLE = "noncomputable"
+# `noncomputable section` (nameless, never closed: it lasts to the end of the file) lets the definitions
+# after it use choice without each saying `noncomputable`; ProofNet's Rudin rows open one.
+SECTION = "section"
 
 # Declarations a promptset row may not contain: each is a second command, not a statement.
 OTHER_COMMANDS = frozenset({
@@ -58,10 +74,14 @@ CODE_RUNNING_WORDS = frozenset({
 HARMLESS_OPTION_NAMES = frozenset({
     "maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats", "synthInstance.maxSize",
     "autoImplicit", "relaxedAutoImplicit", "exponentiation.threshold",
+    # Lets `[h : P]` bind a hypothesis that is not a class (ProofNet's Munkres rows): the elaborator's
+    # check of how a binder is written, nothing the kernel relies on.
+    "checkBinderAnnotations",
 })
 HARMLESS_OPTION_PREFIXES = ("linter.", "pp.", "trace.")
 
-OPEN_WORDS = frozenset({"hiding", "renaming", "scoped"})
+# `open scoped Real` opens only Real's scoped notations and instances: ordinary Lean 4, as `open Real`.
+OPEN_SCOPED = "scoped"
 CLOSING_BRACKET = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄"}
 OPENING_BRACKET = {closing: opening for opening, closing in CLOSING_BRACKET.items()}
 
@@ -74,12 +94,34 @@ class StatementRejected(ValueError):
 @dataclass(frozen=True)
 class ValidatedStatement:
     header: str  # the preamble, stripped; may be empty
-    formal_statement: str  # doc comment (if any) and the declaration, ending in ':= by'
+    formal_statement: str  # the definitions it needs (if any), doc comments, the declaration; ends in ':= by'
     declaration_kind: str  # theorem, lemma or example
     theorem_name: str  # empty for an example
 
 
-_position = lean_lexer.position
+class _HeaderAndStatement(str):
+    """A header column and the statement below it, as one text to read, whose positions in messages name
+    the column and count its own lines: the person fixes the row they wrote, not our joined text. A ``str``,
+    so that every reader here takes it as the text; slices of it are plain text."""
+
+    statement_offset: int
+
+    def __new__(cls, header: str, formal_statement: str) -> "_HeaderAndStatement":
+        joined = super().__new__(cls, f"{header.rstrip()}\n{formal_statement}")
+        joined.statement_offset = len(joined) - len(formal_statement)
+        return joined
+
+
+def _position(text: str, offset: int) -> str:
+    """``line L, column C`` of ``offset`` in what the user wrote (naming the column where there are two)."""
+    if not isinstance(text, _HeaderAndStatement):
+        return lean_lexer.position(text, offset)
+    if offset < text.statement_offset:
+        return f"{lean_lexer.position(text, offset)} of the header"
+    statement = text[text.statement_offset:]
+    return f"{lean_lexer.position(statement, offset - text.statement_offset)} of the formal statement"
+
+
 _token_end = attrgetter("end")
 
 
@@ -122,15 +164,59 @@ def _starts_declaration(token: Token) -> bool:
         or token.text == "@["
 
 
-def _read_preamble(text: str, code: list[Token]) -> int:
-    """Index in ``code`` of the declaration's first token (``len(code)`` if none), after checking every
-    preamble command."""
+def _starts_definition(code: list[Token], index: int) -> bool:
+    token = code[index]
+    if token.kind is not TokenKind.WORD:
+        return False
+    if token.text == NONCOMPUTABLE:
+        following = code[index + 1] if index + 1 < len(code) else None
+        return following is not None and following.kind is TokenKind.WORD and following.text in DEFINITION_KEYWORDS
+    return token.text in DEFINITION_KEYWORDS
+
+
+# Lean reads a command keyword as the start of the next command wherever it stands, so a definition's
+# text runs to the first of these; what they start is then checked as any command is.
+_WORDS_THAT_END_A_DEFINITION = (
+    DECLARATION_KEYWORDS | DECLARATION_MODIFIERS | DEFINITION_KEYWORDS | PREAMBLE_COMMANDS | OTHER_COMMANDS
+    | CODE_RUNNING_WORDS
+)
+
+
+def _read_definition(text: str, code: list[Token], index: int) -> int:
+    """Index in ``code`` just past the definition that starts at ``index``, after checking it."""
+    keyword_index = index + 1 if code[index].text == NONCOMPUTABLE else index
+    keyword = code[keyword_index]
+    name = code[keyword_index + 1] if keyword_index + 1 < len(code) else None
+    if name is None or name.kind is not TokenKind.WORD or name.text in _WORDS_THAT_END_A_DEFINITION:
+        raise StatementRejected(
+            f"'{keyword.text}' at {_position(text, keyword.start)} has no name: write e.g. "
+            f"'{keyword.text} my_function (n : ℕ) : ℕ := n + 1'"
+        )
+    position = keyword_index + 2
+    while position < len(code):
+        token = code[position]
+        if token.text == "@[" or token.kind is TokenKind.WORD and token.text in _WORDS_THAT_END_A_DEFINITION:
+            break
+        if token.kind is TokenKind.WORD and token.text == "sorry":
+            raise StatementRejected(
+                f"'sorry' at {_position(text, token.start)} inside the definition '{name.text}': the theorem would "
+                "be about an unfinished value; define it completely"
+            )
+        position += 1
+    return position
+
+
+def _read_preamble(text: str, code: list[Token]) -> tuple[int, int]:
+    """Indices in ``code`` of the statement's first token (its first definition, or else its declaration)
+    and of the declaration's first token (``len(code)`` for either if there is none), after checking every
+    preamble command and definition."""
     index = 0
     seen_other_command = False
+    first_definition: int | None = None
     while index < len(code):
         token = code[index]
         if _starts_declaration(token):
-            return index
+            return (index if first_definition is None else first_definition), index
         if token.kind == "word" and token.text == "import":
             if seen_other_command:
                 raise StatementRejected(
@@ -143,6 +229,14 @@ def _read_preamble(text: str, code: list[Token]) -> int:
             index += 2
             continue
         seen_other_command = True
+        if _starts_definition(code, index):
+            first_definition = index if first_definition is None else first_definition
+            index = _read_definition(text, code, index)
+            continue
+        if token.kind == "word" and token.text == NONCOMPUTABLE and index + 1 < len(code) \
+                and code[index + 1].kind == "word" and code[index + 1].text == SECTION:
+            index += 2
+            continue
         if token.kind == "word" and token.text == "set_option":
             name = code[index + 1] if index + 1 < len(code) else None
             value = code[index + 2] if index + 2 < len(code) else None
@@ -151,6 +245,9 @@ def _read_preamble(text: str, code: list[Token]) -> int:
             continue
         if token.kind == "word" and token.text in ("open", "universe"):
             index += 1
+            if token.text == "open" and index < len(code) and code[index].kind == "word" \
+                    and code[index].text == OPEN_SCOPED:
+                index += 1
             arguments = 0
             while index < len(code) and not (
                 code[index].kind == "word"
@@ -189,13 +286,15 @@ def _read_preamble(text: str, code: list[Token]) -> int:
         if token.kind == "word" and token.text in OTHER_COMMANDS:
             raise StatementRejected(
                 f"'{token.text}' at {_position(text, token.start)} is not allowed before the statement; the preamble "
-                "may hold only import, open, universe, harmless set_option lines and comments: remove it"
+                "may hold only import, open, universe, harmless set_option lines, 'noncomputable section' and "
+                "comments, and then the definitions the statement needs (def, noncomputable def, abbrev, inductive, "
+                "structure): remove it"
             )
         raise StatementRejected(
             f"unexpected {token.text!r} at {_position(text, token.start)} before the statement; expected "
-            "import, open, set_option or a theorem, lemma or example"
+            "import, open, set_option, a definition, or a theorem, lemma or example"
         )
-    return index
+    return (len(code) if first_definition is None else first_definition), len(code)
 
 
 # Where a declaration (or its doc comment, modifiers or attributes) may begin a line: what lies above
@@ -209,20 +308,22 @@ _DECLARATION_LINE = re.compile(
 @functools.lru_cache(maxsize=64)
 def _checked_preamble(preamble: str) -> tuple[list[Token], list[Token]] | None:
     """The tokens and code tokens of ``preamble`` (text that ends in a line break), read once however many
-    rows repeat it; None where it does not scan, or its commands do not all read, on their own."""
+    rows repeat it; None where it does not scan, or its commands do not all read, on their own, or it holds a
+    definition (which is the statement's, not the preamble's)."""
     try:
         tokens = scan(preamble)
         code = [token for token in tokens if token.kind not in COMMENT_KINDS]
-        if _read_preamble(preamble, code) != len(code):
+        if _read_preamble(preamble, code) != (len(code), len(code)):
             return None
     except StatementRejected:
         return None
     return tokens, code
 
 
-def _tokens_and_declaration_start(text: str) -> tuple[list[Token], list[Token], int]:
-    """All tokens of ``text``, its code tokens (comments left out), and the index in those of the
-    declaration's first token, every preamble command checked on the way.
+def _tokens_and_declaration_start(text: str) -> tuple[list[Token], list[Token], int, int]:
+    """All tokens of ``text``, its code tokens (comments left out), and the indices in those of the
+    statement's first token (its first definition, or else its declaration) and of the declaration's
+    first token, every preamble command and definition checked on the way.
 
     A preamble seen before is not read again: text up to a line where a declaration may begin is
     looked up (``_checked_preamble``), and only the rest is scanned. That is the same reading as the
@@ -237,14 +338,14 @@ def _tokens_and_declaration_start(text: str) -> tuple[list[Token], list[Token], 
         rest_code = [token for token in rest if token.kind not in COMMENT_KINDS]
         if rest_code and _starts_declaration(rest_code[0]):
             preamble_tokens, preamble_code = known
-            return preamble_tokens + rest, preamble_code + rest_code, len(preamble_code)
+            return preamble_tokens + rest, preamble_code + rest_code, len(preamble_code), len(preamble_code)
     return _read_whole(text)
 
 
-def _read_whole(text: str) -> tuple[list[Token], list[Token], int]:
+def _read_whole(text: str) -> tuple[list[Token], list[Token], int, int]:
     tokens = scan(text)
     code = [token for token in tokens if token.kind not in COMMENT_KINDS]
-    return tokens, code, _read_preamble(text, code)
+    return tokens, code, *_read_preamble(text, code)
 
 
 # The words of a declaration's body that need a second look: each is refused there, except a
@@ -353,17 +454,22 @@ def _refuse_ending(text: str, ending: list[Token], has_trailing_sorry: bool) -> 
 def validate_lean_statement(
     formal_statement: str, *, header: str = "", max_chars: int = DEFAULT_MAX_STATEMENT_CHARS
 ) -> ValidatedStatement:
-    """The statement split into preamble and declaration, or StatementRejected saying why not.
+    """The statement split into preamble and the rest (definitions, if any, and the declaration), or
+    StatementRejected saying why not.
 
-    ``header`` is a separate preamble column (miniF2F's DeepSeek layout); it is read as if it
-    stood above the statement. Positions in messages count lines of that combined text.
+    ``header`` is a separate preamble column (miniF2F's and ProofNet's DeepSeek layout); it is read as if
+    it stood above the statement, but only where the statement does not begin with imports of its own
+    (ProofNet's rows carry their header in both columns: reading it twice would put imports after other
+    commands). Positions in messages are of what the user wrote: lines of the statement, or of the
+    header column, named as such.
     """
     if not isinstance(formal_statement, str) or not formal_statement.strip():
         raise StatementRejected("the formal statement is empty: give a theorem ending in ':= by'")
-    if len(formal_statement) + len(header) > max_chars:
+    is_header_read = bool(header.strip()) and not _begins_with_import(formal_statement)
+    length = len(formal_statement) + (len(header) if is_header_read else 0)
+    if length > max_chars:
         raise StatementRejected(
-            f"the statement is {len(formal_statement) + len(header):,} characters long; the limit is "
-            f"{max_chars:,}: shorten it or raise the limit"
+            f"the statement is {length:,} characters long; the limit is {max_chars:,}: shorten it or raise the limit"
         )
     for field_name, value in (("formal statement", formal_statement), ("header", header)):
         if "\x00" in value:
@@ -376,8 +482,8 @@ def validate_lean_statement(
                 "re-save the file as UTF-8"
             ) from None
 
-    text = f"{header.rstrip()}\n{formal_statement}" if header.strip() else formal_statement
-    tokens, code, first = _tokens_and_declaration_start(text)
+    text = _HeaderAndStatement(header, formal_statement) if is_header_read else formal_statement
+    tokens, code, statement_first, first = _tokens_and_declaration_start(text)
     if first == len(code):
         raise StatementRejected(
             "no theorem, lemma or example found (comments do not count): "
@@ -425,18 +531,31 @@ def validate_lean_statement(
     by_token = declaration_tokens[end - 1]
     _check_declaration_body(text, declaration_tokens[:end - 1])
 
-    # A doc comment directly above the declaration (or its modifiers) belongs to it.
-    declaration_start = code[first].start
-    above = bisect.bisect_right(tokens, declaration_start, key=_token_end) - 1
-    if above >= 0 and tokens[above].kind == "doc_comment" and not text[tokens[above].end:declaration_start].strip():
-        declaration_start = tokens[above].start
+    # A doc comment directly above the statement (its first definition, or the declaration's modifiers) belongs to it.
+    statement_start = code[statement_first].start
+    above = bisect.bisect_right(tokens, statement_start, key=_token_end) - 1
+    if above >= 0 and tokens[above].kind == "doc_comment" and not text[tokens[above].end:statement_start].strip():
+        statement_start = tokens[above].start
 
     return ValidatedStatement(
-        header=text[:declaration_start].strip(),
-        formal_statement=text[declaration_start:by_token.end],
+        header=text[:statement_start].strip(),
+        formal_statement=text[statement_start:by_token.end],
         declaration_kind=keyword.text,
         theorem_name=theorem_name,
     )
+
+
+def _begins_with_import(formal_statement: str) -> bool:
+    """Whether the statement's first command (comments aside) is an import: then it carries its own header."""
+    text = formal_statement.lstrip()
+    if not text.startswith(("--", "/-")):
+        # The first token starts the text, and its first run of non-blank characters tells whether it is the word
+        # `import` (no word holds a blank): the whole statement is scanned once, later, not twice.
+        text = text.split(None, 1)[0]
+    for token in lean_lexer.scan(text, strict=False):
+        if token.kind not in COMMENT_KINDS:
+            return token.kind is TokenKind.WORD and token.text == "import"
+    return False
 
 
 def informal_from_doc_comment(text: str) -> str:

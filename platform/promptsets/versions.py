@@ -235,8 +235,7 @@ def add_variants(version: PromptsetVersion, problem: Problem, statements: list[s
     known_hashes = set(Problem.objects.filter(promptset_id=problem.promptset_id).values_list("statement_hash", flat=True))
     for index, text in enumerate(statements, start=1):
         try:
-            statement = validate_lean_statement(text, header=problem.header if not text.lstrip().startswith("import") else "",
-                                                max_chars=limits.max_statement_chars)
+            statement = validate_lean_statement(text, header=problem.header, max_chars=limits.max_statement_chars)
         except StatementRejected as error:
             refused.append(f"variant {index}: {error}")
             continue

@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from promptsets import results, uploads, versions
+from promptsets import benchmarks, results, uploads, versions
 from promptsets.curation import describe_rule
 from promptsets.export import UnknownExportFormat, export_response
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
@@ -121,7 +121,7 @@ def upload_status(request, upload_pk):
     """An upload being checked (the page follows it), its report if rejected; once imported, the promptset."""
     upload = get_object_or_404(PromptsetUpload, pk=upload_pk, owner=request.user)
     if upload.state == UploadState.IMPORTED and upload.promptset_id:
-        messages.success(request, f"Imported {upload.report.get('summary', upload.name)}.")
+        messages.success(request, f"Imported “{upload.name}”: {upload.report.get('summary', 'every row checked')}.")
         return redirect(upload.promptset)
     return render(request, "promptsets/upload_status.html", {
         "upload": upload, "report": upload.report or None, "failure": upload.failure,
@@ -171,6 +171,19 @@ def export_version(request, pk, number, file_format):
         return export_response(version, file_format)
     except UnknownExportFormat as error:
         raise Http404(str(error)) from None
+
+
+@login_required
+@require_POST
+def mark_benchmark(request, pk, number):
+    """The page's door to what ``POST /api/benchmarks/`` does: the same action, the same owner-only rule."""
+    version = get_object_or_404(PromptsetVersion, promptset=_visible_promptset(request, pk), number=number)
+    try:
+        benchmark = benchmarks.mark_as_benchmark(version, request.user, request.POST.get("name", ""))
+    except benchmarks.NotYours as error:
+        raise PermissionDenied(str(error)) from None
+    messages.success(request, f"{version} is the benchmark “{benchmark.name}”: evaluations on it rank on its leaderboard.")
+    return redirect(version)
 
 
 @login_required

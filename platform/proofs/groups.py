@@ -27,7 +27,7 @@ class GroupAnswer:
     attempt: ProofAttempt
     advantage: float | None  # None: not recorded
     lean_error: str
-    next_round: ProofAttempt | None  # its retry, the next round of correction
+    retries: list[ProofAttempt]  # the next round of correction: every answer to its retry prompt, earliest first
 
 
 class UnknownSort(ValueError):
@@ -45,7 +45,7 @@ def group_answers(attempt: ProofAttempt, sort: str = "sample") -> list[GroupAnsw
         summary = token_records.read_step_summary(attempt.run.artifacts_dir, attempt.step, attempt.run_attempt)
     answers = [
         GroupAnswer(member, (summary or {}).get(member.rollout_key, {}).get("advantage"), member.first_lean_error(),
-                    min(member.retries.all(), key=lambda retry: retry.pk, default=None))
+                    sorted(member.retries.all(), key=lambda retry: retry.pk))
         for member in members
     ]
     key = SORTS[name]

@@ -166,10 +166,10 @@ class ProofAttempt(models.Model):
         return ProofAttempt.objects.filter(run_id=self.run_id, step=self.step, rollout_key__startswith=self.group_key + "-r")
 
     def first_lean_error(self) -> str:
-        """Lean's first error in one line (its first line), or '' when Lean reported none."""
+        """Lean's first error in one line, or '' when Lean reported none."""
         for message in self.lean_messages or []:
             if isinstance(message, dict) and message.get("severity") == "error":
-                return str(message.get("text", "")).strip().split("\n", 1)[0]
+                return verdicts.lean_text_in_one_line(str(message.get("text", "")))
         return ""
 
     def token_records(self) -> dict | None:

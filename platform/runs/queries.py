@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from runs import cluster, ray_jobs, rollouts
 from runs.checkpoint_files import folder_size
+from runs.evaluation_results import headline_pass_at_k
 from runs.ingest import browser_message
-from runs.models import FINAL_STATES, Checkpoint, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
+from runs.models import FINAL_STATES, Checkpoint, Evaluation, Run, RunEvent, RunKind, RunState, RunStateChange, StepMetrics
 from trainer.observability.events import EventType
 
 SPARKLINE_STEPS = 30
@@ -116,9 +117,17 @@ def recent_metrics(run_ids: list[int], steps: int = SPARKLINE_STEPS) -> dict[int
     return by_run
 
 
+def latest_evaluation_values(run_ids: list[int]) -> dict[int, dict]:
+    """Run → the values of its latest evaluation, for the runs that have one, in one query."""
+    latest = Evaluation.objects.filter(run_id__in=run_ids).order_by("run_id", "-step").distinct("run_id")
+    return {evaluation.run_id: evaluation.values for evaluation in latest}
+
+
 def run_summaries(runs: list[Run]) -> list[dict]:
-    """One row of the runs list per run, JSON-ready (the page renders it, the live poll refreshes it)."""
+    """One row of the runs list per run, JSON-ready (the page renders it, the live poll refreshes it). An evaluation
+    trains nothing, so it has no reward to show: its row carries its pass@k instead."""
     metrics = recent_metrics([run.pk for run in runs])
+    evaluations = latest_evaluation_values([run.pk for run in runs if run.kind == RunKind.EVAL])
     clocks = run_clocks(runs)
     now = timezone.now()
     summaries = []
@@ -136,6 +145,8 @@ def run_summaries(runs: list[Run]) -> list[dict]:
             "model": (run.config.get("model") or {}).get("name_or_path", ""),
             "promptset_version": str(run.promptset_version),
             "kind": run.kind,
+            "kind_label": run.get_kind_display(),
+            "pass_at_k": headline_pass_at_k(evaluations[run.pk]) if run.pk in evaluations else None,
             "step": run.current_step,
             "total_steps": clocks[run.pk].total_steps,
             "reward": rewards[-1] if rewards else None,
@@ -291,6 +302,24 @@ def config_diff(config: dict, other: dict) -> list[dict]:
             rows.append({"path": path, "this": None if a is missing else a, "other": None if b is missing else b,
                          "only_in": "this" if b is missing else "other" if a is missing else ""})
     return rows
+
+
+PROMPTSET_SETTING = "promptset version"
+
+
+def run_differences(run: Run, other: Run) -> list[dict]:
+    """How ``other`` differs from ``run``: the promptset version each trained or was evaluated on (a run's data lives
+    beside its configuration, not in it), then the configuration's settings, in config_diff's rows."""
+    rows = []
+    if run.promptset_version_id != other.promptset_version_id:
+        rows.append({"path": PROMPTSET_SETTING, "this": _promptset_version_name(run),
+                     "other": _promptset_version_name(other), "only_in": ""})
+    return rows + config_diff(run.public_config, other.public_config)
+
+
+def _promptset_version_name(run: Run) -> str:
+    # Two people's promptsets may share a name: the version's number in the database tells them apart.
+    return f"{run.promptset_version} (#{run.promptset_version_id})"
 
 
 def _number(value) -> float | None:

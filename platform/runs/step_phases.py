@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.learning import group_signal
+
 PHASES_METRIC = "time/phases"
 
 
@@ -48,7 +50,13 @@ METRIC_LABELS = {
     "time/learning_s": "learning (s)",
     "time/weight_sync_s": "weight sync (s)",
     PHASES_METRIC: "phases of the step (start and end, s since the attempt started)",
+    **group_signal.LABELS,
 }
+
+
+# Before a run's first step the charts of staleness, idle time and phases are empty for want of a step, not because
+# the run predates asynchronous RL, which is what their data-empty says of a run whose steps lack the figures.
+BEFORE_ANY_STEP = "Nothing yet: no step of this run has reported its metrics."
 
 
 def page_labels() -> dict:

@@ -5,6 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from promptsets.models import Promptset
 from runs import actions, evaluation_results, launch_plan, live, queries, rollouts, scheduling, step_phases, warm_start
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
@@ -35,6 +36,8 @@ def run_list(request):
     summaries = queries.run_summaries(_listed_runs(request))
     return render(request, "runs/list.html", {
         "summaries": summaries,
+        # With no run yet, the empty list points to the next step: launching, where a promptset exists already.
+        "promptset_count": 0 if summaries else Promptset.objects.visible_to(request.user).count(),
         "states": RunState.choices,
         "state": request.GET.get("state", ""),
         "q": request.GET.get("q", ""),
@@ -111,13 +114,14 @@ def detail(request, pk):
         "ray_dashboard_url": queries.ray_dashboard_url(run),
         "staleness_bound": step_phases.staleness_bound(run.public_config),
         "step_phases": step_phases.STEP_PHASES,
+        "before_any_step": step_phases.BEFORE_ANY_STEP,
         "config_rows": sorted(queries.flatten(run.public_config).items()),
         "compute_precision": queries.compute_precision(run),
         "requested_dtype": (run.public_config.get("model") or {}).get("dtype", ""),
         "rollout_engine": queries.rollout_engine(run),
         "requested_engine": run.public_config.get("rollout") or {},
         "other": other,
-        "config_diff": queries.config_diff(run.public_config, other.public_config) if other else None,
+        "config_diff": queries.run_differences(run, other) if other else None,
         "other_runs": list(Run.objects.visible_to(request.user).exclude(pk=run.pk).values("pk", "name")[:100]),
         "elapsed_s": clock.elapsed_s(now),
         "resume_step": getattr(run.resume_checkpoint(), "step", None),
@@ -138,7 +142,7 @@ def compare(request):
         "runs": runs,
         "choices": Run.objects.visible_to(request.user).values("pk", "name")[:RUNS_LISTED],
         "series": [{"id": run.pk, "name": run.name, **queries.metric_series(run)} for run in runs],
-        "diffs": [(run, queries.config_diff(base.public_config, run.public_config)) for run in runs[1:]],
+        "diffs": [(run, queries.run_differences(base, run)) for run in runs[1:]],
         "base": base,
     })
 

@@ -66,7 +66,7 @@ def test_its_page_works_from_the_first_piece_shows_the_text_growing_then_the_sto
     assert page.url.endswith(live_url)
     assert page.locator("#live-rollout-state").inner_text() == "stored"
     assert card.count() == 1
-    assert "error at 2:2: linarith failed" in card.inner_text()
+    assert "error at line 2:2 of the code Lean checked (its page numbers it): linarith failed" in card.inner_text()
     assert card.locator(".verdict").inner_text()  # the verdict's label, from the trainer's list
     proof_link = page.locator("a", has_text="its proof attempt")
     proof_link.wait_for(timeout=5_000)
@@ -97,4 +97,4 @@ def test_a_stored_event_its_socket_missed_still_turns_the_page_into_the_stored_r
     assert page.evaluate("window.__sameDocument") is True, "the page reloaded to show the stored rollout"
     card = page.locator(f'#writing > li.writing[data-rollout-key="{KEY}"][data-state=stored]')
     card.wait_for(timeout=5_000)
-    assert "error at 2:2: linarith failed" in card.inner_text()
+    assert "error at line 2:2 of the code Lean checked (its page numbers it): linarith failed" in card.inner_text()

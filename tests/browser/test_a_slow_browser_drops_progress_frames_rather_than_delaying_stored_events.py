@@ -149,7 +149,7 @@ def test_a_slowed_page_drops_progress_frames_and_shows_a_stored_verdict_as_soon_
         f"stored verdicts waited behind progress frames once the page was free: {after_block} s")
     for index in STORED:
         card = page.locator(f'#writing > li.writing[data-rollout-key="{key_of(index)}"]')
-        assert card.locator(".verdict").inner_text() and "error at 1:0: no proof" in card.inner_text()
+        assert card.locator(".verdict").inner_text() and "error at line 1:0 of the code Lean checked (its page numbers it): no proof" in card.inner_text()
 
     # Fast again: what was dropped is made good by the latest text, never shown out of order.
     for index in set(range(ANSWERS)) - set(STORED):

@@ -100,7 +100,7 @@ def test_a_card_draws_each_part_as_it_forms_then_the_verdict_in_place(page, alic
                     lean_messages=[{"severity": "error", "line": 2, "column": 2, "text": "linarith failed"}])
     page.wait_for_selector(f'#writing li[data-rollout-key="{KEY}"][data-state=stored] .verdict')
     assert card.count() == 1
-    assert "error at 2:2: linarith failed" in card.inner_text()
+    assert "error at line 2:2 of the code Lean checked (its page numbers it): linarith failed" in card.inner_text()
     assert "pinned" in card.get_attribute("class")
 
 

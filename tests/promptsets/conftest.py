@@ -13,6 +13,8 @@ REPO_DIR = Path(__file__).resolve().parents[2]
 SHARED_DATA_DIR = REPO_DIR.parent / "shared" / "data"
 MINIF2F_GOEDEL = SHARED_DATA_DIR / "minif2f_test.goedel.jsonl"
 MINIF2F_DEEPSEEK = SHARED_DATA_DIR / "minif2f_valid_test.deepseek.jsonl"
+PUTNAMBENCH = SHARED_DATA_DIR / "putnambench.lean4.jsonl"
+PROOFNET = SHARED_DATA_DIR / "proofnet.lean4.jsonl"
 
 KIMINA_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n\n"
 
@@ -107,3 +109,17 @@ def checked_at_once(monkeypatch, django_capture_on_commit_callbacks):
 
     monkeypatch.setattr("promptsets.uploads._enqueue_check", uploads.run_upload)
     return lambda: django_capture_on_commit_callbacks(execute=True)
+
+
+@pytest.fixture
+def putnambench_path():
+    if not PUTNAMBENCH.exists():
+        pytest.skip(f"{PUTNAMBENCH} is absent (the repository carries no data)")
+    return PUTNAMBENCH
+
+
+@pytest.fixture
+def proofnet_path():
+    if not PROOFNET.exists():
+        pytest.skip(f"{PROOFNET} is absent (the repository carries no data)")
+    return PROOFNET

@@ -120,4 +120,5 @@ def test_lean_comment_tricks_are_accepted_only_as_a_clean_statement(pieces):
     assert again == statement  # what is stored passes the same check unchanged
     code = [token.text for token in scan(statement.header + "\n" + statement.formal_statement)
             if token.kind not in ("comment", "doc_comment", "string")]
-    assert not set(code) & {"#eval", "run_cmd", "debug.skipKernelTC", "@[", "def", "sorry"}
+    # A definition before the theorem is accepted (it is part of the statement); nothing that runs code is.
+    assert not set(code) & {"#eval", "run_cmd", "debug.skipKernelTC", "@[", "sorry"}

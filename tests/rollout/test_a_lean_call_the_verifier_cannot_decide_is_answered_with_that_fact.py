@@ -38,7 +38,8 @@ def loop():
 
 def ask(tokenizer, check, snippet: str):
     """One answer that asks about ``snippet``: paused, answered, and finished with nothing more written."""
-    session = LeanTool(2, check).session([SMOKE_HEADER], tokenizer, 400, 1)
+    tool = LeanTool(2, check, reward_config=RunConfig.from_preset("cpu-smoke").reward)
+    session = tool.session([SMOKE_HEADER], tokenizer, 400, 1)
     ids = tokenizer(f"<think>\n<lean>\n{snippet}\n</lean>", add_special_tokens=False)["input_ids"]
     assert session.wants_pause(0, 0, ids)
     session.pause(0, 0, [1, 2, 3], ids, [-0.5] * len(ids), "a1-s1-p0-r0")

@@ -82,7 +82,8 @@ def prompts(tokenizer):
 
 def generate_holding_lean(engine, tokenizer, lean):
     held = HeldVerdicts(*lean)
-    tools = LeanTool(2, held).session([ASKS_LEAN.header, ANSWERS_AT_ONCE.header], tokenizer, MAX_TOKENS, 1)
+    tool = LeanTool(2, held, reward_config=RunConfig.from_preset("cpu-smoke").reward)
+    tools = tool.session([ASKS_LEAN.header, ANSWERS_AT_ONCE.header], tokenizer, MAX_TOKENS, 1)
     order = []
     for generation in engine.generate(prompts(tokenizer), SamplingSettings.greedy(MAX_TOKENS), tools=tools):
         order.append((generation.prompt_index, len(held.asked), held.released.is_set()))

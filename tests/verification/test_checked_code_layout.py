@@ -58,3 +58,15 @@ def test_it_refuses_a_statement_that_declares_no_theorem():
 
     with pytest.raises(ValueError, match="declares no theorem"):
         build_checked_code(Bare(), "")
+
+
+def test_a_line_of_a_doc_comment_or_definition_above_the_theorem_is_not_taken_for_the_declaration():
+    statement = (
+        "/-- Tetration, for instance\nexample: tetration 2 2 = 4. -/\n"
+        "def tetration : ℕ → ℕ → ℕ\n  | _, 0 => 1\n  | b, (m + 1) => b^(tetration b m)\n\n"
+        "/-- The theorem\ntheorem: it holds. -/\ntheorem putnam_1997_b5 (n : ℕ) (hn : n ≥ 2) : tetration 2 n ≥ 1 := by"
+    )
+    code = build_checked_code(Problem("putnam_1997_b5", statement, header="import Mathlib\n"), "\n  simp")
+    assert code.theorem_name == "putnam_1997_b5"
+    assert statement in code  # the definitions and doc comments as the promptset states them, nothing renamed
+    assert code.rstrip().endswith("#print axioms putnam_1997_b5")

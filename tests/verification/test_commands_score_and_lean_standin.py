@@ -77,7 +77,8 @@ def test_lean_standin_serves_the_kimina_api_on_the_given_port(helpers):
                 assert time.monotonic() < deadline, "lean-standin did not start"
                 time.sleep(0.1)
         assert health.json() == {"status": "ok", "standin": True}
-        assert httpx.get(url + "/health", trust_env=False).status_code == 401
+        assert httpx.get(url + "/health", trust_env=False).status_code == 200  # as the real server: no key asked
+        assert httpx.post(url + "/api/check", json={"snippets": []}, trust_env=False).status_code == 401
         code = helpers.checked("\n  norm_num\n  decide")
         [result], stats = helpers.verify(url, [code], api_key="k")
         assert result.verdict.value == "lean_error" and result.is_standin_verdict

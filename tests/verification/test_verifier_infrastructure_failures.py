@@ -36,10 +36,10 @@ def test_a_server_that_fails_the_line_numbering_probe_censors_the_proofs_with_th
     assert stats["line_numbering"] is None
 
 
-def test_a_failed_batch_is_retried_snippet_by_snippet(fresh_standin, helpers):
+def test_a_batch_failed_with_500_is_retried_snippet_by_snippet(fresh_standin, helpers):
     codes = [helpers.checked(body) for body in ("\n  norm_num", "\n  decide", "\n  sorry")]
     results, _ = helpers.verify(
-        fresh_standin.url, codes, after_probe=lambda: fresh_standin.app.settings.injected_faults.append("429")
+        fresh_standin.url, codes, after_probe=lambda: fresh_standin.app.settings.injected_faults.append("500")
     )
     assert [result.verdict for result in results] == [Verdict.VALID, Verdict.VALID, Verdict.SORRY]
     assert fresh_standin.app.requests_received == 1 + 1 + 3  # the probe, the batch, each snippet alone

@@ -54,7 +54,7 @@ def test_each_answer_shows_its_verdict_reward_advantage_length_error_and_retry(g
     shown, page = rows(logged_in(alice), answers[0])
     assert [a.advantage for a in shown] == [0.5, -0.5, None]
     assert shown[1].lean_error == "unsolved goals" and shown[0].lean_error == ""
-    assert shown[1].next_round == retry and shown[0].next_round is None
+    assert shown[1].retries == [retry] and shown[0].retries == []
     assert "0.5000" in page and "-0.5000" in page and "censored" in page and "unsolved goals" in page
     assert f'href="/proofs/{retry.pk}/"' in page and "⊢" not in page  # one line of Lean's error
 

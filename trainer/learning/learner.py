@@ -72,6 +72,11 @@ def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
     ``rewards`` is (G, N): G prompts, N rollouts each, NaN where the verdict was censored.
     Censored rollouts are left out of the mean and get advantage 0, so they carry no
     gradient: a Lean outage is not a wrong proof, and it is not a right one either.
+
+    A group with a single scored answer has no mean to compare it with; it keeps its raw
+    reward, as the release's verl gives it (``compute_grpo_outcome_advantage`` in
+    ``verl/trainer/ppo/core_algos.py``: a group of one has mean 0 and std 1). Here that
+    group arises when ``rollout.samples_per_prompt`` is 1, or when Lean censored its siblings.
     Returns (G, N).
     """
     if rewards.dim() != 2:
@@ -80,6 +85,7 @@ def group_advantages(rewards: torch.Tensor) -> torch.Tensor:
     scored_rewards = torch.where(is_scored, rewards, torch.zeros_like(rewards))
     scored_count = is_scored.sum(dim=1, keepdim=True)  # (G, 1)
     group_mean = scored_rewards.sum(dim=1, keepdim=True) / scored_count.clamp(min=1)  # (G, 1)
+    group_mean = torch.where(scored_count == 1, torch.zeros_like(group_mean), group_mean)  # verl's group of one
     return torch.where(is_scored, rewards - group_mean, torch.zeros_like(rewards))
 
 
@@ -120,8 +126,14 @@ def behaviour_importance_weights(proximal_logprobs: torch.Tensor, behaviour_logp
     and the cap C keeps a token the old policy rarely chose from dominating. The weight is truncated at C,
     as verl's rollout correction (truncated IS) does; AReaL's decoupled PPO (Fu et al. 2025, eq. 5) takes the
     same ratio but drops a token above its cap instead. No gradient flows through it.
+
+    A behaviour log-probability that was not measured (NaN: a Lean reply's token, never sampled, or one the engine
+    did not return; trainer/rollout/lean_tool.py ``NOT_MEASURED``) gets weight 0: its staleness cannot be
+    corrected, so it is not trained on, and never read as probability 1.
     """
-    return importance_ratio(proximal_logprobs, behaviour_logprobs).clamp(max=cap).detach()
+    is_measured = ~torch.isnan(behaviour_logprobs)  # (B, T)
+    ratio = importance_ratio(proximal_logprobs, torch.where(is_measured, behaviour_logprobs, proximal_logprobs))
+    return torch.where(is_measured, ratio.clamp(max=cap), torch.zeros_like(ratio)).detach()
 
 
 def clipping_masks(

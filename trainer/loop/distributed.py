@@ -73,10 +73,13 @@ read in order here.
 from __future__ import annotations
 
 import os
+import select
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -116,6 +119,9 @@ SAMPLING_SEED_STRIDE = ENGINE_SEED_STRIDE
 _FAILURE_COUNT_KEY = "trainer/failures"
 _FIRST_FAILURE_KEY = "trainer/first_failure"
 _CANCELLED_KEY = "trainer/cancelled"
+_PID_KEY = "trainer/pid/{rank}"  # each rank's process id, for rank 0's PeerExitWatch
+_SAID_KEY = "trainer/said/{rank}"  # each rank's own word on its end, said before it can die of it
+PEERS_JOINING_S = 600.0  # how long rank 0's exit watch waits for every rank's process id, all joining the group
 
 
 class PeerRankFailed(RuntimeError):
@@ -165,7 +171,9 @@ class RankGroup:
             dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
         control_group = dist.new_group(backend="gloo", timeout=CONTROL_GROUP_TIMEOUT)
         store = dist.distributed_c10d._get_default_store()
-        return cls(dist.get_rank(), dist.get_world_size(), control_group, store)
+        group = cls(dist.get_rank(), dist.get_world_size(), control_group, store)
+        store.set(_PID_KEY.format(rank=group.rank), str(os.getpid()))
+        return group
 
     def join_engine_peers(self, groups: EngineGroups) -> RankGroup:
         """A group of this rank and the others of its engine, for exchanges within it (a collective: all ranks call it).
@@ -253,17 +261,40 @@ class RankGroup:
         if self.store is None or self._has_recorded_failure:
             return
         self._has_recorded_failure = True
+        self.say("failed")
+        self.record_failure_of(self.rank, reason)
+
+    def record_failure_of(self, rank: int, reason: str) -> None:
+        """Record ``rank``'s failure, unless one was recorded first: this rank's own, or a peer's it saw die."""
         try:
             if self.store.add(_FAILURE_COUNT_KEY, 1) == 1:
-                self.store.set(_FIRST_FAILURE_KEY, f"{self.rank}\n{reason}")
+                self.store.set(_FIRST_FAILURE_KEY, f"{rank}\n{reason}")
         except Exception:  # noqa: BLE001 - the store left with torchrun's agent; this rank's own log keeps the reason
             pass
+
+    def say(self, word: str) -> None:
+        """This rank's own word on how it ends ("stopping", "cancelled", "failed"), said before it can die of it:
+        a peer whose process ends without one was killed from outside (``PeerExitWatch``)."""
+        if self.store is None:
+            return
+        try:
+            self.store.set(_SAID_KEY.format(rank=self.rank), word)
+        except Exception:  # noqa: BLE001 - the store left with torchrun's agent: the run is ending anyway
+            pass
+
+    def has_said(self, rank: int) -> bool:
+        """Whether ``rank`` said how it ends; True where the store cannot be asked, so no kill is ever made up."""
+        try:
+            return bool(self.store.check([_SAID_KEY.format(rank=rank)]))
+        except Exception:  # noqa: BLE001 - as the docstring says
+            return True
 
     def record_cancellation(self, signal_name: str) -> None:
         """Say, before this rank leaves, that it was cancelled: a peer whose collective it breaks by leaving
         must report the cancel, not the broken collective."""
         if self.store is None:
             return
+        self.say("cancelled")
         try:
             self.store.set(_CANCELLED_KEY, f"{self.rank}\n{signal_name}")
         except Exception:  # noqa: BLE001 - the store left with torchrun's agent; the peers then see a broken collective
@@ -382,6 +413,133 @@ class PeerFailureWatch:
                                                                "step": step}) is not None:
                 self.exit_process(EXIT_FAILED)
             return
+
+
+class PeerExitWatch:
+    """Rank 0's eye on its peers' processes, so that a rank killed from outside fails the run naming the signal.
+
+    When a rank dies of SIGKILL (the kernel's OOM killer sends it) it says nothing, and torchrun's agent answers
+    its death by sending SIGTERM to the other ranks (torch/distributed/elastic/agent/server/api.py ``_invoke_run``:
+    with no restarts left it stops the worker group, ``_shutdown(death_sig=SIGTERM)``). Nothing in that SIGTERM
+    tells it from Ray's stop of a cancelled run, which also reaches every rank, so rank 0 would end the run
+    "cancelled". What does tell them apart: a rank told to stop says so in the store at once (``RankGroup.say``,
+    before it can die of it), and a failing rank records its failure; a rank killed from outside leaves neither.
+    So every rank leaves its process id in the store, and this watch waits on each peer's process (a pidfd): a peer
+    gone without a word is recorded as the run's first failure, with the signal that killed it, read from the dead
+    process's exit status (/proc/<pid>/stat, field 52) before torchrun's agent reaps it. ``settle`` does the same
+    at once, for ``outcome_of`` to call before it reads the first failure.
+    Tested with a real SIGKILL under torchrun: tests/lifecycle/test_a_learner_rank_killed_from_outside_fails_the_run.py.
+    """
+
+    def __init__(self, group: RankGroup, current_step: Callable[[], int], peers_joining_s: float = PEERS_JOINING_S):
+        self.group = group
+        self.current_step = current_step
+        self.peers_joining_s = peers_joining_s
+        self._lock = threading.Lock()
+        self._pidfds: dict[int, int] = {}  # peer rank -> pidfd, once every peer's process id is known
+        self._pids: dict[int, int] = {}
+        self._settled: set[int] = set()
+        self._stop_read, self._stop_write = os.pipe()
+        self._thread = threading.Thread(target=self._watch, name="peer-exit-watch", daemon=True)
+
+    def __enter__(self) -> PeerExitWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        os.write(self._stop_write, b"x")
+        self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            os.close(self._stop_read)
+            os.close(self._stop_write)
+            with self._lock:  # a late settle (the stop watchdog) then finds nothing to poll
+                for pidfd in self._pidfds.values():
+                    os.close(pidfd)
+                self._pidfds.clear()
+
+    def settle(self, wait_s: float = 0.0) -> None:
+        """Record now any peer already gone without a word; ``wait_s`` is how long to wait for one to be gone (a
+        broken collective may reach this rank a moment before the dead peer's process has finished exiting)."""
+        with self._lock:
+            waiting = {pidfd: rank for rank, pidfd in self._pidfds.items() if rank not in self._settled}
+            if not waiting:
+                return
+            poller = select.poll()
+            for pidfd in waiting:
+                poller.register(pidfd, select.POLLIN)
+            for pidfd, _ in poller.poll(int(wait_s * 1000)):
+                self._settle(waiting[pidfd])
+
+    def _watch(self) -> None:
+        peers = [rank for rank in range(self.group.world_size) if rank != self.group.rank]
+        keys = [_PID_KEY.format(rank=rank) for rank in peers]
+        try:
+            self.group.store.wait(keys, timedelta(seconds=self.peers_joining_s))
+            pids = {rank: int(self.group.store.get(key)) for rank, key in zip(peers, keys)}
+        except Exception:  # noqa: BLE001 - no store, or a peer that never joined: its failure reaches rank 0 otherwise
+            return
+        poller = select.poll()
+        poller.register(self._stop_read, select.POLLIN)
+        with self._lock:
+            for rank, pid in pids.items():
+                try:
+                    self._pidfds[rank] = os.pidfd_open(pid)
+                except ProcessLookupError:
+                    continue  # gone and reaped before it could be watched: too late to read how it died
+                self._pids[rank] = pid
+                poller.register(self._pidfds[rank], select.POLLIN)
+        by_pidfd = {pidfd: rank for rank, pidfd in self._pidfds.items()}
+        while True:
+            for ready, _ in poller.poll():
+                if ready == self._stop_read:
+                    return
+                poller.unregister(ready)
+                with self._lock:
+                    self._settle(by_pidfd[ready])
+
+    def _settle(self, rank: int) -> None:
+        """``rank``'s process has exited: record its death as the run's failure if it left without a word."""
+        if rank in self._settled:
+            return
+        self._settled.add(rank)
+        status = exit_status_of_unreaped(self._pids[rank])  # first: the agent reaps it within its monitor interval
+        if status is not None and os.WIFEXITED(status):
+            return  # it ended by itself: what it recorded (or its success) speaks for it
+        if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGINT):
+            return  # stopped, by a cancel or by torchrun, if before its handler was installed (start-up)
+        if self.group.has_said(rank):
+            return  # told to stop (a cancel) or failed, and said so before it died
+        self.group.record_failure_of(rank, killed_from_outside_reason(status, self.current_step()))
+
+
+def exit_status_of_unreaped(pid: int) -> int | None:
+    """The wait status of process ``pid`` if it has exited and its parent has not reaped it yet (a zombie's
+    /proc/<pid>/stat field 52, Linux ≥ 3.5); None otherwise."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (the state) on: the name before may hold spaces
+    if len(fields) < 50 or fields[0] != "Z":
+        return None
+    return int(fields[49])
+
+
+def killed_from_outside_reason(status: int | None, step: int) -> str:
+    """How a rank that died without a word ended, for "rank N <reason>"."""
+    if status is not None and os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "an unnamed signal"
+        cause = ", as the kernel's OOM killer sends when the node runs out of memory" if name == "SIGKILL" else ""
+        return (f"was killed by signal {number} ({name}) during step {step}{cause}; nobody cancelled the run. "
+                "Look for the kill in the node's kernel log (dmesg), and lower the memory the run needs if it was "
+                "the OOM killer")
+    return (f"ended during step {step} without a word: its process is gone and it had recorded neither a failure "
+            "nor a stop, as when it is killed from outside (SIGKILL, as the kernel's OOM killer sends); nobody "
+            "cancelled the run. Look for the kill in the node's kernel log (dmesg)")
 
 
 # --- rollouts on a sharded learner ----------------------------------------------------------------------
@@ -543,6 +701,8 @@ def combine_learner_metrics(per_rank: Sequence[dict]) -> dict:
 class DataParallelRun(TrainingRun):
     """One rank of a data-parallel run; every rank runs one, rank 0 speaks for the run."""
 
+    _peer_exit_watch: PeerExitWatch | None = None  # rank 0's, while it runs
+
     def __init__(self, config: RunConfig, problems: Sequence, output_dir, publisher: RankEventPublisher, *,
                  group: RankGroup, peer_failure_grace_s: float = PEER_FAILURE_GRACE_S, **options):
         check_world_fits_config(config, group.world_size)
@@ -571,7 +731,8 @@ class DataParallelRun(TrainingRun):
     def run(self) -> RunStatus:
         if self.group.rank != 0:
             return super().run()
-        with PeerFailureWatch(self.group, self.publisher, lambda: self.step, self.peer_failure_grace_s):
+        with (PeerFailureWatch(self.group, self.publisher, lambda: self.step, self.peer_failure_grace_s),
+              PeerExitWatch(self.group, lambda: self.step) as self._peer_exit_watch):
             return super().run()
 
     def _on_sigterm(self, signum, frame) -> None:
@@ -583,9 +744,28 @@ class DataParallelRun(TrainingRun):
         self._start_stop_deadline()
         raise RunCancelled()
 
+    def _start_stop_deadline(self) -> None:
+        self.group.say("stopping")  # first: a rank that dies of the stop must not read as killed (PeerExitWatch)
+        super()._start_stop_deadline()
+
+    def outcome_when_cut_short(self, signal_name: str, deadline_s: float) -> tuple[RunStatus, str]:
+        # Rank 0 stuck in a collective with a peer that torchrun's SIGTERM followed: the peer's death is the end.
+        if self._peer_exit_watch is not None:
+            self._peer_exit_watch.settle()
+        first = self.group.first_failure(wait_s=1.0)
+        if first is not None and first[0] != self.group.rank:
+            rank, reason = first
+            return RunStatus.FAILED, f"rank {rank} {reason}"
+        return super().outcome_when_cut_short(signal_name, deadline_s)
+
     def outcome_of(self, error: BaseException) -> tuple[RunStatus, str]:
         if isinstance(error, PeerRankFailed):
             return RunStatus.FAILED, str(error)
+        if self._peer_exit_watch is not None:
+            # A peer killed from outside is the run's failure, whatever this rank saw of it: torchrun's SIGTERM
+            # (sent once the agent has reaped the dead rank, so it is gone by now), or a broken collective, which
+            # can come a moment before the dead process has finished exiting.
+            self._peer_exit_watch.settle(wait_s=0.0 if isinstance(error, RunCancelled) else 0.5)
         if isinstance(error, RunCancelled):
             self.group.record_cancellation(error.signal_name)
         else:
@@ -613,7 +793,8 @@ class DataParallelRun(TrainingRun):
 
         def start_pool_on_rank_zero() -> None:
             if self.group.rank == 0:
-                started.append(start_rollout_generators(self.config, self.tokenizer))
+                # Rank 0 scores for a pool-fed run, with the whole verifier.max_in_flight: the pool's snippets too.
+                started.append(start_rollout_generators(self.config, self.tokenizer, ask_lean=self._ask_lean))
 
         # Exchanged, so a pool that cannot start fails every rank at start-up with its reason.
         self.group.exchange(start_pool_on_rank_zero, "start-up")
@@ -687,7 +868,8 @@ class DataParallelRun(TrainingRun):
         problem = lean_tool_calls_problem(self.config, self.group.world_size)
         if problem:
             raise ValueError(problem)
-        # Fed by a rollout pool, rank 0's evaluations go to the pool too, whose processes ask Lean themselves.
+        # Fed by a rollout pool, rank 0's evaluations go to the pool too, whose processes pause the answers and send
+        # their snippets back to rank 0's verifier.
         return super().tool_session(headers, sampling)
 
     def scores_here(self, generation, samples_per_prompt: int) -> bool:

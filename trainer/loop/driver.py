@@ -77,14 +77,14 @@ from trainer.verification.shared_cache import SharedVerdictCache
 from trainer.verification.verdicts import Verdict
 
 
-def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None):
+def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None, ask_lean=None):
     """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or one per
     engine of the rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's
-    CUDA_VISIBLE_DEVICES."""
+    CUDA_VISIBLE_DEVICES. ``ask_lean``: the run's verifier, which checks their tool snippets (one budget a run)."""
     devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if not devices:
-        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores)
-    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices)
+        return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores, ask_lean=ask_lean)
+    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices, ask_lean=ask_lean)
 
 
 class VerifierUnreachable(RuntimeError):
@@ -312,7 +312,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                              "pass no engine, or set rollout.max_staleness=0")
         # On CPU the generator and the learner compute at the same time: each gets its own cores (cpu_split says why).
         split = cpu_split(os.sched_getaffinity(0)) if self.config.cluster.num_gpus == 0 else None
-        self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None)
+        self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None,
+                                               ask_lean=self._ask_lean)
         if split is not None:
             self._cores_before_split = use_cores(split.learner)  # after the child started: it inherits the whole set
             self._startup_notes.append((
@@ -458,6 +459,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "rollout/staleness_max": max(staleness, default=0),
             "rollout/dropped_stale": len(dropped),
             "problems_not_attempted": len(self.problems_not_attempted_in_training),
+            **self.group_signal(rollouts, rewards),
             "time/generation_idle_s": timings["generation_idle_s"],
             "time/learner_idle_s": timings["learner_idle_s"],
             "time/phases": {name: [round(start - self.clock_origin, 3), round(end - self.clock_origin, 3)]
@@ -465,6 +467,18 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         })
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def group_signal(self, rollouts: list[Rollout], rewards) -> dict:
+        """Which of the step's groups taught the learner something (trainer/learning/group_signal.py), read from the
+        rewards its advantages came from; tokens of every answer generated, the stale ones' too."""
+        import torch
+
+        from trainer.learning.group_signal import group_signal_metrics
+
+        generated_tokens = torch.zeros(rewards.shape, dtype=torch.long)  # (G, N)
+        for rollout in rollouts:
+            generated_tokens[rollout.slot_index, rollout.generation.sample_index] = rollout.generation.num_tokens
+        return group_signal_metrics(rewards, generated_tokens)
 
     def _generation_idle_s(self, ended: float, timings: dict) -> float:
         """Seconds of this step (since the last one ended) during which nothing was being generated."""
@@ -672,7 +686,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         if max_calls == 0:
             return None
         if self._lean_tool is None:
-            self._lean_tool = LeanTool(max_calls, self._ask_lean)
+            self._lean_tool = LeanTool(max_calls, self._ask_lean, reward_config=self.config.reward)
         return self._lean_tool.session(headers, self.tokenizer, sampling.max_tokens, sampling.n)
 
     def _ask_lean(self, checked_code, key: str) -> Future:
@@ -842,6 +856,11 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "generation/tokens_per_second": (generated_tokens / timings["generation_s"] if generated_tokens and timings["generation_s"] > 0
                                             else None),
         }
+        if self.config.rollout.lean_tool_calls:
+            # Snippets the rules refused before they reached Lean (trainer/verification/integrity.py): what the policy
+            # tries to run on the server, answered with the refusal instead.
+            metrics["rollout/tool_calls_refused"] = sum(
+                1 for r in rollouts for call in getattr(r.generation, "tool_calls", ()) if call.is_refused)
         if self.config.retry.max_rounds > 1:
             metrics.update(round_metrics(rollouts, self.config.retry.max_rounds))
             metrics["retries/history_trimmed"] = retry_counts.get("history_trimmed", 0)
@@ -923,8 +942,10 @@ def round_metrics(rollouts: Sequence[Rollout], max_rounds: int) -> dict:
 
     ``rounds/accuracy``: the mean reward of round r's scored answers;
     ``rounds/first_solved_share``: of round r's groups with a scored answer, the share some answer solved. A
-    round-r prompt exists only for a chain whose every earlier answer was rejected, so each such group is a
-    problem first solved in round r;
+    round-r group answers one chain of corrections whose every earlier answer was rejected; its problem may
+    already be solved by another chain (a sibling in round 0 or an earlier round), since every rejected
+    answer is retried. So the share counts rejected chains that round r corrected, not problems first
+    solved in round r;
     ``rounds/rollouts``: answers generated in round r (censored ones included)."""
     accuracy, solved, counts = {}, {}, {}
     for round_of_correction in range(max_rounds + 1):

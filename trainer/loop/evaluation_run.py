@@ -1,8 +1,8 @@
 """An evaluation run: the training run's path without the learner.
 
 A model (a registry model, or a run's checkpoint as ``model.init_checkpoint``), a promptset, k
-samples per problem (``schedule.eval_samples``), one retry per failed first attempt or none
-(``schedule.eval_error_correction``). It samples with ``schedule.seed`` and publishes what a
+samples per problem (``schedule.eval_samples``), retries of each failed attempt up to ``retry.max_rounds``
+rounds or none (``schedule.eval_error_correction``). It samples with ``schedule.seed`` and publishes what a
 training run publishes for an evaluation, at step 0: every sample (ROLLOUT_FINISHED with ``is_evaluation``)
 and one EVALUATION, between RUN_STARTED and RUN_FINISHED, so the platform stores it the same way. The
 values hold evaluation_report's pass@k and the pass@k curve with its 95% intervals

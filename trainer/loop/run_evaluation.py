@@ -1,7 +1,8 @@
 """A run's evaluations: every ``schedule.eval_every`` steps of a training run, and the whole of an evaluation run.
 
 pass@k, best@k and mean@n on the evaluation problems (the metrics are trainer/loop/evaluation.py's pure
-functions), for our gated reward and the release's ``acc``, then after one retry per failed attempt.
+functions), for our gated reward and the release's ``acc``, then after error correction: a retry of each
+failed attempt, round after round up to ``retry.max_rounds`` (1, the release's one retry, by default).
 Every sample is published as it is scored (ROLLOUT_FINISHED with ``is_evaluation``), so the platform
 keeps them apart from training rollouts; the report goes out as one EVALUATION event.
 
@@ -39,7 +40,8 @@ class RunEvaluation:
 
     def evaluate(self, step: int, seed: int | None = None, show_progress: bool = False) -> dict:
         """pass@k, best@k and mean@n on the evaluation problems, for our gated reward and the release's
-        acc, then the same after one retry per failed attempt (``trainer.loop.evaluation``).
+        acc, then the same after the retries of each failed attempt, up to ``retry.max_rounds`` rounds
+        (``trainer.loop.evaluation``).
 
         ``seed`` defaults to ``schedule.seed + step``, so each evaluation of a run samples afresh.
         ``show_progress``: a bar per turn on standard error, counting scored samples (``trainer eval``;

@@ -64,6 +64,9 @@ class ToolCallPayload(BaseModel):
     answered_at: float = Field(description="time.time() Lean's reply was appended.")
     reply_tokens: list[int] = Field([0, 0], description="[start, end) of the reply's tokens in the response: "
                                                          "context, with zero loss weight.")
+    is_refused: bool = Field(False, description="True when the snippet broke a rule a final proof keeps "
+                                                "(trainer/verification/integrity.py): never sent to Lean, answered "
+                                                "with the refusal (verdict rejected).")
 
 
 class RolloutFinished(BaseModel):

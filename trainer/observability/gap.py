@@ -34,7 +34,8 @@ RATIO_BOUNDS = (0.5, 2.0)
 def train_inference_gap(pairs: Iterable[tuple[torch.Tensor, Sequence[float] | None]]) -> dict[str, float | None]:
     """The gap over every response token of ``pairs``: (learner's log-probabilities (R,), the engine's R values).
 
-    Sequences whose engine gave no log-probabilities are left out; with none at all every figure is None.
+    Sequences whose engine gave no log-probabilities are left out, and so are tokens whose engine log-probability is
+    NaN (not measured: trainer/rollout/lean_tool.py ``NOT_MEASURED``); with none at all every figure is None.
     """
     import torch
 
@@ -49,7 +50,8 @@ def train_inference_gap(pairs: Iterable[tuple[torch.Tensor, Sequence[float] | No
                 f"the engine gave {engine.numel()} log-probabilities for a response the learner scored in "
                 f"{learner.numel()} tokens; an engine must return one per sampled token (Generation.logprobs)"
             )
-        differences.append(learner - engine)
+        is_measured = ~torch.isnan(engine)  # (R,)
+        differences.append((learner - engine)[is_measured])
     if not differences or not sum(d.numel() for d in differences):
         return {"logprob_abs_diff_mean": None, "logprob_abs_diff_max": None, "ratio_outside_share": None,
                 "logprob_diff_tokens": 0}

@@ -5,7 +5,8 @@ log-probability (the ratio's denominator, ``Learner.old_logprobs``), the entropy
 distribution there (computed inside the chunked log-prob pass, trainer/learning/token_logprobs.py), the token's loss
 weight (0 where masked, the truncated importance weight of an asynchronous run, else 1) and flags saying which
 clip bound or cap changed it; and the rollout's advantage. The proof viewer draws the answer from them
-(platform/proofs/token_records.py reads them) and the step's exports carry them.
+(``ProofAttempt.look_up_token_records`` in platform/proofs/models.py reads them for platform/proofs/api.py) and the
+step's exports carry them (platform/proofs/export.py).
 
 Columnar, beside the run's artifacts (``<output>/token_records/step-000002-attempt-1.parquet``), never in
 PostgreSQL rows: a step of the h100x8 preset is up to 2,048 × 24,576 tokens (benchmarks/token_records.py gives
@@ -13,7 +14,8 @@ its bytes and write time). One row per rollout, the per-token figures as list co
 key in small row groups, so opening one rollout reads one row group of one file. Log-probabilities stay float32
 (the mismatch is their difference, which float16 would round away); entropy and loss weight are float16.
 A resumed run replays steps under new keys, so each attempt keeps its own file. ``schedule.keep_token_records``
-is the retention: the latest that many steps' files are kept (None keeps every step's, as checkpoints).
+is the retention: the latest that many steps' files are kept, counted back from the current attempt's newest step
+(``prune_records``; None keeps every step's, as checkpoints).
 
 Written off the step's critical path (``RecordsWriter``): one thread writes one step's file at a time while the run
 trains the next step; a run waits for it before a checkpoint, at its end and when cancelled. A step handed to the
@@ -23,6 +25,9 @@ from "not recorded" (tests/learning/test_token_records_are_written_off_the_steps
 
 A data-parallel run sends each rank's records to rank 0 as flat arrays, not pickled objects
 (trainer/observability/packed_token_records.py; trainer/loop/distributed.py gathers them).
+
+Why one piece: the file's name and layout, the writer's markers and rename, the retention and the readers are one
+protocol (what each reader may find at any moment, and what it means): a change to one side is a change to all.
 """
 
 from __future__ import annotations
@@ -70,12 +75,13 @@ class TokenRecord:
     loss_weights: Sequence[float]
     flags: Sequence[int]
 
-    def ratio_outside_tokens(self) -> int:
-        """Sampled tokens whose engine/π_old ratio falls outside RATIO_BOUNDS (the mismatch chart's figure)."""
+    def ratio_outside_tokens(self) -> int | None:
+        """Sampled tokens whose engine/π_old ratio falls outside RATIO_BOUNDS (the mismatch chart's figure); None
+        when the engine gave no log-probabilities: not measured, which a 0 would claim was measured and fine."""
         import numpy as np
 
         if self.engine_logprobs is None:
-            return 0
+            return None
         low, high = (math.log(bound) for bound in RATIO_BOUNDS)
         engine = np.asarray(self.engine_logprobs, dtype=np.float64)  # None (not sampled) becomes NaN
         difference = np.asarray(self.learner_logprobs, dtype=np.float64) - engine
@@ -105,9 +111,17 @@ def schema():
     ])
 
 
+REPLACEMENT_CHARACTER = "\ufffd"
+MAX_TOKENS_PER_CHARACTER = 8  # a character is at most 4 UTF-8 bytes; a few more for tokens that end one and start the next
+
+
 class TokenTexts:
-    """Each token id's text, decoded once per id (a step repeats ids millions of times). A token that is part of
-    a character (byte-level vocabularies split UTF-8) decodes alone to the replacement character."""
+    """Each token's text, in whole characters: ``"".join(texts)`` is the answer as decoded, never a replacement
+    character where the answer has none. Byte-level vocabularies split a character's UTF-8 bytes over tokens
+    (``ℚ`` is three bytes, often two tokens), and such a token decodes alone to U+FFFD; those tokens are decoded
+    together, the last of them carries the whole text and the ones before it the empty string (the proof viewer
+    draws such a run of tokens as one, frontend/src/_tokens.js). Each id alone is decoded once (a step repeats
+    ids millions of times); only the split characters are decoded again, a few tokens at a time."""
 
     def __init__(self, tokenizer):
         import numpy as np
@@ -116,10 +130,37 @@ class TokenTexts:
         self._texts = np.empty(0, dtype=object)  # by token id; None where not decoded yet
 
     def __call__(self, token_ids: Sequence[int]):
-        """The texts of ``token_ids``, as a numpy array of str."""
+        """The texts of ``token_ids`` (one answer's, in order), as a numpy array of str."""
         import numpy as np
 
         ids = np.asarray(token_ids, dtype=np.int64)
+        texts = self._alone(ids).copy()
+        start = 0
+        while start < len(texts):
+            if REPLACEMENT_CHARACTER not in texts[start]:
+                start += 1
+                continue
+            end = self._whole_characters_end(ids, start)
+            if end is None:  # bytes that are no UTF-8 at all: as decoded, U+FFFD and all
+                start += 1
+                continue
+            texts[end] = self.tokenizer.decode([int(token) for token in ids[start:end + 1]])
+            texts[start:end] = ""
+            start = end + 1
+        return texts
+
+    def _whole_characters_end(self, ids, start: int) -> int | None:
+        """The first token from ``start`` on at which the tokens' bytes end in whole characters; the answer's last
+        token where a character was cut off by the end of the answer (the length limit: drawn once, as decoded)."""
+        last = min(len(ids), start + MAX_TOKENS_PER_CHARACTER) - 1
+        for end in range(start, last + 1):
+            if REPLACEMENT_CHARACTER not in self.tokenizer.decode([int(token) for token in ids[start:end + 1]]):
+                return end
+        return last if last == len(ids) - 1 else None
+
+    def _alone(self, ids):
+        import numpy as np
+
         if ids.size and ids.max() >= len(self._texts):
             grown = np.empty(int(ids.max()) + 1, dtype=object)
             grown[: len(self._texts)] = self._texts
@@ -180,13 +221,22 @@ def write_step_records(output_dir: str | os.PathLike, step: int, attempt: int, r
     return path
 
 
+# The retention may remove a file between any look at it and its opening (the writer's thread prunes while pages
+# read): every reader opens without looking first, and a FileNotFoundError reads as the file being gone, never a 500.
+
+
 def read_rollout(output_dir: str | os.PathLike, step: int, attempt: int, rollout_key: str) -> dict | None:
     """One rollout's records as plain lists (None where not recorded: no file, or no row of that key)."""
+    try:
+        return _read_row(records_path(output_dir, step, attempt), rollout_key)
+    except FileNotFoundError:
+        return None
+
+
+def _read_row(path: Path, rollout_key: str) -> dict | None:
+    """The row of ``rollout_key`` (None when the file holds none); FileNotFoundError when there is no file."""
     import pyarrow.parquet as pq
 
-    path = records_path(output_dir, step, attempt)
-    if not path.exists():
-        return None
     table = pq.read_table(path, filters=[("rollout_key", "=", rollout_key)])
     if table.num_rows == 0:
         return None
@@ -197,10 +247,11 @@ def read_step_summary(output_dir: str | os.PathLike, step: int, attempt: int) ->
     """Each recorded rollout's advantage and mismatch count by rollout key, without reading its tokens."""
     import pyarrow.parquet as pq
 
-    path = records_path(output_dir, step, attempt)
-    if not path.exists():
+    try:
+        table = pq.read_table(records_path(output_dir, step, attempt),
+                              columns=["rollout_key", "advantage", "ratio_outside_tokens"])
+    except FileNotFoundError:
         return None
-    table = pq.read_table(path, columns=["rollout_key", "advantage", "ratio_outside_tokens"])
     return {key: {"advantage": advantage, "ratio_outside_tokens": outside} for key, advantage, outside in zip(
         *(table.column(name).to_pylist() for name in ("rollout_key", "advantage", "ratio_outside_tokens")))}
 
@@ -217,7 +268,10 @@ class StepRecords:
         for recorded_step, _, path in recorded_steps(output_dir):
             if recorded_step != step:
                 continue
-            table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+            try:
+                table = pq.read_table(path, columns=None if columns is None else ["rollout_key", *columns])
+            except FileNotFoundError:
+                continue  # removed by the retention since it was listed
             for row, key in enumerate(table.column("rollout_key").to_pylist()):
                 self._where[key] = (len(self._tables), row)
             self._tables.append(table)
@@ -267,15 +321,25 @@ def recorded_steps(output_dir: str | os.PathLike) -> list[tuple[int, int, Path]]
     return sorted(found)
 
 
-def prune_records(output_dir: str | os.PathLike, keep_last_steps: int | None) -> list[Path]:
-    """Delete the files of all but the latest ``keep_last_steps`` steps (every attempt of a kept step stays)."""
+def prune_records(output_dir: str | os.PathLike, keep_last_steps: int | None, current_attempt: int) -> list[Path]:
+    """Delete the files of the steps older than the latest ``keep_last_steps`` steps up to where ``current_attempt``
+    has come (every attempt's file of a kept step stays).
+
+    Counted from the current attempt's newest step, not the newest step of any attempt: a resumed attempt replays
+    the steps an earlier one wrote past its last checkpoint, and counting those would remove the resumed attempt's
+    fresh files as soon as they are renamed in. The earlier attempt's files past that point stay until the current
+    attempt has passed them: they are the only records of those rollouts."""
     if keep_last_steps is None:
         return []
     found = recorded_steps(output_dir)
-    kept_steps = sorted({step for step, _, _ in found})[-keep_last_steps:]
-    removed = [path for step, _, path in found if step not in kept_steps]
-    if kept_steps:  # a failed step's reason goes with the files of its time
-        removed += [path for step, _, kind, path in _markers(output_dir) if kind == FAILED and step < kept_steps[0]]
+    reached = max((step for step, attempt, _ in found if attempt == current_attempt), default=None)
+    if reached is None:
+        return []
+    kept_steps = sorted({step for step, _, _ in found if step <= reached})[-keep_last_steps:]
+    oldest_kept = kept_steps[0]
+    removed = [path for step, _, path in found if step < oldest_kept]
+    # a failed step's reason goes with the files of its time
+    removed += [path for step, _, kind, path in _markers(output_dir) if kind == FAILED and step < oldest_kept]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed
@@ -306,6 +370,9 @@ class RecordsWriter:
     A write that fails leaves its step's ``.failed`` marker with the reason and the files written before it as they
     were; its message waits in ``take_failures`` for the run's own thread to publish (the writer publishes nothing,
     so events keep their order). ``write`` is ``write_step_records``'s signature (tests hand a slow or failing one).
+    The writer's own bookkeeping failing (a marker on a full disk, the retention) is reported the same way and never
+    ends the thread: a dead thread would leave the next ``submit`` and every ``wait`` hanging, and the run with them
+    (tests/learning/test_a_full_disk_never_stops_the_token_records_writer.py).
     """
 
     def __init__(self, output_dir: str | os.PathLike, attempt: int, keep_last_steps: int | None, token_texts, *,
@@ -329,8 +396,12 @@ class RecordsWriter:
         if self._is_closed:
             raise RuntimeError("the token-records writer is closed; a run submits no step after its end")
         marker = marker_path(self.output_dir, step, self.attempt, PENDING)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()  # before it is queued: a reader asking now hears "being written", never "not recorded"
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()  # before it is queued: a reader asking now hears "being written", never "not recorded"
+        except OSError as error:  # a full disk: the write will say so too; the run goes on either way
+            self._report(f"step {step}'s token records could not be marked as being written ({type(error).__name__}: "
+                         f"{error}); until they are written a reader may hear 'not recorded'")
         self._queue.put((step, records))
 
     def wait(self) -> None:
@@ -355,6 +426,9 @@ class RecordsWriter:
                 if item is None:
                     return
                 self._write_one(*item)
+            except Exception as error:  # noqa: BLE001 - reported; a dead thread would hang the next submit and wait
+                self._report(f"the token-records writer failed on step {item[0]} ({type(error).__name__}: {error}) "
+                             "and goes on with the next step")
             finally:
                 self._queue.task_done()
 
@@ -364,18 +438,32 @@ class RecordsWriter:
             self._write(self.output_dir, step, self.attempt, records, self.token_texts)
         except Exception as error:  # noqa: BLE001 - reported by the run's thread (take_failures), never swallowed
             reason = f"writing them failed: {type(error).__name__}: {error}"
-            marker_path(self.output_dir, step, self.attempt, FAILED).write_text(reason)
             self._report(f"step {step}'s token records were not written ({reason}); its rollouts will show no "
                          f"tokens, and training goes on. Free disk space under {self.output_dir} or lower "
                          "schedule.keep_token_records if the disk is full")
+            self._leave_failed_marker(step, reason)
             return
         finally:
-            pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+            try:
+                pending.unlink(missing_ok=True)  # after the rename or the failed marker: a reader sees one or the other
+            except OSError as error:
+                self._report(f"step {step}'s '{PENDING}' marker could not be removed ({type(error).__name__}: "
+                             f"{error}); remove {pending} by hand, or the next attempt marks the step failed")
         try:
-            prune_records(self.output_dir, self.keep_last_steps)
+            prune_records(self.output_dir, self.keep_last_steps, self.attempt)
         except Exception as error:  # noqa: BLE001 - as above
             self._report(f"step {step}'s token records were written, but the retention (schedule.keep_token_records="
                          f"{self.keep_last_steps}) could not remove older steps' files: {type(error).__name__}: {error}")
+
+    def _leave_failed_marker(self, step: int, reason: str) -> None:
+        """The reason beside the step's file-never-to-be; on a full disk even that can fail, which is reported too."""
+        failed = marker_path(self.output_dir, step, self.attempt, FAILED)
+        try:
+            failed.write_text(reason)
+        except OSError as error:
+            failed.unlink(missing_ok=True)  # a half-written reason would be read as the whole one
+            self._report(f"step {step}'s '{FAILED}' marker could not be written either ({type(error).__name__}: "
+                         f"{error}): its rollouts will say no token records were written, without this reason")
 
     def _report(self, message: str) -> None:
         with self._failures_lock:
@@ -420,17 +508,22 @@ def look_up_rollout(output_dir: str | os.PathLike, step: int, attempt: int, roll
     learner step, and the rollout is seen before that (it is published when scored)."""
     path = records_path(output_dir, step, attempt)
     for _ in range(2):  # the writer renames the file in, then removes the marker: look at the file again after
-        if path.exists():
-            record = read_rollout(output_dir, step, attempt, rollout_key)
+        try:
+            record = _read_row(path, rollout_key)
+        except FileNotFoundError:
+            pass  # not written yet, never, or removed by the retention (even a moment ago): the markers tell
+        else:
             if record is None:
                 return RolloutRecords(RecordsState.NOT_RECORDED, reason=(
                     f"step {step}'s records hold no row for this answer: it was not trained (censored, empty, or "
                     "dropped as too stale)"))
             return RolloutRecords(RecordsState.RECORDED, record)
-        failed = marker_path(output_dir, step, attempt, FAILED)
-        if failed.exists():
-            return RolloutRecords(RecordsState.NOT_RECORDED, reason=f"step {step}'s token records: "
-                                  + failed.read_text(errors="replace").strip())
+        try:
+            failure = marker_path(output_dir, step, attempt, FAILED).read_text(errors="replace").strip()
+        except FileNotFoundError:
+            pass
+        else:
+            return RolloutRecords(RecordsState.NOT_RECORDED, reason=f"step {step}'s token records: {failure}")
         if not marker_path(output_dir, step, attempt, PENDING).exists():
             break
         if is_being_trained:

@@ -45,7 +45,9 @@ statement).
 
 What Lean then checks is ours, not the model's copy: header + canonical statement + the proof
 body after the statement's copy in the lean4 code (``find_statement_end``; whitespace and
-comments normalised, whole tokens).
+comments normalised, whole tokens). A statement may begin with definitions its theorem needs
+(PutnamBench's); they are part of the statement, so an answer whose copy changes one has no
+copy to take a proof body from (check 10 already fails most such answers, as the release's would).
 
 Why one piece: it mirrors the release's checker check for check, in the release's order; split, that
 order (which decides the category) would no longer read top to bottom against the original.
@@ -287,8 +289,9 @@ def check_format(
     if statement_end is None:
         return FormatCheck(
             None,
-            "format valid, but the lean4 code holds no whole-token copy of the statement (it was glued to the "
-            "next token, e.g. ':= by_contra') to take the proof body from: reward 0, nothing sent to Lean",
+            "format valid, but the lean4 code holds no whole-token copy of the statement, the definitions before "
+            "its theorem included, to take the proof body from (a definition changed, or the copy glued to the next "
+            "token, e.g. ':= by_contra'): reward 0, nothing sent to Lean",
             verdict.reasoning, verdict.lean_code, None,
         )
     return FormatCheck(None, "format valid", verdict.reasoning, verdict.lean_code, verdict.lean_code[statement_end:])

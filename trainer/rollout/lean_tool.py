@@ -21,12 +21,19 @@ resumes from its text so far, the reply included (vLLM finds that prefix in its 
 answer; after the K-th, or once ``</think>`` is written, ``</lean>`` is plain text. Message lines count from
 the snippet's first line.
 
+What defends the Lean server: every snippet keeps the rules of a final proof, with the declarations a snippet is
+made of allowed (trainer/verification/integrity.py ``check_snippet_integrity``: no ``#eval``, ``IO``, ``run_cmd``,
+``#exit``, imports, axioms…). A snippet that breaks one never reaches the verifier: it is answered at once with the
+refusal, in a ``<lean_result>`` block as Lean's reply would be (so the model learns what it may ask), and its call is
+marked ``is_refused`` (counted per step in ``rollout/tool_calls_refused``).
+
 What defends the training signal:
 
 - **The replies are context, not policy.** Their tokens are in the answer (the model reads them as it goes
   on), but the engine did not sample them: ``Generation.tool_calls`` records each reply's token span, the
   learner gives those tokens zero loss weight and leaves them out of the train–inference gap
-  (trainer/learning/batching.py ``TokenBatch.loss_mask``).
+  (trainer/learning/batching.py ``TokenBatch.loss_mask``). Their engine log-probabilities are NaN, not measured
+  (``NOT_MEASURED``), as is any the engine did not return: never 0.0, which would read as probability 1.
 - **Never a made-up verdict.** A snippet the verifier cannot decide (the stand-in's "cannot decide", an
   outage, a server error) is answered with exactly that: "Lean could not check this snippet", and why.
 - **Only the trainer writes replies.** The format check (with K ≥ 1) fails an answer whose reply blocks are
@@ -47,10 +54,14 @@ from typing import Any
 from trainer.recipe.format_reward import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_REPLY_CLOSE, TOOL_REPLY_OPEN
 from trainer.rollout.base import Generation
 from trainer.verification.checked_code import CheckedCode, normalised_header
+from trainer.verification.integrity import check_snippet_integrity
 from trainer.verification.verdicts import Verdict, VerificationResult
 
 MAX_REPLY_CHARACTERS = 1500  # Lean's messages beyond this are cut: the reply is context, and costs tokens
 MAX_REPLY_MESSAGES = 5
+# An engine log-probability nobody measured: a reply's token (never sampled), or one the engine did not return.
+# NaN, so that no sum or ratio can take it for a measured value; its consumers skip it.
+NOT_MEASURED = float("nan")
 
 
 @dataclass(frozen=True)
@@ -60,17 +71,19 @@ class ToolCall:
 
     snippet: str
     reply: str
-    verdict: str  # a Verdict value; "infra_error" when the verifier could not decide
+    verdict: str  # a Verdict value; "infra_error" when the verifier could not decide, "rejected" when refused
     is_decided: bool
     is_standin_verdict: bool
     asked_at: float  # time.time()
     answered_at: float
     reply_tokens: tuple[int, int] = (0, 0)
+    is_refused: bool = False  # broke a snippet rule: answered with the refusal, never sent to the verifier
 
     def as_dict(self) -> dict:
         return {"snippet": self.snippet, "reply": self.reply, "verdict": self.verdict, "is_decided": self.is_decided,
                 "is_standin_verdict": self.is_standin_verdict, "asked_at": self.asked_at,
-                "answered_at": self.answered_at, "reply_tokens": list(self.reply_tokens)}
+                "answered_at": self.answered_at, "reply_tokens": list(self.reply_tokens),
+                "is_refused": self.is_refused}
 
 
 def checked_snippet(header: str, snippet: str) -> CheckedCode:
@@ -84,6 +97,16 @@ def snippet_line_offset(header: str) -> int:
     """Lines of the checked code before the snippet's first line."""
     head = normalised_header(header or "")
     return head.count("\n") + 2 if head else 0
+
+
+def refusal(reasons: Sequence[str]) -> VerificationResult:
+    """The answer to a snippet that breaks a rule (``check_snippet_integrity``): rejected, with its reasons."""
+    return VerificationResult(Verdict.REJECTED, reasons=tuple(reasons))
+
+
+def refusal_text(reasons: Sequence[str]) -> str:
+    """The reply to a refused snippet, appended where Lean's would be: what the model may not ask, and why."""
+    return _reply_block("Not sent to Lean: this snippet " + "; it ".join(reasons) + ".")
 
 
 def reply_text(result: VerificationResult, line_offset: int) -> str:
@@ -105,6 +128,10 @@ def reply_text(result: VerificationResult, line_offset: int) -> str:
         if len(lines) == 1:
             lines.append("; ".join(result.reasons) or result.verdict.value)
         body = "\n".join(lines)
+    return _reply_block(body)
+
+
+def _reply_block(body: str) -> str:
     if len(body) > MAX_REPLY_CHARACTERS:
         body = body[:MAX_REPLY_CHARACTERS] + " …"
     # Fences would end the reasoning's blocks in the format check's eyes; the reply is prose.
@@ -142,20 +169,25 @@ class LeanTool:
     """The run's tool: K, and how a snippet reaches the verifier.
 
     ``check(checked_code, key)`` returns a concurrent Future of the VerificationResult (the driver's
-    background event loop and LeanVerifier, or the generator process's own). ``submit`` never waits.
+    background event loop and LeanVerifier; in a generator process, a request to the run's, which holds the run's one
+    in-flight budget). It is never called with a snippet ``check_snippet_integrity`` refuses under
+    ``reward_config`` (the run's ``RewardConfig``: ``allow_native_decide``).
     """
 
-    def __init__(self, max_calls: int, check: Callable[[CheckedCode, str], concurrent.futures.Future]):
+    def __init__(self, max_calls: int, check: Callable[[CheckedCode, str], concurrent.futures.Future], *,
+                 reward_config: Any):
         if max_calls < 1:
             raise ValueError(f"LeanTool needs rollout.lean_tool_calls ≥ 1, got {max_calls}")
         self.max_calls = max_calls
         self._check = check
+        self.reward_config = reward_config
 
     def session(self, headers: Sequence[str], tokenizer: Any, max_tokens: int, n: int) -> ToolCallSession:
         """One generate call's bookkeeping; ``headers[prompt_index]`` is each prompt's problem header."""
         return ToolCallSession(self, list(headers), tokenizer, max_tokens, n)
 
     def ask(self, checked_code: CheckedCode, key: str) -> concurrent.futures.Future:
+        """The verifier's answer to a snippet the rules let through (``answer``'s caller checked them)."""
         try:
             return self._check(checked_code, key)
         except Exception as error:  # noqa: BLE001 - a call that cannot even be sent is answered as undecided
@@ -171,10 +203,21 @@ class _Answer:
     prompt_ids: list[int]
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    engine_gave_logprobs: bool = False  # whether any part came with the engine's log-probabilities
     text: str = ""
     searched_to: int = 0  # characters of ``text`` already searched for </lean>
     calls: list[ToolCall] = field(default_factory=list)
-    waiting: tuple[concurrent.futures.Future, str, float] | None = None  # (future, snippet, asked_at)
+    waiting: _Waiting | None = None
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A call asked and not yet answered; a refused one is answered already (its future is done)."""
+
+    future: concurrent.futures.Future
+    snippet: str
+    asked_at: float
+    is_refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -239,6 +282,7 @@ class ToolCallSession:
         answer = self._answers.setdefault(where, _Answer(list(prompt_ids)))
         answer.token_ids.extend(segment_ids)
         answer.logprobs.extend(_aligned(segment_logprobs, len(segment_ids)))
+        answer.engine_gave_logprobs |= bool(segment_logprobs)
         answer.text = self._decode(answer.token_ids)
         found = find_call(answer.text, answer.searched_to)
         while found is not None and found.snippet is None:
@@ -248,9 +292,16 @@ class ToolCallSession:
             answer.waiting = None
             return
         answer.searched_to = found.end
+        asked_at = time.time()
+        reasons = check_snippet_integrity(found.snippet, self.tool.reward_config)
+        if reasons:
+            refused: concurrent.futures.Future = concurrent.futures.Future()
+            refused.set_result(refusal(reasons))
+            answer.waiting = _Waiting(refused, found.snippet, asked_at, is_refused=True)
+            return
         header = self.headers[prompt_index] if prompt_index < len(self.headers) else ""
         future = self.tool.ask(checked_snippet(header, found.snippet), f"{key}-tool{len(answer.calls) + 1}")
-        answer.waiting = (future, found.snippet, time.time())
+        answer.waiting = _Waiting(future, found.snippet, asked_at)
 
     def has_waiting(self) -> bool:
         return any(answer.waiting is not None for answer in self._answers.values())
@@ -258,16 +309,16 @@ class ToolCallSession:
     def ready(self, block: bool = False) -> list[Resumption]:
         """Answers whose reply has come (all of them first waited for one when ``block``), reply appended."""
         waiting = {where: answer for where, answer in self._answers.items() if answer.waiting is not None}
-        if block and waiting and not any(answer.waiting[0].done() for answer in waiting.values()):
-            concurrent.futures.wait([answer.waiting[0] for answer in waiting.values()],
+        if block and waiting and not any(answer.waiting.future.done() for answer in waiting.values()):
+            concurrent.futures.wait([answer.waiting.future for answer in waiting.values()],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
         resumptions = []
         for where, answer in waiting.items():
-            future, snippet, asked_at = answer.waiting
-            if not future.done():
+            call = answer.waiting
+            if not call.future.done():
                 continue
             answer.waiting = None
-            resumption = self._answer_call(where, answer, future, snippet, asked_at)
+            resumption = self._answer_call(where, answer, call)
             if resumption is not None:
                 resumptions.append(resumption)
         return resumptions
@@ -279,7 +330,9 @@ class ToolCallSession:
         if answer is None:
             return generation
         token_ids = answer.token_ids + list(generation.token_ids)
-        logprobs = answer.logprobs + _aligned(generation.logprobs or [], len(generation.token_ids))
+        logprobs: list[float] | None = answer.logprobs + _aligned(generation.logprobs, len(generation.token_ids))
+        if not (answer.engine_gave_logprobs or generation.logprobs):
+            logprobs = None  # an engine that reports none: the whole answer is not measured, as without tool calls
         return replace(generation, text=self._decode(token_ids), token_ids=token_ids, num_tokens=len(token_ids),
                        logprobs=logprobs, tool_calls=tuple(answer.calls))
 
@@ -297,24 +350,24 @@ class ToolCallSession:
 
     # --- inside ---------------------------------------------------------------------------------
 
-    def _answer_call(self, where, answer: _Answer, future, snippet: str, asked_at: float) -> Resumption | None:
+    def _answer_call(self, where, answer: _Answer, call: _Waiting) -> Resumption | None:
         header = self.headers[where[0]] if where[0] < len(self.headers) else ""
         try:
-            result = future.result()
+            result = call.future.result()
         except Exception as error:  # noqa: BLE001 - an outage is answered as one, never as a verdict
             result = VerificationResult(Verdict.INFRA_ERROR, reasons=(
                 f"the verifier failed: {type(error).__name__}: {error}",))
-        reply = reply_text(result, snippet_line_offset(header))
+        reply = refusal_text(result.reasons) if call.is_refused else reply_text(result, snippet_line_offset(header))
         reply_ids = list(self._tokenizer(reply, add_special_tokens=False)["input_ids"])
         room = self.max_tokens - len(answer.token_ids)
         start = len(answer.token_ids)
         reply_ids = reply_ids[:max(room, 0)]
         answer.token_ids.extend(reply_ids)
-        answer.logprobs.extend([0.0] * len(reply_ids))  # not sampled: masked out of the loss and the gap
+        answer.logprobs.extend([NOT_MEASURED] * len(reply_ids))  # not sampled: masked out of the loss and the gap
         answer.calls.append(ToolCall(
-            snippet=snippet, reply=reply, verdict=result.verdict.value, is_decided=not result.is_censored,
-            is_standin_verdict=result.is_standin_verdict, asked_at=asked_at, answered_at=time.time(),
-            reply_tokens=(start, start + len(reply_ids))))
+            snippet=call.snippet, reply=reply, verdict=result.verdict.value, is_decided=not result.is_censored,
+            is_standin_verdict=result.is_standin_verdict, asked_at=call.asked_at, answered_at=time.time(),
+            reply_tokens=(start, start + len(reply_ids)), is_refused=call.is_refused))
         answer.text = self._decode(answer.token_ids)
         answer.searched_to = len(answer.text)
         return self._resumption(where, answer)
@@ -338,6 +391,7 @@ class ToolCallSession:
         return self._tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def _aligned(logprobs: Sequence[float], count: int) -> list[float]:
-    values = list(logprobs)[:count]
-    return values + [0.0] * (count - len(values))
+def _aligned(logprobs: Sequence[float] | None, count: int) -> list[float]:
+    """``count`` log-probabilities: the engine's, then NOT_MEASURED for tokens it gave none for."""
+    values = list(logprobs or ())[:count]
+    return values + [NOT_MEASURED] * (count - len(values))

@@ -11,8 +11,9 @@ A cancel is bounded in time. Ray stops a job with SIGTERM, waits RAY_JOB_STOP_WA
 default; the platform sends the setting with every job) and then SIGKILLs it, so a run whose
 tear-down outlasts that (vLLM's engines, a generator process, a peer in a collective) would die
 without its end. On SIGTERM a deadline starts: if the run has not published its end when it passes
-(``stop_deadline_s``, inside Ray's wait), a watchdog thread publishes the cancelled end, delivers
-it and exits the process. The deadline is started from a thread of its own that hears the signal
+(``stop_deadline_s``, inside Ray's wait), a watchdog thread publishes the cancelled end (``outcome_when_cut_short``: a
+data-parallel rank's SIGTERM may be torchrun's answer to a peer's death instead), delivers it and exits the
+process. The deadline is started from a thread of its own that hears the signal
 through Python's wakeup file descriptor: a main thread inside a C++ call (a collective or a
 rendezvous waiting for a peer that is gone) runs no Python signal handler until that call returns.
 """
@@ -26,7 +27,7 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
-from trainer.command_line import EXIT_CANCELLED
+from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED
 from trainer.observability.events import EventPublisher, EventType, RunStatus, finish_delivery
 from trainer.run.checkpoint import record_last_event_seq
 
@@ -140,18 +141,25 @@ class RunLifecycle:
             self._stop_deadline.daemon = True
             self._stop_deadline.start()
 
+    def outcome_when_cut_short(self, signal_name: str, deadline_s: float) -> tuple[RunStatus, str]:
+        """How the watchdog ends a run whose shutdown outlasted its deadline. A data-parallel rank overrides it: the
+        SIGTERM may be torchrun's answer to another rank's death, not a cancel."""
+        return RunStatus.CANCELLED, (f"stopped by {signal_name} during step {self.step}; its shutdown outlasted "
+                                     f"{deadline_s:g} s (within Ray's {STOP_WAIT_VARIABLE}) and was cut short")
+
     def _end_before_the_kill(self, signal_name: str, deadline_s: float) -> None:
-        """The watchdog: the run's shutdown outlasted its deadline; publish its cancelled end before Ray's SIGKILL."""
+        """The watchdog: the run's shutdown outlasted its deadline; publish its end before Ray's SIGKILL."""
         if not self._claim_the_end():
             return
+        status, reason = self.outcome_when_cut_short(signal_name, deadline_s)
+        if status is RunStatus.FAILED:
+            self.publisher.publish(EventType.ERROR, {"step": self.step, "message": reason})
         self.publisher.publish(EventType.RUN_FINISHED, {
-            "status": RunStatus.CANCELLED.value, "step": self.step, **self.finished_payload(RunStatus.CANCELLED),
-            "reason": (f"stopped by {signal_name} during step {self.step}; its shutdown outlasted {deadline_s:g} s "
-                       f"(within Ray's {STOP_WAIT_VARIABLE}) and was cut short")})
+            "status": status.value, "step": self.step, **self.finished_payload(status), "reason": reason})
         record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         sink = self.publisher.sink
         finish_delivery(getattr(sink, "sink", sink))  # under the SequenceRecorder, the buffered stream
-        os._exit(EXIT_CANCELLED)
+        os._exit(EXIT_CANCELLED if status is RunStatus.CANCELLED else EXIT_FAILED)
 
     def _claim_the_end(self) -> bool:
         """Whether this caller publishes RUN_FINISHED: the first one, the run's own end or the watchdog's."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainer.verification import lean_lexer
 from trainer.verification.line_numbering import LineNumbering
 
 AXIOMS_QUERY = "#print axioms"
@@ -32,6 +33,7 @@ _DECLARATION = re.compile(
     r"(?P<keyword>theorem|lemma|example)\b(?:[ \t]+(?P<name>[^\s(:{\[⦃]+))?",
     re.MULTILINE,
 )
+DECLARATION_KEYWORDS = frozenset({"theorem", "lemma", "example"})
 # The theorem name given to a statement declared with ``example`` (which has no name to ask
 # Lean about): the axioms query needs one.
 EXAMPLE_THEOREM_NAME = "checked_statement"
@@ -133,23 +135,33 @@ def canonical_statement(formal_statement: str) -> tuple[str, str]:
     cannot be checked and should have been rejected when the promptset was loaded.
     """
     statement = formal_statement.strip("\n").rstrip()
-    match = _DECLARATION.search(statement)
-    if match is None:
+    declaration = _declaration(statement)
+    if declaration is None:
         raise ValueError(
             f"formal statement {formal_statement[:80]!r} declares no theorem, lemma or example; "
             "give the problem a statement such as 'theorem name : … := by'"
         )
+    keyword, name = declaration
     if not re.search(r":=\s*(by)?$", statement):
         # A bare statement: the model's body is a tactic proof, as in the recipe's prompts.
         statement += " := by"
-    if match["keyword"] == "example":
-        statement = (
-            statement[: match.start("keyword")] + f"theorem {EXAMPLE_THEOREM_NAME}" + statement[match.end("keyword") :]
-        )
+    if keyword.text == "example":
+        statement = statement[: keyword.start] + f"theorem {EXAMPLE_THEOREM_NAME}" + statement[keyword.end :]
         return statement, EXAMPLE_THEOREM_NAME
-    if not match["name"]:
-        raise ValueError(f"formal statement {formal_statement[:80]!r} has a {match['keyword']} without a name")
-    return statement, match["name"]
+    if name is None or name.kind is not lean_lexer.TokenKind.WORD:
+        raise ValueError(f"formal statement {formal_statement[:80]!r} has a {keyword.text} without a name")
+    return statement, name.text
+
+
+def _declaration(statement: str) -> tuple[lean_lexer.Token, lean_lexer.Token | None] | None:
+    """The statement's declaration keyword and the code token after it, as Lean reads them. A statement may begin
+    with definitions and doc comments (PutnamBench's), and a line of those that starts with 'example' or 'theorem'
+    is not the declaration: taking it for one would rename the wrong text and ask Lean about the wrong theorem."""
+    code = [token for token in lean_lexer.scan(statement, strict=False) if token.kind not in lean_lexer.COMMENT_KINDS]
+    for index, token in enumerate(code):
+        if token.kind is lean_lexer.TokenKind.WORD and token.text in DECLARATION_KEYWORDS:
+            return token, code[index + 1] if index + 1 < len(code) else None
+    return None
 
 
 def _indented_body(proof_body: str) -> tuple[list[str], int]:

@@ -11,10 +11,22 @@ Requests and responses are kimina-client's own models (``CheckRequest``,
 as fast on a fixed list (benchmarks/verifier_throughput.py measures both against its
 sync ``check()`` and the ceiling), but it takes only fixed lists (no pipelining), fails a
 whole batch together, returns results in completion order and gives plain strings random
-ids; we send ids we made and match results by id. Transport errors, 429 and 5xx are retried
-with exponential backoff; a failed batch is retried snippet by snippet, so one bad
-snippet (a REPL crash, an oversized answer) cannot fail its neighbours. No proxy is read
-from the environment; the API key is sent only when one is set.
+ids; we send ids we made and match results by id. No proxy is read from the environment; the
+API key is sent only when one is set.
+
+Failed requests, by what kimina-lean-server means by them (``standin_server`` imitates each):
+
+- HTTP 500 is one proof's REPL crashing (or printing a line that is not JSON, or one over 64 KiB),
+  which loses the whole request's results. A batch of several is therefore sent again snippet by
+  snippet, once: the crashing proof alone fails again and is censored ("could not check", never
+  0), its neighbours get their own verdicts. A proof split out of a batch that fails with 500
+  again is not retried, so a server that fails everything costs a batch 1 + ``batch_size``
+  requests, never more. A bad response body is treated the same way.
+- 429 (no REPL free within the server's MAX_WAIT), 502–504 and transport errors say the server
+  cannot take the request now: the same batch, whole, is sent again after an exponential,
+  jittered backoff (splitting it would only ask the busy server for more), up to
+  ``max_retries`` times.
+- A lone proof (a batch of one) is retried on any of these, up to ``max_retries`` times.
 
 Verdicts: Lean's messages decide ``valid`` / ``sorry`` / ``lean_error``; a sorry that
 shows only as the "declaration uses 'sorry'" warning is caught here (kimina-client's
@@ -51,6 +63,7 @@ import re
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Iterable
 
 import httpx
@@ -61,7 +74,7 @@ from trainer.verification.kimina_compat import CheckRequest, CheckResponse, Repl
 from trainer.verification.line_numbering import PROBE_CODE, LineNumbering, ProbeFailed, numbering_from_probe
 from trainer.verification.shared_cache import server_version
 from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
-from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult, lean_text_in_one_line
 
 # Newer Lean quotes the name differently (`sorry`, 'sorry', or not at all).
 _SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
@@ -71,6 +84,14 @@ _PROBE_ID = "line-numbering-probe"
 # The probe may be the first snippet of its import header on a cold server, which then loads
 # Mathlib before it answers: it gets at least this long (it is sent once per start or reconnect).
 _PROBE_MIN_TIMEOUT_S = 300.0
+
+
+class _Recovery(Enum):
+    """What a failed request calls for (see the module's docstring)."""
+
+    NONE = "none"  # the same request would fail the same way: the failure is the answer
+    BACK_OFF = "back off"  # the server cannot take it now: the same batch again, later
+    SPLIT = "split"  # the server failed on the batch, perhaps because of one proof: each proof alone
 
 
 @dataclass(frozen=True)
@@ -150,7 +171,7 @@ def interpret_answer(
         return VerificationResult(
             Verdict.LEAN_ERROR,
             messages,
-            reasons=(f"Lean rejected the proof at line {first.line}: {first.text.splitlines()[0] if first.text else ''}",),
+            reasons=(f"Lean rejected the proof at line {first.line}: {lean_text_in_one_line(first.text)}",),
             is_standin_verdict=is_standin,
         )
     if answer.get("sorries") or any(
@@ -372,6 +393,8 @@ class LeanVerifier:
             "requests": self._counts["requests"],
             "retries": self._counts["retries"],
             "snippets_sent": self._counts["snippets_sent"],
+            # Batches an HTTP 500 (a crashing proof) split into a request per proof.
+            "batches_split": self._counts["batches_split"],
             "line_numbering": self._numbering.value if self._numbering is not None else None,
             "line_probes": self._probes_started,
         }
@@ -513,9 +536,9 @@ class LeanVerifier:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, batch: list[_Pending]) -> None:
+    async def _send(self, batch: list[_Pending], *, is_split_out: bool = False) -> None:
         try:
-            await self._send_with_retries(batch)
+            await self._send_with_retries(batch, is_split_out=is_split_out)
         except BaseException as error:  # never leave a rollout waiting forever
             for item in batch:
                 if not item.future.done():
@@ -523,7 +546,9 @@ class LeanVerifier:
             if not isinstance(error, Exception):
                 raise
 
-    async def _send_with_retries(self, batch: list[_Pending]) -> None:
+    async def _send_with_retries(self, batch: list[_Pending], *, is_split_out: bool) -> None:
+        """Sends ``batch`` until it is answered or its failure is final (the module's docstring says which).
+        ``is_split_out``: a proof its batch's HTTP 500 split out, which a second 500 censors at once."""
         payload = _check_request([Snippet(id=item.snippet_id, code=item.code) for item in batch], self.config.timeout_s)
         attempt = 0
         while True:
@@ -533,17 +558,26 @@ class LeanVerifier:
                 for item in batch:
                     item.future.set_result(_Answer(_Failure(str(failure)), False))
                 return
-            failure, is_retryable, is_standin = await self._post(batch, payload)
+            failure, recovery, is_standin = await self._post(batch, payload)
             if failure is None:
                 return
-            if is_retryable and len(batch) > 1:
-                # One snippet may be what broke the batch: give each its own request and retries.
+            if recovery is _Recovery.SPLIT and len(batch) > 1:
+                # The real server loses a whole request to one crashing proof: each proof alone, so the
+                # crash costs only its own proof.
                 self._counts["retries"] += len(batch)
+                self._counts["batches_split"] += 1
                 for item in batch:
-                    self._spawn(self._send([item]))
+                    self._spawn(self._send([item], is_split_out=True))
                 return
-            if not is_retryable or attempt >= self.config.max_retries:
-                tries = f" after {attempt + 1} tries" if is_retryable else ""
+            if recovery is _Recovery.SPLIT and is_split_out:
+                for item in batch:
+                    item.future.set_result(_Answer(_Failure(
+                        f"{failure}, checked alone after its batch failed the same way: the server fails on this "
+                        "proof itself (kimina-lean-server answers 500 when a proof's REPL crashes); its neighbours "
+                        "got their verdicts"), is_standin))
+                return
+            if recovery is _Recovery.NONE or attempt >= self.config.max_retries:
+                tries = f" after {attempt + 1} tries" if recovery is not _Recovery.NONE else ""
                 for item in batch:
                     item.future.set_result(_Answer(_Failure(failure + tries), is_standin))
                 return
@@ -557,13 +591,13 @@ class LeanVerifier:
         payload = _check_request([Snippet(id=_PROBE_ID, code=PROBE_CODE)], lean_timeout_s)
         attempt = 0
         while True:
-            results, failure, is_retryable, _ = await self._request(payload, lean_timeout_s=lean_timeout_s)
+            results, failure, recovery, _ = await self._request(payload, lean_timeout_s=lean_timeout_s)
             if failure is None:
                 if _PROBE_ID not in results:
                     raise ProbeFailed("the Lean server returned no result for the line-numbering probe")
                 return numbering_from_probe(results[_PROBE_ID])
-            if not is_retryable or attempt >= self.config.max_retries:
-                tries = f" after {attempt + 1} tries" if is_retryable else ""
+            if recovery is _Recovery.NONE or attempt >= self.config.max_retries:
+                tries = f" after {attempt + 1} tries" if recovery is not _Recovery.NONE else ""
                 raise ProbeFailed(f"cannot learn how the Lean server numbers lines: {failure}{tries}")
             attempt += 1
             await self._wait_before_retry(attempt)
@@ -573,32 +607,32 @@ class LeanVerifier:
         backoff = self.config.retry_backoff_s * 2 ** (attempt - 1)
         await asyncio.sleep(backoff * (0.5 + random.random()))
 
-    async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, bool, bool]:
-        """Sends one batch; resolves its futures on success. Returns (failure, is_retryable, is_standin)."""
+    async def _post(self, batch: list[_Pending], payload: dict) -> tuple[str | None, _Recovery, bool]:
+        """Sends one batch; resolves its futures on success. Returns (failure, recovery, is_standin)."""
         self._counts["requests"] += 1
         self._counts["snippets_sent"] += len(batch)
-        by_id, failure, is_retryable, is_standin = await self._request(payload, watch_reconnects=True)
+        by_id, failure, recovery, is_standin = await self._request(payload, watch_reconnects=True)
         if failure is not None:
-            return failure, is_retryable, is_standin
+            return failure, recovery, is_standin
         try:
             # Read after the answer: a reconnect while this batch was out has asked the server again.
             numbering = await self.line_numbering()
         except ProbeFailed as probe_failure:
             for item in batch:
                 item.future.set_result(_Answer(_Failure(str(probe_failure)), is_standin))
-            return None, False, is_standin
+            return None, _Recovery.NONE, is_standin
         for item in batch:
             result = by_id.get(item.snippet_id)
             if result is None:
                 item.future.set_result(_Answer(_Failure("the Lean server returned no result for this snippet"), is_standin))
             else:
                 item.future.set_result(_Answer(result, is_standin, numbering))
-        return None, False, is_standin
+        return None, _Recovery.NONE, is_standin
 
     async def _request(
         self, payload: dict, *, watch_reconnects: bool = False, lean_timeout_s: float | None = None
-    ) -> tuple[dict[str, ReplResponse], str | None, bool, bool]:
-        """One POST /api/check. Returns (results by id, failure, is_retryable, is_standin).
+    ) -> tuple[dict[str, ReplResponse], str | None, _Recovery, bool]:
+        """One POST /api/check. Returns (results by id, failure, what the failure calls for, is_standin).
 
         With ``watch_reconnects``, a request that leaves an idle verifier over a new TCP connection
         (its earlier connections expired or were closed: the server may have been restarted or
@@ -626,15 +660,16 @@ class LeanVerifier:
                 {},
                 f"the Lean server at {url} did not answer within {read_timeout_s:.0f} s "
                 "(the Lean timeout + verifier.http_timeout_margin_s)",
-                False,
+                _Recovery.NONE,
                 False,
             )
         except httpx.ConnectError as error:
             self._numbering = None
-            return {}, f"the Lean server at {url} is unreachable ({error!r}); start it or fix verifier.url", True, False
+            return ({}, f"the Lean server at {url} is unreachable ({error!r}); start it or fix verifier.url",
+                    _Recovery.BACK_OFF, False)
         except httpx.TransportError as error:
             self._numbering = None
-            return {}, f"transport error talking to the Lean server at {url}: {error!r}", True, False
+            return {}, f"transport error talking to the Lean server at {url}: {error!r}", _Recovery.BACK_OFF, False
         finally:
             self._requests_in_flight -= 1
         is_standin = response.headers.get(STANDIN_HEADER) == "1"
@@ -643,20 +678,25 @@ class LeanVerifier:
                 {},
                 f"the Lean server at {url} refused the API key (HTTP {response.status_code}: {_detail(response)}); "
                 "set verifier.api_key to the server's key",
-                False,
+                _Recovery.NONE,
                 is_standin,
             )
-        if response.status_code == 429 or response.status_code >= 500:
-            return {}, f"the Lean server answered HTTP {response.status_code}: {_detail(response)}", True, is_standin
+        if response.status_code == 500:
+            # kimina-lean-server's own error: a REPL crashed on one of the request's proofs.
+            return {}, f"the Lean server answered HTTP 500: {_detail(response)}", _Recovery.SPLIT, is_standin
+        if response.status_code == 429 or response.status_code > 500:
+            return ({}, f"the Lean server answered HTTP {response.status_code}: {_detail(response)}", _Recovery.BACK_OFF,
+                    is_standin)
         if response.status_code != 200:
             return (
-                {}, f"the Lean server rejected the request (HTTP {response.status_code}: {_detail(response)})", False, is_standin
+                {}, f"the Lean server rejected the request (HTTP {response.status_code}: {_detail(response)})",
+                _Recovery.NONE, is_standin,
             )
         try:
             parsed = CheckResponse.model_validate(response.json())
         except (ValueError, json.JSONDecodeError) as error:
-            return {}, f"bad response from the Lean server: {str(error)[:200]}", True, is_standin
-        return {result.id: result for result in parsed.results}, None, False, is_standin
+            return {}, f"bad response from the Lean server: {str(error)[:200]}", _Recovery.SPLIT, is_standin
+        return {result.id: result for result in parsed.results}, None, _Recovery.NONE, is_standin
 
 
 def _detail(response: httpx.Response) -> str:

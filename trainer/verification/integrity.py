@@ -7,13 +7,22 @@ These rules are checked on the model's proof body before anything is sent to Lea
 axioms Lean reports for the accepted theorem are checked afterwards
 (``disallowed_axioms``). Each rejection says why.
 
+The snippets a model asks Lean about inside its reasoning (``rollout.lean_tool_calls``,
+trainer/rollout/lean_tool.py) keep the same rules (``check_snippet_integrity``): a snippet runs on
+the same shared REPLs, so ``#eval`` or ``IO`` there would run programs on the Lean server, and a
+policy under reward pressure learns whatever the server lets it do. A snippet is whole
+declarations, so it may declare the theorems it tries (``SNIPPET_DECLARATION_KEYWORDS``); and,
+since it is checked while its answer waits, it may not be longer than ``MAX_SNIPPET_CHARACTERS``.
+A refused snippet never reaches the server.
+
 The scan runs on the body with comments removed (a ``-- no sorry here`` comment is
 harmless), as read by the one Lean lexer (``trainer/verification/lean_lexer.py``) that the format check,
 the stand-in and promptset validation share. Where a construct could make that reader
 disagree with Lean's (string literals), the body is rejected outright rather than scanned on
 a guess.
 
-Attacks tried against these rules: ``tests/verification/test_integrity_attack_table.py``.
+Attacks tried against these rules: ``tests/verification/test_integrity_attack_table.py``; against the
+snippet rules: ``tests/rollout/test_a_refused_snippet_never_reaches_the_lean_server.py``.
 """
 
 from __future__ import annotations
@@ -81,10 +90,17 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (_token("addDecl"), "adds a declaration by metaprogramming (addDecl)"),
 ]
 _RULES += [(_token(word), f"runs code ({word}): a proof may not execute anything") for word in _METAPROGRAMMING_KEYWORDS]
-_RULES += [
-    (_token(word), f"contains the command keyword '{word}': the body must be a proof, not new declarations")
+_DECLARATION_RULES: dict[str, tuple[re.Pattern[str], str]] = {
+    word: (_token(word), f"contains the command keyword '{word}': the body must be a proof, not new declarations")
     for word in _COMMAND_KEYWORDS
-]
+}
+
+# A tool snippet is the declarations it asks Lean to check (trainer/recipe/format_reward.py has its syntax): these
+# and no other. ``def``, ``instance``, ``namespace``… are not needed to try a proof, and stay refused as in a proof.
+SNIPPET_DECLARATION_KEYWORDS = frozenset({"theorem", "lemma", "example"})
+# A snippet is checked while its answer waits, on the REPLs the run's final proofs share: a long one holds a REPL
+# (and costs the answer its reply's tokens) for what a few declarations can say. About 2,000 tokens.
+MAX_SNIPPET_CHARACTERS = 8000
 
 _NATIVE_DECIDE_RULES: list[tuple[re.Pattern[str], str]] = [
     (_token("native_decide"), "uses native_decide: it trusts the compiler (reward.allow_native_decide is off)"),
@@ -140,6 +156,22 @@ def check_integrity(proof_body: str, config: Any) -> list[str]:
 
     ``config`` is the run's ``RewardConfig`` (``allow_native_decide``).
     """
+    return _broken_rules(proof_body, config, allowed_declarations=frozenset())
+
+
+def check_snippet_integrity(snippet: str, config: Any) -> list[str]:
+    """Why a snippet the model wrote in its reasoning is refused without reaching Lean; an empty list when it may go.
+
+    A proof's rules, with the declarations a snippet is made of allowed, and its length bounded.
+    ``config`` is the run's ``RewardConfig`` (``allow_native_decide``).
+    """
+    if len(snippet) > MAX_SNIPPET_CHARACTERS:
+        return [f"is {len(snippet)} characters long: a snippet may have at most {MAX_SNIPPET_CHARACTERS}; "
+                "check one declaration at a time"]
+    return _broken_rules(snippet, config, allowed_declarations=SNIPPET_DECLARATION_KEYWORDS)
+
+
+def _broken_rules(proof_body: str, config: Any, *, allowed_declarations: frozenset[str]) -> list[str]:
     if _CONTROL_CHARACTERS.search(proof_body):
         return ["contains control characters or unusual line breaks: they have no place in a proof"]
     try:
@@ -148,6 +180,7 @@ def check_integrity(proof_body: str, config: Any) -> list[str]:
         return [str(error)]
     texts = [code, *quoted_names]
     rules = list(_RULES)
+    rules += [rule for word, rule in _DECLARATION_RULES.items() if word not in allowed_declarations]
     if not getattr(config, "allow_native_decide", False):
         rules += _NATIVE_DECIDE_RULES
 

@@ -15,6 +15,22 @@ for a slot fails its whole request with 429, as the real server does. The latenc
 ``latency_s`` every time, or, like Lean's, long-tailed (``LatencyDistribution``): log-normal
 around that mean, and a share of the snippets running to the request's timeout.
 
+Where the real server (kimina-lean-server at fb2393d and e3bb327, the code its 2.0.0 image runs)
+behaves in a way a client must survive, the stand-in behaves the same, so tests against it see it:
+
+- each slot holds a REPL for one import header; its ``env`` ids grow with every command it runs
+  (the header is env 0, its first proof env 1, …); ``import_latency_s`` is what starting one costs;
+- a REPL that crashes (or prints a non-JSON line) turns the **whole request** into HTTP 500
+  ``{"detail": "JSON decode error"}``, its neighbours' results lost; a line over 64 KiB gives 500
+  ``{"detail": "Failed to read from REPL stdout"}`` (``routers/check.py`` raises for the request);
+- a timeout answers 200 with that proof's ``{"time": T, "error": "Lean REPL command timed out in T
+  seconds", "diagnostics": {"repl_uuid": …}}`` and kills its REPL, so the next proof of that
+  header pays the import again; an import that times out says "Lean REPL header command timed out";
+- ``GET /health`` needs no key; a snippet ``id`` that is not a string is refused with 422.
+
+``ReplFaults`` injects those failures (``lean-standin --fault KIND=SHARE``, or the marker
+``-- lean-standin fault: KIND`` in a proof, for tests that must pick the proof).
+
 ``line_numbering`` picks which kimina-lean-server build it imitates: ``after-header`` numbers
 lines after the import header, as the 2.0.0 image ``deploy/`` pins does; ``as-sent`` numbers
 lines of the code as sent, as the server does since its fix of 2025-10-24 (#56). The trainer's
@@ -26,21 +42,28 @@ It is a plain ASGI application served by uvicorn (no web framework needed for tw
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import json
 import math
 import random
+import re
 import socket
 import threading
 import time
+import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from enum import Enum
 
 from trainer.verification.checked_code import leading_import_line_count
 from trainer.verification.line_numbering import LineNumbering
-from trainer.verification.standin import CannotDecide, decide_snippet
+from trainer.verification.standin import CannotDecide, decide_snippet, split_header
 
 STANDIN_HEADER = "x-lean-standin"
 CANNOT_DECIDE_PREFIX = "lean-standin cannot decide: "
+# The request log's length: the latest snippets received, for a test or a person asking what reached the server.
+RECEIVED_CODES_KEPT = 10_000
 
 
 @dataclass
@@ -71,6 +94,70 @@ class LatencyDistribution:
         return self._random.lognormvariate(math.log(self.mean_s) - self.sigma ** 2 / 2, self.sigma)
 
 
+class ReplFault(str, Enum):
+    """A failure of the real server's REPL pool that the stand-in can inject, by what the real server answers."""
+
+    CRASH = "crash"  # the REPL exits or prints a non-JSON line: the whole request is HTTP 500 "JSON decode error"
+    LONG_LINE = "long-line"  # a line over 64 KiB: the whole request is 500 "Failed to read from REPL stdout"
+    TIMEOUT = "timeout"  # the proof runs to the request's timeout: 200 with the timeout error; the REPL is killed
+    HEADER_TIMEOUT = "header-timeout"  # the imports run past the timeout: "Lean REPL header command timed out"
+    NO_REPL = "no-repl"  # no REPL free within MAX_WAIT: the whole request is 429, its other proofs keep running
+
+
+FAULT_MARKER = re.compile(r"--\s*lean-standin fault:\s*([a-z-]+)")
+
+
+@dataclass
+class ReplFaults:
+    """Which proofs meet a ``ReplFault``: every proof carrying the marker ``-- lean-standin fault: KIND``, and a
+    share of the others per kind (``shares``), drawn from their own seeded stream so a benchmark repeats."""
+
+    shares: dict[ReplFault, float] = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self):
+        self.shares = {ReplFault(kind): share for kind, share in self.shares.items()}
+        for kind, share in self.shares.items():
+            if not 0 <= share <= 1:
+                raise ValueError(f"the share of proofs meeting the fault {kind.value!r} is between 0 and 1, got {share}")
+        if sum(self.shares.values()) > 1:
+            raise ValueError(f"the faults' shares add up to {sum(self.shares.values()):g}, more than every proof; lower them")
+        self._random = random.Random(self.seed)
+
+    def draw(self, code: str) -> ReplFault | None:
+        marked = FAULT_MARKER.search(code)
+        if marked:
+            try:
+                return ReplFault(marked.group(1))
+            except ValueError:
+                pass  # not a fault's name: the marker is an ordinary comment
+        if not self.shares:
+            return None
+        point, cumulative = self._random.random(), 0.0
+        for kind, share in self.shares.items():
+            cumulative += share
+            if point < cumulative:
+                return kind
+        return None
+
+
+@dataclass
+class _Repl:
+    """One emulated Lean REPL: the import header it loaded and the env id its next command gets."""
+
+    header: tuple[str, ...]
+    uuid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    next_env: int = 1  # the header's command was env 0
+
+
+class _ReplFailed(Exception):
+    """A REPL failure the real server answers for the whole request (its HTTPException)."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
 @dataclass
 class StandinSettings:
     latency_s: float = 0.0
@@ -86,6 +173,10 @@ class StandinSettings:
     injected_faults: list[str] = field(default_factory=list)
     # Which kimina-lean-server build to imitate in message positions (see the module's docstring).
     line_numbering: LineNumbering = LineNumbering.AFTER_HEADER
+    # Failures of the REPL pool to inject, as the real server answers them (see ReplFaults).
+    repl_faults: ReplFaults = field(default_factory=ReplFaults)
+    # What starting a REPL costs (loading its imports), paid again after a timeout killed the REPL.
+    import_latency_s: float = 0.0
 
 
 class _NoFreeSlot(Exception):
@@ -102,6 +193,10 @@ class StandinLeanServer:
         self.requests_received = 0
         self.snippets_in_progress = 0
         self.peak_snippets_in_progress = 0  # what a client kept in flight at most, for tests
+        self.repls_started = 0
+        # Idle REPLs, least recently used first; a proof takes one started for its import header.
+        self._idle_repls: OrderedDict[str, _Repl] = OrderedDict()
+        self.codes_received: collections.deque[str] = collections.deque(maxlen=RECEIVED_CODES_KEPT)
 
     @property
     def slots(self) -> asyncio.Semaphore:
@@ -123,8 +218,7 @@ class StandinLeanServer:
         path = scope["path"].rstrip("/") or "/"
         method = scope["method"]
         if path in ("/health", "/") and method == "GET":
-            if not self._authorised(scope):
-                return await self._reply(send, 401, {"detail": "Invalid API key"})
+            # No key asked: the real server's health route has no auth dependency.
             return await self._reply(send, 200, {"status": "ok", "standin": True})
         if path == "/api/check" and method == "POST":
             body = await _read_body(receive)
@@ -157,49 +251,98 @@ class StandinLeanServer:
             codes = [snippet["code"] for snippet in snippets]
         except (ValueError, KeyError, TypeError) as error:
             return await self._reply(send, 422, {"detail": f"invalid check request: {error!r}"})
+        self.codes_received.extend(str(code) for code in codes)
         if not snippets:
             return await self._reply(send, 422, {"detail": "`snippets` must be non empty"})
+        not_text = next((index for index, snippet_id in enumerate(ids) if not isinstance(snippet_id, str)), None)
+        if not_text is not None:
+            # pydantic's answer in the real server (kimina's Snippet.id is a str): a number is not coerced.
+            return await self._reply(send, 422, {"detail": [{
+                "type": "string_type", "loc": ["body", "snippets", not_text, "id"],
+                "msg": "Input should be a valid string", "input": ids[not_text]}]})
         if len(set(ids)) != len(ids):
             return await self._reply(send, 422, {"detail": "`snippets` must have unique ids"})
         self.snippets_in_progress += len(snippets)
         self.peak_snippets_in_progress = max(self.peak_snippets_in_progress, self.snippets_in_progress)
         try:
-            results = await asyncio.gather(*(self._check_one(str(i), c, timeout_s) for i, c in zip(ids, codes)))
+            # As in the real server, the first proof to fail the request answers for all of it; the
+            # others are not cancelled and run on, their results lost.
+            results = await asyncio.gather(*(self._check_one(i, c, timeout_s) for i, c in zip(ids, codes)))
         except _NoFreeSlot:
             return await self._reply(send, 429, {"detail": "No available REPLs"})
+        except _ReplFailed as failure:
+            return await self._reply(send, failure.status, {"detail": failure.detail})
         finally:
             self.snippets_in_progress -= len(snippets)
         await self._reply(send, 200, {"results": list(results), "standin": True})
 
     async def _check_one(self, snippet_id: str, code: str, timeout_s: float) -> dict:
+        fault = self.settings.repl_faults.draw(code)
+        if fault is ReplFault.NO_REPL:
+            raise _NoFreeSlot()
         try:
             await asyncio.wait_for(self.slots.acquire(), self.settings.max_wait_s)
         except asyncio.TimeoutError:
             raise _NoFreeSlot() from None
         try:
-            return await self._decide(snippet_id, code, timeout_s)
+            return await self._decide(snippet_id, code, timeout_s, fault)
         finally:
             self.slots.release()
 
-    async def _decide(self, snippet_id: str, code: str, timeout_s: float) -> dict:
+    async def _decide(self, snippet_id: str, code: str, timeout_s: float, fault: ReplFault | None) -> dict:
         started = time.perf_counter()
+        # An import can time out only where a REPL is started for it.
+        repl = self._take_repl(code, is_new=fault is ReplFault.HEADER_TIMEOUT)
+        if repl.next_env == 1:  # a new REPL loads its imports first
+            if fault is ReplFault.HEADER_TIMEOUT or self.settings.import_latency_s > timeout_s:
+                await asyncio.sleep(timeout_s)
+                return _timed_out(snippet_id, timeout_s, repl, "Lean REPL header command")  # the REPL is killed
+            if self.settings.import_latency_s:
+                await asyncio.sleep(self.settings.import_latency_s)
         latency_s = self.settings.latency.draw() if self.settings.latency is not None else self.settings.latency_s
-        if latency_s > timeout_s:
+        if fault is ReplFault.TIMEOUT or latency_s > timeout_s:
             await asyncio.sleep(timeout_s)
-            return {"id": snippet_id, "time": timeout_s, "error": f"Lean REPL command timed out in {timeout_s} seconds"}
+            return _timed_out(snippet_id, timeout_s, repl, "Lean REPL command")  # the REPL is killed
         if latency_s:
             await asyncio.sleep(latency_s)
+        if fault is ReplFault.CRASH:
+            raise _ReplFailed(500, "JSON decode error")  # the REPL is gone
+        if fault is ReplFault.LONG_LINE:
+            raise _ReplFailed(500, "Failed to read from REPL stdout")
         self.snippets_checked += 1
+        env, repl.next_env = repl.next_env, repl.next_env + 1
+        self._release_repl(repl)
         try:
             response = decide_snippet(code)  # positions counted after the import header, as the REPL sees the body
         except CannotDecide as reason:
             return {"id": snippet_id, "time": time.perf_counter() - started, "error": CANNOT_DECIDE_PREFIX + str(reason)}
+        response["env"] = env
         if self.settings.line_numbering is LineNumbering.AS_SENT:
             _shift_lines(response, leading_import_line_count(code))
         return {"id": snippet_id, "time": round(time.perf_counter() - started, 6), "response": response}
 
+    def _take_repl(self, code: str, is_new: bool = False) -> _Repl:
+        header = tuple(split_header(code)[0])
+        for key, repl in reversed(self._idle_repls.items()):
+            if repl.header == header and not is_new:
+                del self._idle_repls[key]
+                return repl
+        self.repls_started += 1
+        return _Repl(header)
+
+    def _release_repl(self, repl: _Repl) -> None:
+        self._idle_repls[repl.uuid] = repl
+        while len(self._idle_repls) > self.settings.max_concurrency:  # the pool's size: the oldest idle REPL goes
+            self._idle_repls.popitem(last=False)
+
     async def _reply(self, send, status: int, payload: dict) -> None:
         await _send_raw(send, status, json.dumps(payload, ensure_ascii=False).encode(), b"application/json")
+
+
+def _timed_out(snippet_id: str, timeout_s: float, repl: _Repl, command: str) -> dict:
+    """The real server's answer to a proof that ran out of time: 200, the proof's own error, the killed REPL named."""
+    return {"id": snippet_id, "time": timeout_s, "error": f"{command} timed out in {timeout_s} seconds",
+            "diagnostics": {"repl_uuid": repl.uuid}}
 
 
 def _shift_lines(response: dict, offset: int) -> None:

@@ -58,6 +58,23 @@ class Turn(StrEnum):
 TURN_LABELS: dict[Turn, str] = {Turn.FIRST: "First attempt", Turn.RETRY: "Retry"}
 
 
+MAX_ONE_LINE_CHARACTERS = 300
+
+
+def lean_text_in_one_line(text: str) -> str:
+    """A message of Lean's on one line, for a verdict's reason or a table's cell: its first line, cut at
+    MAX_ONE_LINE_CHARACTERS. Where that line ends with a colon, what it announces comes along: Lean often says on the
+    next line what it could not do ("omega could not prove the goal:" / "No usable constraints found for the atoms."),
+    and the first line alone would end on the colon and say nothing. The goal state after "unsolved goals" stays out."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    quoted = lines[0] if lines else ""
+    for line in lines[1:]:
+        if not quoted.endswith(":"):
+            break
+        quoted += " " + line
+    return quoted if len(quoted) <= MAX_ONE_LINE_CHARACTERS else quoted[: MAX_ONE_LINE_CHARACTERS - 1].rstrip() + "…"
+
+
 @dataclass(frozen=True)
 class LeanMessage:
     """Positions as Lean reports them: lines 1-based, columns 0-based in code points."""

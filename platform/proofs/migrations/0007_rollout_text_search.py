@@ -3,10 +3,17 @@
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import django.db.models.functions.comparison
+from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+    # The stored column is computed for every row: PostgreSQL rewrites the table under an exclusive lock that
+    # blocks its reads and writes for the whole rewrite (docs/operations/index.md, "Upgrading", says how long and
+    # how to run it). The index is then built concurrently, which cannot run inside a transaction, so that reads
+    # and writes go on while it is built. Installations that applied this migration before keep what they have:
+    # the column and the index are the same, only the way of building the index changed.
+    atomic = False
 
     dependencies = [
         ('promptsets', '0005_benchmarks'),
@@ -20,7 +27,7 @@ class Migration(migrations.Migration):
             name='searchable',
             field=models.GeneratedField(db_persist=True, expression=django.contrib.postgres.search.SearchVector('response', django.db.models.functions.comparison.Cast('lean_messages', models.TextField()), config='simple'), output_field=django.contrib.postgres.search.SearchVectorField()),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='proofattempt',
             index=django.contrib.postgres.indexes.GinIndex(fields=['searchable'], name='attempt_text_search'),
         ),

@@ -61,6 +61,14 @@ def measured(value, digits: int = 3) -> str:
 
 
 @register.filter
+def share(value) -> str:
+    """A share of a whole (0 to 1) as a percentage: 0.545 → '54.5%', 1 → '100%'; not measured → '–', never '0%'."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return NOT_MEASURED
+    return f"{value * 100:.1f}".removesuffix(".0") + "%"
+
+
+@register.filter
 def file_size(size) -> str:
     """Bytes in the units people read: '1.6 GB', '523 kB'; None → 'size unknown'."""
     if size is None:

@@ -41,7 +41,13 @@ from trainer.rollout.vllm_platform import choose_rollout_engine
 from trainer.run.checkpoint import export_hf, latest_checkpoint
 from trainer.sft.demonstrations import demonstrations_for, generate_fragment_problems, write_demonstrations
 from trainer.sft.training import SupervisedFineTuning
-from trainer.sft.warm_start_status import STATUS_FILE, read_warm_start_status
+from trainer.sft.warm_start_status import (
+    STATUS_FILE,
+    compile_caches,
+    is_vllm_compiled,
+    read_warm_start_status,
+    vllm_cache_mark,
+)
 from trainer.sft.warm_start_status import is_built as is_model_built
 
 WARM_START_FOLDER = "warm-start"
@@ -96,7 +102,7 @@ def is_built(data_dir: str | Path) -> bool:
 
 
 def warm_start_status(data_dir: str | Path) -> dict:
-    """{"state": "ready" | "building" | "failed" | "absent", "step", "total_steps", "path", "message"}."""
+    """{"state": "ready" | "compiling" | "building" | "failed" | "absent", "step", "total_steps", "path", "message"}."""
     return read_warm_start_status(warm_start_checkpoint_path(data_dir), warm_start_build_dir(data_dir) / STATUS_FILE)
 
 
@@ -152,22 +158,16 @@ def build_warm_start(data_dir: str | Path, show_progress: bool = True) -> Path:
         return target
 
 
-VLLM_CACHE_MARK = "vllm-compile-cache.json"
-COMPILE_CACHE_VARIABLES = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR")
-
-
-def compile_caches(environment: Mapping[str, str]) -> dict[str, str]:
-    """Where ``environment`` keeps the compile caches ("" for a library's default)."""
-    return {name: environment.get(name, "") for name in COMPILE_CACHE_VARIABLES}
-
-
 def is_vllm_cache_filled(data_dir: str | Path, environment: Mapping[str, str]) -> bool:
-    """Whether the builder has filled the compile caches ``environment`` names with this warm start's graphs."""
-    try:
-        mark = json.loads((warm_start_build_dir(data_dir) / VLLM_CACHE_MARK).read_text())
-    except (OSError, ValueError):
-        return False
-    return mark.get("caches") == compile_caches(environment)
+    """Whether the builder has filled the compile caches ``environment`` names with this warm start's graphs (or
+    found nothing to compile): the mark ``trainer.sft.warm_start_status`` reads as "ready"."""
+    return is_vllm_compiled(warm_start_checkpoint_path(data_dir), environment)
+
+
+def _mark_vllm_cache(data_dir: str | Path, caches: dict[str, str], **facts) -> None:
+    mark = vllm_cache_mark(warm_start_checkpoint_path(data_dir))
+    mark.with_suffix(".tmp").write_text(json.dumps({"caches": caches, **facts}))
+    mark.with_suffix(".tmp").replace(mark)
 
 
 def fill_vllm_compile_cache(data_dir: str | Path, overrides: dict | None = None) -> str:
@@ -188,14 +188,14 @@ def fill_vllm_compile_cache(data_dir: str | Path, overrides: dict | None = None)
         model, tokenizer = load_policy(config.model, seed=config.schedule.seed)
         config, choice = choose_rollout_engine(config, model)
     if choice.reason is not None:
-        return f"vLLM not compiled: the cpu-demo {choice.sentence}"
+        said = f"vLLM not compiled: the cpu-demo {choice.sentence}"
+        _mark_vllm_cache(data_dir, caches, compiled=False, note=said)  # nothing to wait for: the warm start is ready
+        return said
     from trainer.rollout.vllm_engine import VllmEngine
 
     VllmEngine.from_config(config, model, tokenizer).close()
     seconds = time.monotonic() - started
-    mark = warm_start_build_dir(data_dir) / VLLM_CACHE_MARK
-    mark.with_suffix(".tmp").write_text(json.dumps({"caches": caches, "seconds": round(seconds, 1)}))
-    mark.with_suffix(".tmp").replace(mark)
+    _mark_vllm_cache(data_dir, caches, compiled=True, seconds=round(seconds, 1))
     return f"vLLM compiled for the warm start in {seconds:.0f} s ({where})"
 
 
@@ -213,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(fill_vllm_compile_cache(options.data_dir), file=sys.stderr)
     except Exception as error:  # noqa: BLE001 - the model is ready; the first run compiles vLLM itself instead
-        print(f"vLLM's compile cache was not filled (the first cpu-demo run will compile): {error}", file=sys.stderr)
+        said = f"vLLM's compile cache was not filled (the first cpu-demo run will compile): {error}"
+        _mark_vllm_cache(options.data_dir, compile_caches(os.environ), compiled=False, note=said)
+        print(said, file=sys.stderr)
         return 1
     return 0
 

@@ -275,6 +275,14 @@ class OptimizerConfig(Section):
         "Lower it to save memory, raise it for fewer, larger matrix products.")
 
 
+# The one home of what eval_every means: the schema's description, the launch form's help, the launch summary's note
+# and the configuration reference (docs/hooks/configuration.py) all read it. 0 was once "only at the end" on the form
+# and "disables evaluation" here, and the trainer did the latter (issue 45).
+EVAL_EVERY_MEANING = ("Steps between a training run's evaluations, the first after step eval_every (the release's 5); "
+                      "0: no evaluation at all, not even at the end. More than the run's steps would never evaluate: "
+                      "the launch refuses it. An evaluation run (kind eval) evaluates once, whatever this says.")
+
+
 class ScheduleConfig(Section):
     total_epochs: int | None = Field(
         15, ge=1, description="Passes over the promptset, as the release's total_epochs=15. A pass is "
@@ -283,7 +291,7 @@ class ScheduleConfig(Section):
     total_steps: int | None = Field(
         None, ge=1, description="Steps to train. With total_epochs too, the run ends at whichever comes first "
         "(as verl's loop does); None: by total_epochs alone.")
-    eval_every: int = Field(5, ge=0, description="0 disables evaluation.")
+    eval_every: int = Field(5, ge=0, description=EVAL_EVERY_MEANING)
     checkpoint_every: int = Field(5, ge=0, description="0 saves only at the end.")
     eval_samples: int = Field(8, ge=1, description="Samples per problem at evaluation (the k of pass@k).")
     eval_temperature: float = Field(1.0, ge=0)

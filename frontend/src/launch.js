@@ -7,8 +7,11 @@ const presets = readJson("launch-presets", {});
 const form = document.getElementById("launch-form");
 const rows = document.getElementById("launch-summary-rows");
 const status = document.getElementById("launch-summary-status");
+const warnings = document.getElementById("launch-warnings");
 // Neither changes the config: the summary is asked without them (as the API's launch-summary documents).
-const NOT_SUMMARISED = new Set(["csrfmiddlewaretoken", "name", "promptset_version", "starting_checkpoint"]);
+const NOT_SUMMARISED = new Set(["csrfmiddlewaretoken", "name", "starting_checkpoint"]);
+// The promptset does not change the config either, but what will not work on it is said before the launch.
+const CONTRACT_NAMES = { promptset_version: "promptset_version_id" };
 const WAIT_MS = 300;
 
 function chosenPreset() {
@@ -47,10 +50,15 @@ function drawSummary(summary, caption) {
   status.textContent = caption;
 }
 
+function drawWarnings(list) {
+  warnings.replaceChildren(...list.map((text) => el("li", { text })));
+  warnings.hidden = list.length === 0;
+}
+
 function askedFields() {
   const query = new URLSearchParams();
   for (const [key, value] of new FormData(form)) {
-    if (!NOT_SUMMARISED.has(key) && value !== "") query.append(key, value);
+    if (!NOT_SUMMARISED.has(key) && value !== "") query.append(CONTRACT_NAMES[key] || key, value);
   }
   return query;
 }
@@ -64,6 +72,7 @@ async function refreshSummary() {
   if (number !== asked) return; // a later change asked again: its answer is the one to show
   if (response.ok) {
     drawSummary(body.summary, `The ${body.preset} preset with the values above, as the trainer resolves them.`);
+    drawWarnings(body.warnings || []);
     return;
   }
   rows.classList.add("stale");
@@ -87,4 +96,5 @@ form.addEventListener("input", (event) => {
 for (const item of document.querySelectorAll("#preset-descriptions [data-preset]")) {
   item.classList.toggle("chosen", item.dataset.preset === chosenPreset());
 }
-if (form.dataset.bound === "true") refreshSummary(); // sent back with errors: summarise what was sent
+// Sent back with errors, or a promptset already chosen: summarise what is there, with its warnings.
+if (form.dataset.bound === "true" || form.elements.promptset_version.value) refreshSummary();

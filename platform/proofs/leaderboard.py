@@ -13,7 +13,9 @@ training run's periodic ones at the step they evaluated, marked apart from that 
 An evaluation published by an older trainer kept only its figures: it is a leaderboard row without a
 column. Where a resumed run evaluated a step again, the latest attempt's samples count, as its figures do
 (the ingester keeps the current attempt's EVALUATION). A problem is solved by an evaluation when one of its
-samples earned reward 1 (our gated reward), a retry included when the evaluation made retries.
+samples earned reward 1 (our gated reward), a retry included when the evaluation made retries. A problem the
+evaluation left out (its prompt over the budget, trainer/recipe/prompt_budget.py) is "not attempted", with the reason
+the trainer gave.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class EvaluationRow:
     samples_attempt: int | None = None  # the run's attempt whose samples the column shows (the latest)
     verdicts: int | None = None  # of those samples, how many Lean (or the stand-in) gave a verdict on
     solved: dict[int, str] = field(default_factory=dict)  # problem id → "solved", "failed", "censored"
+    # problem key → why the evaluation left it out (runs.models.Evaluation.not_attempted): shown as
+    # "not attempted (why)", never as "–", which reads as "no sample stored".
+    not_attempted: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -90,6 +95,7 @@ def _row(evaluation: Evaluation) -> EvaluationRow:
         evaluation=evaluation, run=evaluation.run, step=evaluation.step, k=k, pass_at_k=value, ci95=(low, high),
         pass_at_k_with_error_correction=retried, acc_pass_at_k=acc,
         is_standin=evaluation.values.get("standin_verdicts", 0) > 0, note=note,
+        not_attempted=evaluation.not_attempted_reasons(),
     )
 
 

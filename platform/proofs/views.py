@@ -149,7 +149,8 @@ def benchmark_page(request, pk):
     after = request.GET.get("after") or (with_samples[1].key if len(with_samples) > 1 else "")
     return render(request, "proofs/benchmark.html", {
         "benchmark": benchmark, **board, "with_samples": with_samples,
-        "matrix": [(problem, [(row, row.solved.get(problem.pk, "")) for row in with_samples])
+        "matrix": [(problem, [(row, row.solved.get(problem.pk, ""), row.not_attempted.get(problem.problem_key, ""))
+                              for row in with_samples])
                    for problem in board["problems"]],
         "difference": leaderboard.difference(board["rows"], before, after, board["problems"]),
         "before": before, "after": after,

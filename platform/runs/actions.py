@@ -9,7 +9,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 from pydantic import ValidationError
 
 from promptsets.models import Promptset, PromptsetVersion
@@ -88,6 +88,20 @@ def _visible_or_error(queryset, pk, field: str, what: str):
     return found
 
 
+def visible_promptset_version(user, pk) -> PromptsetVersion:
+    """The promptset version ``pk`` if ``user`` may see it, else NotVisible on ``promptset_version_id``."""
+    if not str(pk).isdigit():
+        raise LaunchError("the promptset version is an id", {"promptset_version_id": [f"is a number (got {pk!r})"]})
+    return _visible_or_error(
+        PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(user)).select_related("promptset"),
+        int(pk), "promptset_version_id", "promptset version")
+
+
+def trainer_row_count(version: PromptsetVersion) -> int:
+    """The trainer's rows of ``version``: each problem repeated by its curation weight, as a run's epochs count them."""
+    return version.entries.aggregate(rows=Sum("copies"))["rows"] or 0
+
+
 def requested_overrides(request: launch_contract.LaunchRequest) -> dict:
     """The request's settings nested by config section, its model looked up in the registry (LaunchError if the
     registry has no enabled model of that name)."""
@@ -110,9 +124,7 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     """
     if not isinstance(request, launch_contract.LaunchRequest):
         request = launch_contract.parse(request)
-    promptset_version = _visible_or_error(
-        PromptsetVersion.objects.filter(promptset__in=Promptset.objects.visible_to(owner)).select_related("promptset"),
-        request.promptset_version_id, "promptset_version_id", "promptset version")
+    promptset_version = visible_promptset_version(owner, request.promptset_version_id)
     starting_checkpoint = None
     if request.starting_checkpoint_id is not None:
         starting_checkpoint = _visible_or_error(Checkpoint.objects.filter(run__in=Run.objects.visible_to(owner)),
@@ -131,6 +143,10 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     overrides["verifier"] = {"url": settings.LEAN_SERVER_URL}
     config = resolve_config(request.preset, overrides)
     check_resolved_config(config, owner=owner, kind=request.kind)
+    trainer_rows = trainer_row_count(promptset_version)
+    schedule_problems = launch_contract.schedule_problems(request, config, trainer_rows)
+    if schedule_problems:
+        raise LaunchError("the run's schedule cannot work as asked", schedule_problems)
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner, name=request.name, kind=request.kind, promptset_version=promptset_version,

@@ -111,16 +111,18 @@ class LaunchSummaryOut(Schema):
     preset: str
     config: dict
     summary: list[dict]
+    warnings: list[str] = []
 
 
 @router.get("/launch-summary", response={200: LaunchSummaryOut, 422: LaunchErrorOut})
 def launch_summary(request):
     """What a launch of these fields would do, before it is made: the resolved config and the launch page's summary
     (runs/launch_plan.py). The query holds launch fields (``?preset=cpu-demo&prompts_per_step=8``); a blank one
-    is the preset's. Errors as the launch gives them, per field."""
+    is the preset's. With ``promptset_version_id``, ``warnings`` says what will not work on that promptset (problems
+    the model cannot answer, prompts over the budget). Errors as the launch gives them, per field."""
     data = {key: value for key, value in request.GET.items() if value != ""}
     try:
-        return 200, launch_plan.requested_summary(data)
+        return 200, launch_plan.requested_summary(data, request.user)
     except launch_contract.LaunchError as error:
         return 422, {"detail": str(error), "field_errors": error.field_errors}
 

@@ -63,8 +63,11 @@ def headline_pass_at_k(values: dict) -> dict | None:
 
 
 def latest_evaluation_report(run) -> dict | None:
+    """The run's latest evaluation, with the problems it did not attempt and why (shown beside its pass@k)."""
     evaluation = run.evaluations.order_by("-step").first()
-    return None if evaluation is None else evaluation_report(evaluation.step, evaluation.values)
+    if evaluation is None:
+        return None
+    return {**evaluation_report(evaluation.step, evaluation.values), "not_attempted": evaluation.not_attempted}
 
 
 # The run page's pass@k chart, drawn on the server as SVG (the run page's scripts draw per-step series;

@@ -363,7 +363,8 @@ class EventIngester:
                 Run.objects.filter(pk=run.pk, current_step__lt=payload["step"]).update(current_step=payload["step"])
             elif event.type == EventType.EVALUATION:
                 Evaluation.objects.update_or_create(run_id=run.pk, step=payload["step"],
-                                                    defaults={"values": payload.get("values", {})})
+                                                    defaults={"values": payload.get("values", {}),
+                                                              "not_attempted": payload.get("not_attempted", [])})
             elif event.type == EventType.CHECKPOINT_SAVED:
                 Checkpoint.objects.update_or_create(run_id=run.pk, step=payload["step"],
                                                     defaults={"path": payload.get("path", ""), "removed_at": None,

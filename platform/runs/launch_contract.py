@@ -19,6 +19,7 @@ The attacks are in tests/security/.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from runs.models import MODEL_NAME_PATTERN, RunKind
 from trainer.config import (
+    EVAL_EVERY_MEANING,
     MAX_LEAN_TOOL_CALLS,
     MAX_ROUNDS_OF_CORRECTION,
     PRESETS,
@@ -34,6 +36,9 @@ from trainer.config import (
     RunConfig,
     TrackingBackend,
 )
+from trainer.recipe.problems import Problem
+from trainer.recipe.prompt_budget import first_attempts_over_budget
+from trainer.sft.smoke_model import problems_the_model_knows
 from trainer.staleness import staleness_bound
 
 NAME_MAX_CHARS = 200
@@ -88,8 +93,7 @@ SETTABLE_FIELDS: dict[str, SettableField] = {
                                  "Sampling temperature of training rollouts (the learner scores their tokens at the "
                                  "same temperature); 1.0 is the release's."),
     "learning_rate": SettableField("optimizer", "learning_rate", float, "AdamW's learning rate after the warm-up."),
-    "eval_every": SettableField("schedule", "eval_every", int,
-                                "Steps between evaluations; 0 evaluates only at the end."),
+    "eval_every": SettableField("schedule", "eval_every", int, EVAL_EVERY_MEANING),
     "checkpoint_every": SettableField("schedule", "checkpoint_every", int,
                                       "Steps between checkpoints; 0 saves only at the end."),
     "eval_samples": SettableField("schedule", "eval_samples", int,
@@ -293,6 +297,75 @@ def bound_problems(request: LaunchRequest) -> dict[str, list[str]]:
         if not bound.low <= value <= bound.high:
             problems[name] = [f"must be from {bound.describe()} for the {request.preset} preset (got {value!r})"]
     return problems
+
+
+def never_evaluates(config: RunConfig, kind: str, problem_count: int | None) -> str | None:
+    """Why an RL run of ``config`` would never evaluate: its ``eval_every`` is more than its steps (the first
+    evaluation comes after step eval_every). None when it evaluates, does not mean to (0), or when its steps depend
+    on a promptset not given (``problem_count`` None with total_epochs set). A run with no step at all is the
+    trainer's start-up error, which says what to change."""
+    every, schedule = config.schedule.eval_every, config.schedule
+    if kind != RunKind.RL or every == 0 or (problem_count is None and schedule.total_epochs is not None):
+        return None
+    planned = schedule.total_steps if problem_count is None else config.planned_steps(problem_count)
+    if planned < 1 or every <= planned:
+        return None
+    return (f"eval_every is {every}, more than the run's {planned} training steps, so no evaluation would run (the "
+            f"first comes after step {every}); set eval_every to at most {planned}, or to 0 for no evaluation")
+
+
+def schedule_problems(request: LaunchRequest, config: RunConfig, problem_count: int | None) -> dict[str, list[str]]:
+    """Choices within their bounds that still cannot work, per launch field: an ``eval_every`` the person chose that
+    the run never reaches is refused. The preset's own eval_every past a shorter run is a warning instead
+    (``schedule_warnings``): the person did not choose it, and the run still trains."""
+    message = never_evaluates(config, request.kind, problem_count)
+    return {"eval_every": [message]} if message and request.eval_every is not None else {}
+
+
+def schedule_warnings(request: LaunchRequest, config: RunConfig, problem_count: int | None) -> list[str]:
+    message = never_evaluates(config, request.kind, problem_count)
+    return [f"The preset's {message}."] if message and request.eval_every is None else []
+
+
+SHOWN_BY_NAME = 5  # problems a warning names before "and N more"
+
+
+def _named(problem_ids: Sequence[str]) -> str:
+    shown = ", ".join(problem_ids[:SHOWN_BY_NAME])
+    return shown + (f" and {len(problem_ids) - SHOWN_BY_NAME} more" if len(problem_ids) > SHOWN_BY_NAME else "")
+
+
+def promptset_warnings(config: RunConfig, problems: Sequence[Problem], tokenizer) -> list[str]:
+    """What will not work on this promptset, though the launch is allowed: problems the preset's model cannot
+    answer (``trainer.sft.smoke_model.problems_the_model_knows``), and prompts over the preset's budget
+    (``trainer.recipe.prompt_budget``), which the run leaves out and names. ``problems``: the promptset's, in the
+    trainer's form; ``tokenizer``: the run's (None where it cannot be read here: the budget goes unchecked, and
+    the warning says so)."""
+    warnings = []
+    known = problems_the_model_knows(config.model)
+    if known is not None:
+        known_statements = {problem.formal_statement for problem in known}
+        unknown = [problem.problem_id for problem in problems if problem.formal_statement not in known_statements]
+        if unknown:
+            warnings.append(
+                f"The {config.preset} preset's model knows answers only to the smoke promptset's problems "
+                f"({_named([problem.problem_id for problem in known])}); {len(unknown)} of this promptset's "
+                f"{len(problems)} problems are not among them ({_named(unknown)}), and every answer to those will fail "
+                f"the format check. Choose the smoke promptset, or the cpu-demo preset for this one.")
+    budget = config.rollout.max_prompt_tokens
+    if tokenizer is None:
+        warnings.append(f"The prompt budget (rollout.max_prompt_tokens {budget:,}) could not be checked here: the "
+                        f"model's tokenizer is not on this machine. A prompt over it is left out and named by the run.")
+        return warnings
+    over = first_attempts_over_budget(problems, tokenizer, budget)
+    if over:
+        every = " (every one: the run would have nothing to sample)" if len(over) == len(problems) else ""
+        warnings.append(
+            f"{len(over)} of this promptset's {len(problems)} problems have a prompt over the {config.preset} "
+            f"preset's budget of {budget:,} tokens (rollout.max_prompt_tokens){every}, so the run will not attempt "
+            f"them and names each on its page: {_named([problem.problem_id for problem in over])}; for example "
+            f"{over[0].problem_id}: {over[0].reason}.")
+    return warnings
 
 
 def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:

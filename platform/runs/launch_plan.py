@@ -11,16 +11,20 @@ read it from here.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from runs import actions, launch_contract
 from runs.launch_contract import SETTABLE_FIELDS, number_text
-from runs.models import LearnerPlan, RegisteredModel
+from runs.models import LearnerPlan, RegisteredModel, RunKind
 from trainer.command_line import CommandError
 from trainer.commands.step_time import predict
-from trainer.config import PRESETS, RunConfig
+from promptsets.models import PromptsetVersion
+from trainer.config import EVAL_EVERY_MEANING, PRESETS, ModelConfig, RunConfig
+from trainer.learning.models import load_tokenizer
 from trainer.memory import memory_fit
 from trainer.memory.memory_plan import plan
+from trainer.recipe.problems import Problem
 from trainer.step_time.inputs import MEASURED_RUNS, preset_inputs
 
 
@@ -152,9 +156,33 @@ def step_time_estimate(config: RunConfig) -> tuple[str, str]:
         f"run's answers reached Lean, so Lean's time is counted as that run's")
 
 
-def summary(config: RunConfig) -> list[dict[str, str]]:
+# What an evaluation run (kind eval) never does: train. Its summary leaves these rows out and says what it samples.
+TRAINING_ONLY_PATHS = ("schedule.total_steps", "schedule.total_epochs", "rollout.prompts_per_step",
+                       "rollout.samples_per_prompt", "optimizer.learning_rate", "schedule.eval_every",
+                       "schedule.checkpoint_every", "cluster.rollout_gpus", "rollout.max_staleness")
+TRAINING_ONLY_LABELS = ("Proofs sent to Lean per step", "Step time")
+
+
+def summary(config: RunConfig, kind: str = RunKind.RL) -> list[dict[str, str]]:
     """The rows above the Launch button. A row read off the config carries its ``path`` (the page marks the
-    figure with it, and the browser test holds each against the API's resolved config)."""
+    figure with it, and the browser test holds each against the API's resolved config). An evaluation's rows are
+    what it samples, without the training schedule it does not have."""
+    rows = _rows(config)
+    if kind != RunKind.EVAL:
+        return rows
+    schedule = config.schedule
+    evaluation_rows = [
+        {"label": "Samples per problem", "value": number_text(schedule.eval_samples), "path": "schedule.eval_samples",
+         "note": "the k of pass@k"},
+        {"label": "Error correction", "value": "on" if schedule.eval_error_correction else "off",
+         "path": "", "note": "one retry per failed first attempt" if schedule.eval_error_correction
+         else "first attempts only"},
+    ]
+    kept = [row for row in rows if row["path"] not in TRAINING_ONLY_PATHS and row["label"] not in TRAINING_ONLY_LABELS]
+    return kept[:2] + evaluation_rows + kept[2:]
+
+
+def _rows(config: RunConfig) -> list[dict[str, str]]:
     rollout = config.rollout
     entry = registered_model(config)
 
@@ -177,7 +205,7 @@ def summary(config: RunConfig) -> list[dict[str, str]]:
         figure("Answers per prompt", "rollout.samples_per_prompt"),
         figure("Longest answer, tokens", "rollout.max_response_tokens"),
         figure("Learning rate", "optimizer.learning_rate"),
-        figure("Evaluate every", "schedule.eval_every", "steps; 0: only at the end"),
+        figure("Evaluate every", "schedule.eval_every", EVAL_EVERY_MEANING),
         figure("Checkpoint every", "schedule.checkpoint_every", "steps; 0: only at the end"),
         figure("GPUs", "cluster.num_gpus", _where(config) if config.cluster.num_gpus == 0
                else f"of {number_text(config.cluster.gpu_memory_gib)} GiB each"),
@@ -204,14 +232,38 @@ def preset_pages() -> dict[str, dict[str, Any]]:
 
 
 # A summary needs neither a name nor a promptset (neither changes the config), nor a checkpoint (it changes only the
-# weights a run starts from); the launch checks them.
+# weights a run starts from); the launch checks them. A promptset, when given, adds what will not work on it.
 _NOT_SUMMARISED = ("name", "promptset_version_id", "starting_checkpoint_id")
 
 
-def requested_summary(data: dict[str, Any]) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _tokenizer_of(model_json: str):
+    """The run's tokenizer, read once per model (SmolLM2's takes a second or two the first time)."""
+    return load_tokenizer(ModelConfig.model_validate_json(model_json))
+
+
+def promptset_warnings(config: RunConfig, version: PromptsetVersion) -> list[str]:
+    """``launch_contract.promptset_warnings`` for a stored promptset version (each problem once, whatever its weight)."""
+    problems = list({row["problem_id"]: Problem.from_dict(row) for row in version.trainer_rows()}.values())
+    return launch_contract.promptset_warnings(config, problems, _tokenizer_of(config.model.model_dump_json()))
+
+
+def requested_summary(data: dict[str, Any], viewer=None) -> dict[str, Any]:
     """The summary of a launch of ``data`` (the launch contract's fields) before it is made, with the resolved config
-    it reads; LaunchError, per field, for what the launch would refuse."""
+    it reads, and with a ``promptset_version_id`` the ``viewer`` may see, the warnings about that promptset;
+    LaunchError, per field, for what the launch would refuse."""
     given = {key: value for key, value in data.items() if key not in _NOT_SUMMARISED}
     request = launch_contract.parse({**given, "name": "summary", "promptset_version_id": 1})
     config = actions.schema_config(request.preset, actions.requested_overrides(request))
-    return {"preset": request.preset, "config": config.to_public_dict(), "summary": summary(config)}
+    version, problem_count, warnings = None, None, []
+    if data.get("promptset_version_id") not in (None, "") and viewer is not None:
+        version = actions.visible_promptset_version(viewer, data["promptset_version_id"])
+        problem_count = actions.trainer_row_count(version)
+    refused = launch_contract.schedule_problems(request, config, problem_count)
+    if refused:
+        raise launch_contract.LaunchError("the run's schedule cannot work as asked", refused)
+    warnings += launch_contract.schedule_warnings(request, config, problem_count)
+    if version is not None:
+        warnings += promptset_warnings(config, version)
+    return {"preset": request.preset, "config": config.to_public_dict(), "summary": summary(config, request.kind),
+            "warnings": warnings}

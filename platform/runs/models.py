@@ -305,10 +305,17 @@ class Evaluation(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluations")
     step = models.PositiveIntegerField()
     values = models.JSONField()
+    # [{"problem_id", "reason"}] as the trainer published them (trainer.observability.events.ProblemNotAttempted):
+    # each problem of the promptset this evaluation left out, and why; values["problems_not_attempted"] counts them.
+    not_attempted = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["step"]
         constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_evaluation_per_step")]
+
+    def not_attempted_reasons(self) -> dict[str, str]:
+        """Problem key → why this evaluation left it out."""
+        return {entry["problem_id"]: entry["reason"] for entry in self.not_attempted}
 
 
 class Checkpoint(models.Model):

@@ -11,7 +11,8 @@ WARM_STARTED_PRESET = "cpu-demo"
 
 
 def status() -> dict:
-    """{"state": "ready" | "building" | "failed" | "absent" | "not configured", ...}."""
+    """{"state": "ready" | "compiling" | "building" | "failed" | "absent" | "not configured", ...}: "ready" only
+    once vLLM is compiled for it too (trainer/sft/warm_start_status.py)."""
     if not settings.WARM_START_MODEL:
         return {"state": "not configured"}
     return read_warm_start_status(settings.WARM_START_MODEL, settings.WARM_START_STATUS)
@@ -26,7 +27,8 @@ def starting_model(preset: str) -> str | None:
     if preset != WARM_STARTED_PRESET:
         return None
     current = status()
-    if current["state"] in ("ready",):
+    # While vLLM compiles the model is there: the run starts from it and compiles too (the page says it will wait).
+    if current["state"] in ("ready", "compiling"):
         return current["path"]
     if current["state"] == "not configured":
         return None

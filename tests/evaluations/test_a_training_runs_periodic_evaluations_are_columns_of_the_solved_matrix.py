@@ -29,7 +29,7 @@ def test_a_cell_says_what_that_evaluations_samples_say_and_not_what_training_rol
         alices_client, alice):
     benchmark, run, problems = periodic_evaluations(alice)
     page = alices_client.get(f"/benchmarks/{benchmark.pk}/")
-    cells = {problem.problem_key: [state for _, state in states] for problem, states in page.context["matrix"]}
+    cells = {problem.problem_key: [state for _, state, _ in states] for problem, states in page.context["matrix"]}
     order = [row.key for row in page.context["with_samples"]]
     by_column = {key: {p: cells[p][order.index(key)] for p in cells} for key in order}
     step_one, step_two = by_column[f"{run.pk}:1"], by_column[f"{run.pk}:2"]

@@ -26,8 +26,8 @@ def test_newly_solved_and_lost_between_two_checkpoints_of_one_run(alices_client,
     assert [p.problem_key for p in difference["newly_solved"]] == [problems[1].problem_key]
     assert [p.problem_key for p in difference["lost"]] == [problems[0].problem_key]
     cells = dict(page.context["matrix"])
-    assert [state for _, state in cells[problems[0]]] == ["solved", "failed"]
-    assert [state for _, state in cells[problems[3 - 1]]] == ["failed", "failed"]
+    assert [state for _, state, _ in cells[problems[0]]] == ["solved", "failed"]
+    assert [state for _, state, _ in cells[problems[3 - 1]]] == ["failed", "failed"]
     assert f'/runs/{first.pk}/?problem={problems[0].problem_key}' in page.content.decode()
 
 

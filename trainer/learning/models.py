@@ -132,6 +132,21 @@ def tiny_random_policy(seed: int, tokenizer=None):
     return model, tokenizer
 
 
+def load_tokenizer(config: ModelConfig):
+    """The tokenizer a run of ``config`` prompts with, without loading its weights; None where it cannot be read
+    here (a Hugging Face model not in this machine's cache, a checkpoint folder on another machine). The tiny and
+    SmolLM2 models all use SmolLM2's (tiny_random_policy), as does a checkpoint trained from them."""
+    from transformers import AutoTokenizer
+
+    _stay_offline()
+    if config.source is not ModelSource.HUGGINGFACE and not config.init_checkpoint:
+        return smollm2_tokenizer()
+    try:
+        return AutoTokenizer.from_pretrained(config.init_checkpoint or config.name_or_path)
+    except (OSError, ValueError):
+        return None
+
+
 def load_policy(config: ModelConfig, seed: int = 0):
     """(model, tokenizer) for ``config``: float32 weights on CPU, in training mode."""
     import torch

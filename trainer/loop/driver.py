@@ -40,12 +40,14 @@ from trainer.observability.events import (
     EventPublisher,
     EventType,
     LeanMessagePayload,
+    ProblemNotAttempted,
     RolloutFinished,
     RunStatus,
     ToolCallPayload,
 )
 from trainer.observability.live import LiveRollouts
 from trainer.ranks import rollout_pool_devices
+from trainer.recipe.prompt_budget import over_budget_reason
 from trainer.recipe.prompts import first_attempt_messages, prompt_token_count, render_prompt
 from trainer.recipe.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
 from trainer.recipe.reward import RewardScorer
@@ -152,8 +154,16 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.config = config
         self.problems = list(problems)
         self.eval_problems = list(eval_problems) if eval_problems is not None else self.problems
-        if config.schedule.eval_max_problems is not None:
-            self.eval_problems = self.eval_problems[: config.schedule.eval_max_problems]
+        self.eval_problems_past_limit: list[ProblemNotAttempted] = []
+        # Training problems left out so far (over the prompt budget), by id: named in a log once, counted every step.
+        self.problems_not_attempted_in_training: dict[str, ProblemNotAttempted] = {}
+        limit = config.schedule.eval_max_problems
+        if limit is not None:
+            self.eval_problems_past_limit = [ProblemNotAttempted(
+                problem_id=problem.problem_id,
+                reason=f"past schedule.eval_max_problems ({limit}): only the first {limit} problems are evaluated; "
+                       f"set it to null to evaluate them all") for problem in self.eval_problems[limit:]]
+            self.eval_problems = self.eval_problems[:limit]
         self.output_dir = Path(output_dir)
         self.publisher = publisher
         self._seq_recorder = publisher.record_sequence()
@@ -448,6 +458,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "rollout/staleness_mean": _mean(staleness),
             "rollout/staleness_max": max(staleness, default=0),
             "rollout/dropped_stale": len(dropped),
+            "problems_not_attempted": len(self.problems_not_attempted_in_training),
             **self.group_signal(rollouts, rewards),
             "time/generation_idle_s": timings["generation_idle_s"],
             "time/learner_idle_s": timings["learner_idle_s"],
@@ -558,7 +569,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 self.start_epoch()
         takes_retry = self.replay_buffer.choose_prompt_slots(count, self.rng)
         slots = []
-        skipped_too_long = 0
+        newly_left_out = []
         for is_retry in takes_retry:
             if is_retry:
                 retry = self.replay_buffer.draw(self.rng)
@@ -567,20 +578,23 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             for _ in range(len(self.problems)):
                 problem = self.next_problem()
                 slot = self._slot(problem, first_attempt_messages(problem), "first", None)
-                if len(slot.prompt_ids) <= self.config.rollout.max_prompt_tokens:
+                reason = over_budget_reason(len(slot.prompt_ids), self.config.rollout.max_prompt_tokens)
+                if reason is None:
                     slots.append(slot)
                     break
-                skipped_too_long += 1
+                if problem.problem_id not in self.problems_not_attempted_in_training:
+                    left_out = ProblemNotAttempted(problem_id=problem.problem_id, reason=reason)
+                    self.problems_not_attempted_in_training[problem.problem_id] = left_out
+                    newly_left_out.append(left_out)
             else:
                 raise ValueError(
                     f"every problem's prompt is longer than rollout.max_prompt_tokens "
                     f"({self.config.rollout.max_prompt_tokens}); raise it or shorten the statements"
                 )
-        if skipped_too_long:
+        if newly_left_out:  # each problem named once, when first met; step metrics count them all
             self.publisher.log(
-                f"step {step}: skipped {skipped_too_long} problem(s) whose prompt exceeds "
-                f"rollout.max_prompt_tokens ({self.config.rollout.max_prompt_tokens})", "warning",
-            )
+                f"step {step}: {len(newly_left_out)} problem(s) not attempted: "
+                + "; ".join(f"{problem.problem_id}: {problem.reason}" for problem in newly_left_out), "warning")
         return slots
 
     def start_epoch(self) -> None:

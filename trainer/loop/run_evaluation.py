@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from trainer.loop.evaluation import Outcome, evaluation_curves, evaluation_report, rounds_report
-from trainer.observability.events import EventType
+from trainer.observability.events import EventType, ProblemNotAttempted
 from trainer.observability.progress import progress_bar
+from trainer.recipe.prompt_budget import over_budget_reason, problems_over_budget
 from trainer.recipe.prompts import first_attempt_messages, prompt_token_count
 from trainer.recipe.retry import RetryPrompt, make_retry
 from trainer.recipe.rollouts import PromptSlot, Rollout, evaluation_key_prefix
@@ -48,7 +49,18 @@ class RunEvaluation:
         """
         started = time.perf_counter()
         first_outcomes, chains, standin_verdicts = self.evaluation_outcomes(step, seed, show_progress)
-        return self.publish_evaluation(step, first_outcomes, chains, standin_verdicts, started)
+        return self.publish_evaluation(step, first_outcomes, chains, standin_verdicts, started,
+                                       self.problems_not_attempted())
+
+    def problems_not_attempted(self) -> list[ProblemNotAttempted]:
+        """Each problem of the evaluation's promptset it leaves out, with why: a prompt over the budget
+        (trainer/recipe/prompt_budget.py, the rule ``evaluation_rewards`` applies), or past ``schedule.eval_max_problems``.
+        Over all the evaluation's problems, whichever share of them this process evaluates."""
+        def prompt_tokens(problem) -> int:
+            return len(self._slot(problem, first_attempt_messages(problem), "first", None).prompt_ids)
+
+        return (problems_over_budget(self.eval_problems, prompt_tokens, self.config.rollout.max_prompt_tokens)
+                + self.eval_problems_past_limit)
 
     def evaluation_outcomes(self, step: int, seed: int | None = None,
                             show_progress: bool = False) -> tuple[dict, dict, dict]:
@@ -66,9 +78,11 @@ class RunEvaluation:
         return counts
 
     def publish_evaluation(self, step: int, first_outcomes: dict, chains: dict | None,
-                           standin_verdicts: dict[str, int], started: float) -> dict:
+                           standin_verdicts: dict[str, int], started: float,
+                           not_attempted: list[ProblemNotAttempted] = ()) -> dict:
         """The evaluation's report from its outcomes (``chains``: each sample's rounds of correction, as
-        ``evaluation_rewards`` returns them), published as one EVALUATION event."""
+        ``evaluation_rewards`` returns them), published as one EVALUATION event with the problems it left out
+        (``not_attempted``), each named with its reason and counted in ``problems_not_attempted``."""
         retry_outcomes = None if chains is None else {pid: [chain[0] for chain in samples] for pid, samples in chains.items()}
         if not self.config.schedule.eval_error_correction:
             retry_outcomes = None  # none was generated: "after one retry" is not measured, never equal to before
@@ -83,7 +97,14 @@ class RunEvaluation:
             values["verifier/cache_hit_rate"] = stats["cache_hit_rate"]
             values["verifier/shared_cache_hit_rate"] = stats["shared_cache_hit_rate"]
         values["seconds"] = time.perf_counter() - started
-        self.publisher.publish(EventType.EVALUATION, {"step": step, "values": values})
+        # Counted, never only implied by a smaller "problems": a left-out problem is not a failed one.
+        values["problems_not_attempted"] = float(len(not_attempted))
+        if not_attempted:
+            self.publisher.log(
+                f"evaluation at step {step}: {len(not_attempted)} problem(s) not attempted: "
+                + "; ".join(f"{problem.problem_id}: {problem.reason}" for problem in not_attempted), "warning")
+        self.publisher.publish(EventType.EVALUATION, {
+            "step": step, "values": values, "not_attempted": [problem.model_dump() for problem in not_attempted]})
         return values
 
     def record_evaluation(self, step: int, values: dict) -> None:
@@ -102,7 +123,8 @@ class RunEvaluation:
         seed = self.config.schedule.seed + step if seed is None else seed
         max_tokens = self.config.rollout.max_response_tokens
         slots = [self._slot(p, first_attempt_messages(p), "first", None) for p in problems]
-        slots = [s for s in slots if len(s.prompt_ids) <= self.config.rollout.max_prompt_tokens]
+        # Left out, never truncated; ``problems_not_attempted`` names each with its reason.
+        slots = [s for s in slots if over_budget_reason(len(s.prompt_ids), self.config.rollout.max_prompt_tokens) is None]
         sampling = SamplingSettings.for_evaluation(self.config.schedule, max_tokens, seed=seed)
         first_prefix = evaluation_key_prefix(step, "first", self.attempt, self.evaluation_share)
         first = self._score_all(slots, sampling, first_prefix, "eval: first attempts" if show_progress else None,

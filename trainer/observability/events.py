@@ -158,6 +158,21 @@ class StepValues(_Payload):
     values: dict[str, Any] = {}
 
 
+class ProblemNotAttempted(BaseModel):
+    """A problem an evaluation or a training step left out, and why in the researcher's words (what was wrong, the
+    value, the fix): a problem left out silently reads as one that was never in the promptset."""
+
+    problem_id: str
+    reason: str
+
+
+class EvaluationValues(StepValues):
+    """``evaluation``: its named numbers, and each problem of the evaluation's promptset it did not attempt
+    (``values["problems_not_attempted"]`` counts them)."""
+
+    not_attempted: list[ProblemNotAttempted] = []
+
+
 class CheckpointSaved(_Payload):
     step: int = Field(ge=0)
     path: str = ""
@@ -182,7 +197,7 @@ PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
     EventType.ROLLOUT_FINISHED: RolloutFinished,
     EventType.STEP_STARTED: StepStarted,
     EventType.METRICS: StepValues,
-    EventType.EVALUATION: StepValues,
+    EventType.EVALUATION: EvaluationValues,
     EventType.CHECKPOINT_SAVED: CheckpointSaved,
     EventType.RETRY_CREATED: RetryCreated,
     EventType.RUN_FINISHED: RunFinished,

@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.config import ModelSource, RunConfig
+from trainer.config import ModelConfig, ModelSource, RunConfig
 from trainer.learning.models import TINY_RANDOM_SHAPE, smollm2_gguf_path, tiny_random_policy, trainer_cache_root
 from trainer.observability.events import EventPublisher, StdoutSink
 from trainer.recipe.format_reward import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, check_format
@@ -99,6 +99,16 @@ SMOKE_PROBLEMS: tuple[Problem, ...] = (
 SMOKE_TOOL_PROBLEMS: tuple[Problem, ...] = (
     _smoke_problem("smoke_tool_rat_half", "(1 : ℚ) / 2 + 1 / 2 = 1", "Show that 1/2 + 1/2 = 1, checking with Lean first."),
 )
+
+
+def problems_the_model_knows(model: ModelConfig) -> tuple[Problem, ...] | None:
+    """The only problems a run of ``model`` can answer, where the model is no prover but knows answers by heart: the
+    smoke model (and a checkpoint trained from it) answers the smoke problems alone; on any other prompt it writes an
+    answer to one of them and the format check fails it. None: a model that attempts any statement. The launch
+    checks warn from here (platform/runs/launch_contract.py)."""
+    if model.source is ModelSource.TINY_SMOKE:
+        return SMOKE_PROBLEMS + SMOKE_TOOL_PROBLEMS
+    return None
 
 
 @dataclass(frozen=True)

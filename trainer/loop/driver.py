@@ -33,6 +33,7 @@ from trainer.asynchronous.generator_process import GeneratorPool, GeneratorProce
 from trainer.asynchronous.pipeline import RolloutPipeline, split_by_staleness, staleness_of
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
+from trainer.learning.group_signal import group_signal_metrics
 from trainer.learning.models import load_policy
 from trainer.loop.run_evaluation import RunEvaluation
 from trainer.observability import token_records
@@ -472,8 +473,6 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         """Which of the step's groups taught the learner something (trainer/learning/group_signal.py), read from the
         rewards its advantages came from; tokens of every answer generated, the stale ones' too."""
         import torch
-
-        from trainer.learning.group_signal import group_signal_metrics
 
         generated_tokens = torch.zeros(rewards.shape, dtype=torch.long)  # (G, N)
         for rollout in rollouts:

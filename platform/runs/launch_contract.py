@@ -314,17 +314,24 @@ def never_evaluates(config: RunConfig, kind: str, problem_count: int | None) -> 
             f"first comes after step {every}); set eval_every to at most {planned}, or to 0 for no evaluation")
 
 
+def _chose_eval_every(request: LaunchRequest) -> bool:
+    """Whether the person set eval_every: the launch form fills every field with the preset's value, so sending the
+    preset's own value back is no choice of theirs."""
+    return (request.eval_every is not None
+            and request.eval_every != RunConfig.from_preset(request.preset).schedule.eval_every)
+
+
 def schedule_problems(request: LaunchRequest, config: RunConfig, problem_count: int | None) -> dict[str, list[str]]:
     """Choices within their bounds that still cannot work, per launch field: an ``eval_every`` the person chose that
     the run never reaches is refused. The preset's own eval_every past a shorter run is a warning instead
     (``schedule_warnings``): the person did not choose it, and the run still trains."""
     message = never_evaluates(config, request.kind, problem_count)
-    return {"eval_every": [message]} if message and request.eval_every is not None else {}
+    return {"eval_every": [message]} if message and _chose_eval_every(request) else {}
 
 
 def schedule_warnings(request: LaunchRequest, config: RunConfig, problem_count: int | None) -> list[str]:
     message = never_evaluates(config, request.kind, problem_count)
-    return [f"The preset's {message}."] if message and request.eval_every is None else []
+    return [f"The preset's {message}."] if message and not _chose_eval_every(request) else []
 
 
 SHOWN_BY_NAME = 5  # problems a warning names before "and N more"

@@ -17,10 +17,10 @@ def launch(client, version, **fields):
 
 
 def test_an_eval_every_past_the_last_step_is_refused_on_the_field(alices_client, promptset_version):
-    response = launch(alices_client, promptset_version, total_steps=5, eval_every=10)
+    response = launch(alices_client, promptset_version, total_steps=5, eval_every=8)
     assert response.status_code == 422, response.content
     (message,) = response.json()["field_errors"]["eval_every"]
-    assert "is 10, more than the run's 5 training steps, so no evaluation would run" in message
+    assert "is 8, more than the run's 5 training steps, so no evaluation would run" in message
     assert "set eval_every to at most 5, or to 0 for no evaluation" in message
     assert not Run.objects.exists()
 
@@ -42,7 +42,7 @@ def test_an_eval_every_the_run_reaches_or_zero_or_an_evaluation_run_is_launched(
 
 
 def test_the_summary_refuses_it_before_the_launch(alices_client):
-    response = alices_client.get("/api/runs/launch-summary", {"preset": "cpu-demo", "total_steps": 5, "eval_every": 10})
+    response = alices_client.get("/api/runs/launch-summary", {"preset": "cpu-demo", "total_steps": 5, "eval_every": 8})
     assert response.status_code == 422
     assert "set eval_every to at most 5" in response.json()["field_errors"]["eval_every"][0]
 
@@ -53,3 +53,13 @@ def test_the_presets_eval_every_past_a_shorter_run_is_warned_about_not_refused(a
                                    "evaluation would run (the first comes after step 10); set eval_every to at most 3, "
                                    "or to 0 for no evaluation."]
     assert launch(alices_client, promptset_version, total_steps=3).status_code == 201
+
+
+def test_the_presets_own_eval_every_sent_back_by_the_form_is_no_choice_and_only_warned_about(alices_client,
+                                                                                          promptset_version):
+    """The launch form fills eval_every with the preset's value (cpu-demo's 10): a person who shortened the run and
+    left that field alone is told, not refused."""
+    summary = alices_client.get("/api/runs/launch-summary",
+                                {"preset": "cpu-demo", "total_steps": 1, "eval_every": 10}).json()
+    assert summary["warnings"][0].startswith("The preset's eval_every is 10, more than the run's 1 training steps")
+    assert launch(alices_client, promptset_version, total_steps=1, eval_every=10).status_code == 201

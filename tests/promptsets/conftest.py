@@ -87,18 +87,21 @@ def encode(rows: list[dict], file_format: str) -> bytes:
     raise ValueError(file_format)
 
 
+def _shared_data(path):
+    """A file of ../shared/data; the test is skipped where the checkout has no shared/ beside it."""
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the repository carries no data)")
+    return path
+
+
 @pytest.fixture
 def minif2f_goedel_path():
-    if not MINIF2F_GOEDEL.exists():
-        pytest.skip(f"{MINIF2F_GOEDEL} is absent (the repository carries no data)")
-    return MINIF2F_GOEDEL
+    return _shared_data(MINIF2F_GOEDEL)
 
 
 @pytest.fixture
 def minif2f_deepseek_path():
-    if not MINIF2F_DEEPSEEK.exists():
-        pytest.skip(f"{MINIF2F_DEEPSEEK} is absent (the repository carries no data)")
-    return MINIF2F_DEEPSEEK
+    return _shared_data(MINIF2F_DEEPSEEK)
 
 
 @pytest.fixture
@@ -113,13 +116,9 @@ def checked_at_once(monkeypatch, django_capture_on_commit_callbacks):
 
 @pytest.fixture
 def putnambench_path():
-    if not PUTNAMBENCH.exists():
-        pytest.skip(f"{PUTNAMBENCH} is absent (the repository carries no data)")
-    return PUTNAMBENCH
+    return _shared_data(PUTNAMBENCH)
 
 
 @pytest.fixture
 def proofnet_path():
-    if not PROOFNET.exists():
-        pytest.skip(f"{PROOFNET} is absent (the repository carries no data)")
-    return PROOFNET
+    return _shared_data(PROOFNET)

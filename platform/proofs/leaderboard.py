@@ -28,7 +28,7 @@ from django.db.models import Max, Q
 
 from promptsets import benchmarks
 from proofs.models import ProofAttempt
-from runs.evaluation_results import evaluation_report
+from runs.evaluation_results import evaluation_report, headline_point
 from runs.models import Evaluation, Run, RunKind
 
 STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not comparable with real Lean's"
@@ -81,7 +81,7 @@ class EvaluationRow:
 def _top(curve: dict | None) -> tuple[int | None, float | None, float | None, float | None]:
     if not curve or not curve["is_measured"]:
         return None, None, None, None
-    top = curve["curve"][-1]
+    top = headline_point(curve)
     return top["k"], top["pass_at_k"], top["ci95_low"], top["ci95_high"]
 
 

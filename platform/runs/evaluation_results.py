@@ -49,6 +49,12 @@ def evaluation_report(step: int, values: dict) -> dict:
             "shared_verdict_cache_hit_rate": values.get("verifier/shared_cache_hit_rate"), **families}
 
 
+def headline_point(curve: dict) -> dict | None:
+    """The point an evaluation is quoted by, on the runs list and the leaderboard alike: pass@k at the largest k it
+    computed (the curve's last point); None where no point was kept."""
+    return curve["curve"][-1] if curve["curve"] else None
+
+
 def headline_pass_at_k(values: dict) -> dict | None:
     """An evaluation in one figure, for a line of the runs list: its pass@k (the gated reward's) at the largest k it
     computed, as ``{"k": 32, "pass_at_k": 0.41}``; where nothing was scored, ``pass_at_k`` is None (not measured,
@@ -56,9 +62,9 @@ def headline_pass_at_k(values: dict) -> dict | None:
     curve = curve_of(values, "")
     if curve is None:
         return None
+    top = headline_point(curve)
     if not curve["is_measured"]:
-        return {"k": curve["curve"][-1]["k"] if curve["curve"] else None, "pass_at_k": None}
-    top = curve["curve"][-1]
+        return {"k": top["k"] if top else None, "pass_at_k": None}
     return {"k": top["k"], "pass_at_k": top["pass_at_k"]}
 
 

@@ -1,0 +1,1 @@
+"""How a run sits on a Ray cluster: its placement rule (placement.py)."""

@@ -9,7 +9,6 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from promptsets.export import PRIOR_HISTORY_COLUMNS
 from promptsets.intake import FileCheck
 from promptsets.models import Problem
 from promptsets.versions import import_promptset
@@ -20,7 +19,9 @@ from trainer.recipe.problems import load_problems_jsonl
 
 pytestmark = pytest.mark.django_db
 
-NO_HISTORY = {"prior_attempts": None, "prior_solves": None, "prior_signal_less_streak": None}
+# The contract with the trainer's data.selection=history, written out: the names are fixed.
+PRIOR_HISTORY_COLUMNS = ("prior_attempts", "prior_solves", "prior_signal_less_streak")
+NO_HISTORY = dict.fromkeys(PRIOR_HISTORY_COLUMNS)
 
 
 def answers(run, key, step, rewards, *, standin=False, turn=Turn.FIRST):

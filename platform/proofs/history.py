@@ -27,7 +27,7 @@ from django.db import connection
 from django.db.models import DateTimeField, IntegerField, Max, Min, OuterRef, Q, Subquery, Sum
 
 from promptsets.models import Problem, statement_hash
-from promptsets.results import LEAN, STANDIN
+from promptsets.results import LEAN, STANDIN, VERIFIED_BY
 from proofs.models import ProblemHistory, ProofAttempt, Turn
 from runs.models import Run
 
@@ -119,7 +119,12 @@ def first_attempt_totals(statement_hashes: Iterable[str], viewer, verified_by: s
 
 def win_rates(problem_ids, *, viewer, verified_by: str = LEAN) -> dict[int, tuple[int, int]]:
     """Problem id → (accepted, scored) over the first attempts of the runs ``viewer`` may see; the same statement
-    anywhere (another promptset, a benchmark) is the same problem."""
+    anywhere (another promptset, a benchmark) is the same problem.
+
+    ``verified_by``: "lean" counts real Lean's verdicts only, "stand-in" the stand-in server's only, never both.
+    First attempts only: a retry sees Lean's feedback, so its success says less about how hard the statement is."""
+    if verified_by not in VERIFIED_BY:
+        raise ValueError(f"verified_by must be one of {', '.join(VERIFIED_BY)}, got {verified_by!r}")
     hashes = dict(Problem.objects.filter(pk__in=list(problem_ids)).values_list("pk", "statement_hash"))
     totals = first_attempt_totals(set(hashes.values()), viewer, verified_by)
     return {pk: totals[identity] for pk, identity in hashes.items() if identity in totals}

@@ -5,18 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
-from ninja import Body, File, Form, Router, Schema
+from ninja import Body, Field, File, Form, Router, Schema
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from pydantic import ValidationError
 
 from config.api_schemas import StrictSchema, refuse_unknown_fields
-from promptsets import uploads, versions
+from promptsets import problem_table, results, uploads, versions
 from promptsets.curation import describe_rule, parse_rule
 from promptsets.export import UnknownExportFormat, export_response
 from promptsets.hub_import import HubSource, HubSourceError
 from promptsets.intake import RECIPE_HEADER, ColumnMapping, RowLimits
-from promptsets.models import Promptset, PromptsetUpload, PromptsetVersion
+from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion
 from promptsets.upload_contract import import_options, max_statement_chars_problem
 from promptsets.validation import DEFAULT_MAX_STATEMENT_CHARS
 from promptsets.views import search_problems
@@ -56,6 +56,70 @@ class ProblemOut(Schema):
     header: str
     source: str
     source_win_rate: float | None
+    attempts: int = Field(description="Scored first attempts at the statement in the runs you can see.")
+    solves: int = Field(description="Of those, the ones accepted.")
+    solve_rate: float | None = Field(description="solves / attempts; null when never attempted (not 0).")
+    last_solved_at: datetime | None = Field(description="When a group with an accepted answer was last recorded.")
+    is_never_solved: bool = Field(description="Attempted, and never solved.")
+    verified_by: str = Field(description="Whose verdicts the four columns count: 'lean' or 'stand-in', never both.")
+
+
+class RunThatTriedOut(Schema):
+    run_id: int
+    run_name: str
+    run_state: str | None = Field(description="null: the run was deleted; its history stays.")
+    verified_by: str
+    starting_checkpoint_id: int | None
+    last_policy_version: int | None
+    first_answers: int
+    first_scored: int
+    first_accepted: int
+    first_censored: int
+    first_solve_rate: float | None
+    retry_answers: int
+    retry_scored: int
+    retry_accepted: int
+    first_solved_step: int | None
+    last_solved_step: int | None
+    last_step: int
+
+
+class SolveRatePointOut(Schema):
+    step: int
+    accepted: int
+    scored: int
+    solve_rate: float
+
+
+class SolveRateSeriesOut(Schema):
+    run_id: int
+    run_name: str
+    points: list[SolveRatePointOut]
+
+
+class VerifiedProofOut(Schema):
+    attempt_id: int
+    rollout_key: str
+    run_id: int
+    run_name: str
+    step: int
+    round: int
+    is_evaluation: bool
+    verified_by: str
+    url: str
+
+
+class ProblemHistoryOut(Schema):
+    problem_id: int
+    statement_hash: str
+    verified_by: str = Field(description="Whose verdicts the totals and the series count: 'lean' or 'stand-in'.")
+    first_attempts_scored: int
+    first_attempts_accepted: int
+    solve_rate: float | None
+    is_never_solved: bool
+    series: list[SolveRateSeriesOut]
+    runs: list[RunThatTriedOut]
+    verified_proofs: list[VerifiedProofOut]
 
 
 class RejectionOut(Schema):
@@ -256,18 +320,34 @@ def get_promptset(request, promptset_id: int):
     return _promptset_out(_visible(request, promptset_id))
 
 
-@router.get("/{promptset_id}/versions/{number}/problems", response=list[ProblemOut])
-def list_version_problems(request, promptset_id: int, number: int, q: str = "", offset: int = 0, limit: int = 100):
+@router.get("/{promptset_id}/versions/{number}/problems", response={200: list[ProblemOut], 422: DetailOut})
+def list_version_problems(request, promptset_id: int, number: int, q: str = "", sort: str = "position",
+                          show: str = "all", offset: int = 0, limit: int = 100):
+    """The version's problems with their history, as its page's table: ``sort`` one of position, attempts,
+    solve_rate, last_solved (a leading '-' reverses it), ``show`` one of all, never_solved, solved, unattempted."""
     version = get_object_or_404(PromptsetVersion, promptset=_visible(request, promptset_id), number=number)
     limit = max(1, min(limit, MAX_PAGE))
-    entries = search_problems(version.entries.select_related("problem").order_by("position"), q)
-    return [
+    try:
+        entries, verified_by = problem_table.problem_table(
+            version, request.user, search=lambda rows: search_problems(rows, q), sort=sort, show=show)
+    except problem_table.BadTableQuery as error:
+        return 422, {"detail": str(error)}
+    return 200, [
         {"id": e.problem.pk, "position": e.position, "copies": e.copies, "problem_key": e.problem.problem_key,
          "name": e.problem.name, "formal_statement": e.problem.formal_statement,
          "informal_statement": e.problem.informal_statement, "header": e.problem.header,
-         "source": e.problem.source, "source_win_rate": e.problem.source_win_rate}
+         "source": e.problem.source, "source_win_rate": e.problem.source_win_rate,
+         **problem_table.table_row(e), "verified_by": verified_by}
         for e in entries[max(0, offset):max(0, offset) + limit]
     ]
+
+
+@router.get("/{promptset_id}/problems/{problem_id}/history", response=ProblemHistoryOut)
+def get_problem_history(request, promptset_id: int, problem_id: int):
+    """The problem's statement's history in the runs you can see, as its page shows it: first-attempt totals and
+    solve rate per run and step (one verifier's, named), the runs that tried it, its verified proofs."""
+    problem = get_object_or_404(Problem, pk=problem_id, promptset=_visible(request, promptset_id))
+    return {"problem_id": problem.pk, **results.problem_history(problem, request.user)}
 
 
 @router.get("/{promptset_id}/versions/{number}/export.{file_format}", response={200: None, 404: DetailOut})
@@ -275,7 +355,7 @@ def export_version(request, promptset_id: int, number: int, file_format: str):
     """The version's problems as JSON Lines or Parquet, one row per problem (with its curation weight)."""
     version = get_object_or_404(PromptsetVersion, promptset=_visible(request, promptset_id), number=number)
     try:
-        return export_response(version, file_format)
+        return export_response(version, file_format, request.user)
     except UnknownExportFormat as error:
         return 404, {"detail": str(error)}
 

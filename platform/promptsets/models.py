@@ -99,7 +99,8 @@ class Problem(models.Model):
         return without_leading_comments(self.formal_statement)
 
     def attempt_history(self, viewer):
-        """Scored attempts at this problem in every run ``viewer`` may see, per run (newest run first).
+        """The runs ``viewer`` may see that answered this problem's statement (in any promptset), one row per run
+        and verifier, newest run first, from the problem's history (proofs/history.py).
 
         The proofs app answers (promptsets/results.py): this app sits below it and imports nothing of it.
         """

@@ -25,7 +25,24 @@ class ProblemResults(Protocol):
         by real Lean (``verified_by="lean"``) or by the stand-in only."""
 
     def attempt_history(self, problem, viewer):
-        """Scored attempts at ``problem`` in every run ``viewer`` may see, one row per run, newest run first."""
+        """The runs ``viewer`` may see that answered ``problem``'s statement, one row per run and verifier, newest
+        run first: answers, scored, accepted and censored by round, first and last solved step."""
+
+    def problem_history(self, problem, viewer) -> dict:
+        """Everything the problem page and its API show of the statement's history (proofs/history.py)."""
+
+    def version_problem_counts(self, version, viewer):
+        """(The version's entries annotated with ``history_attempts``, ``history_solves`` and
+        ``history_last_solved_at``, whose verdicts they count: LEAN or STANDIN)."""
+
+    def prior_histories(self, statement_hashes: Iterable[str], viewer, verified_by: str,
+                        excluding_run_id: int | None = None) -> dict:
+        """Statement hash → its prior first attempts, solves and signal-less streak (attempts, solves,
+        signal_less_streak) in the runs ``viewer`` may see, one verifier's."""
+
+    def verifier_of(self, statement_hashes: Iterable[str], viewer) -> str:
+        """LEAN wherever any of the statements has a scored Lean verdict in what ``viewer`` sees; else STANDIN
+        where the stand-in scored any; else LEAN."""
 
 
 _provider: ProblemResults | None = None
@@ -61,3 +78,19 @@ def platform_win_rates(problem_ids: Iterable[int], *, viewer) -> tuple[dict[int,
 
 def attempt_history(problem, viewer):
     return _results().attempt_history(problem, viewer)
+
+
+def problem_history(problem, viewer) -> dict:
+    return _results().problem_history(problem, viewer)
+
+
+def version_problem_counts(version, viewer):
+    return _results().version_problem_counts(version, viewer)
+
+
+def prior_histories(statement_hashes: Iterable[str], viewer, verified_by: str, excluding_run_id: int | None = None):
+    return _results().prior_histories(statement_hashes, viewer, verified_by, excluding_run_id)
+
+
+def verifier_of(statement_hashes: Iterable[str], viewer) -> str:
+    return _results().verifier_of(statement_hashes, viewer)

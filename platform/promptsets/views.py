@@ -7,18 +7,21 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from promptsets import benchmarks, results, uploads, versions
+from promptsets import benchmarks, problem_table, results, uploads, versions
 from promptsets.curation import describe_rule
 from promptsets.export import UnknownExportFormat, export_response
 from promptsets.forms import CurationForm, HubImportForm, UploadForm, VariantsForm
 from promptsets.hub_import import HubSourceError
 from promptsets.lean_view import highlighted_html
 from promptsets.models import Problem, Promptset, PromptsetUpload, PromptsetVersion, UploadState
+from promptsets.solve_rate_chart import solve_rate_chart
 from promptsets.variants import VariantsEndpoint, VariantsUnavailable, request_variants
 
 PAGE_SIZE = 50
+DEFAULT_TABLE = {"sort": "position", "show": "all"}
 REPORT_ROWS_SHOWN = 1000
 
 
@@ -129,10 +132,34 @@ def upload_status(request, upload_pk):
     })
 
 
-def _problems_page(request, version: PromptsetVersion):
-    query = request.GET.get("q", "")
-    entries = search_problems(version.entries.select_related("problem").order_by("position"), query)
-    return Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page")), query
+def _problems_page(request, version: PromptsetVersion) -> dict:
+    """The version's problems with their history, as the URL's ``q``, ``sort`` and ``show`` say; a sort or filter
+    the table does not have is named on the page, and the table shown as it is by default."""
+    query, sort, show = request.GET.get("q", ""), request.GET.get("sort", "position"), request.GET.get("show", "all")
+    try:
+        entries, verified_by = problem_table.problem_table(
+            version, request.user, search=lambda rows: search_problems(rows, query), sort=sort, show=show)
+        table_error = ""
+    except problem_table.BadTableQuery as error:
+        table_error, sort, show = str(error), "position", "all"
+        entries, verified_by = problem_table.problem_table(
+            version, request.user, search=lambda rows: search_problems(rows, query))
+    page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [(entry, problem_table.table_row(entry)) for entry in page.object_list]
+
+    def link(**changes) -> str:
+        state = {"q": query, "sort": sort, "show": show} | changes
+        return urlencode({key: value for key, value in state.items() if value and value != DEFAULT_TABLE.get(key)})
+
+    # A column's header sorts by it, highest first (position: first first); clicking it again reverses the order.
+    sort_links = {column: "?" + link(sort=("-" + column if column != "position" else column)
+                                     if sort != ("-" + column if column != "position" else column)
+                                     else (column if column != "position" else "-position"))
+                  for column in problem_table.SORTS}
+    return {"page": page, "rows": rows, "query": query, "sort": sort, "show": show, "table_error": table_error,
+            "page_query": link(), "sort_links": sort_links, "show_label": problem_table.SHOWS[show],
+            "shows": problem_table.SHOWS, "table_verified_by": results.VERIFIED_BY[verified_by],
+            "table_is_standins": verified_by == results.STANDIN}
 
 
 def _version_context(request, promptset: Promptset, version: PromptsetVersion | None) -> dict:
@@ -140,7 +167,7 @@ def _version_context(request, promptset: Promptset, version: PromptsetVersion | 
                "versions": promptset.versions.select_related("parent").order_by("-number"),
                "can_curate": promptset.is_editable_by(request.user), "describe_rule": describe_rule}
     if version is not None:
-        context["page"], context["query"] = _problems_page(request, version)
+        context.update(_problems_page(request, version))
         context["rule_description"] = describe_rule(version.rule)
         context["curation_form"] = CurationForm()
     return context
@@ -168,7 +195,7 @@ def version_detail(request, pk, number):
 def export_version(request, pk, number, file_format):
     version = get_object_or_404(PromptsetVersion, promptset=_visible_promptset(request, pk), number=number)
     try:
-        return export_response(version, file_format)
+        return export_response(version, file_format, request.user)
     except UnknownExportFormat as error:
         raise Http404(str(error)) from None
 
@@ -217,17 +244,15 @@ def curate_version(request, pk, number):
 def problem_detail(request, pk, problem_pk):
     promptset = _visible_promptset(request, pk)
     problem = get_object_or_404(Problem, pk=problem_pk, promptset=promptset)
-    history = list(problem.attempt_history(request.user))
-    rates, verified_by = results.platform_win_rates([problem.pk], viewer=request.user)
-    accepted, scored = rates.get(problem.pk, (0, 0))
+    history = results.problem_history(problem, request.user)
     versions = problem.versions.order_by("number")
     return render(request, "promptsets/problem.html", {
         "promptset": promptset, "problem": problem, "history": history,
+        "chart": solve_rate_chart(history["series"]),
         "highlighted_header": highlighted_html(problem.header) if problem.header else "",
         "highlighted_statement": highlighted_html(problem.formal_statement),
-        "platform_accepted": accepted, "platform_scored": scored,
-        "platform_win_rate": accepted / scored if scored else None,
-        "win_rate_verified_by": results.VERIFIED_BY[verified_by], "win_rate_is_standins": verified_by == results.STANDIN,
+        "win_rate_verified_by": results.VERIFIED_BY[history["verified_by"]],
+        "win_rate_is_standins": history["verified_by"] == results.STANDIN,
         "versions": versions, "can_curate": promptset.is_editable_by(request.user),
         "variants_endpoint": VariantsEndpoint.configured(), "variants_form": VariantsForm(),
     })

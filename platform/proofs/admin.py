@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from config.read_only_admin import ReadOnlyAdmin
-from proofs.models import ProofAttempt, RetryFeedback
+from proofs.models import ProblemHistory, ProofAttempt, RetryFeedback
 
 
 @admin.register(ProofAttempt)
@@ -21,3 +21,12 @@ class RetryFeedbackAdmin(ReadOnlyAdmin):
     list_display = ("run", "parent_rollout_key", "created_step")
     search_fields = ("parent_rollout_key", "run__name")
     list_select_related = ("run",)
+
+
+@admin.register(ProblemHistory)
+class ProblemHistoryAdmin(ReadOnlyAdmin):
+    list_display = ("statement_hash", "run_name", "step", "round", "is_evaluation", "is_standin", "answers", "scored",
+                    "accepted")
+    list_filter = ("is_standin", "is_evaluation", "round")
+    search_fields = ("statement_hash", "run_name")
+    show_full_result_count = False

@@ -9,8 +9,8 @@ class ProofsConfig(AppConfig):
         # over and shows its rollouts (runs/rollouts.py); this app answers both. Provided here, never
         # imported there: promptsets ← runs ← proofs.
         from promptsets import results
-        from proofs import problem_results, run_rollouts
+        from proofs import history, run_rollouts
         from runs import rollouts
 
-        results.provide(problem_results)
+        results.provide(history)
         rollouts.provide(run_rollouts)

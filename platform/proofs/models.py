@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -220,3 +221,62 @@ class RetryFeedback(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "parent_rollout_key"], name="one_retry_per_attempt")]
+
+
+class ProblemHistoryQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The groups of runs ``user`` may see, and of their own runs since deleted (the record outlives the run,
+        and a deleted run is shared with nobody any more)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(models.Q(run_owner=user) | models.Q(run__in=Run.objects.visible_to(user).values("pk")))
+
+    def of_statement(self, statement_hash: str):
+        return self.filter(statement_hash=statement_hash)
+
+
+class ProblemHistory(models.Model):
+    """A problem's history, one row per group: the answers one run wrote to one formal statement at one step in
+    one round, as the verifier judged them (proofs/history.py fills it and says how it is counted).
+
+    Keyed by the statement's identity (promptsets.models.statement_hash), so one problem is one history across
+    promptsets, versions and benchmarks. It holds counts, not the answers: it stays when the run's rollouts or
+    artifacts are deleted, and even when the run is (``run`` keeps the id without a database constraint, and the
+    run's name and owner are copied in).
+    """
+
+    statement_hash = models.CharField(max_length=64)
+    run = models.ForeignKey("runs.Run", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+",
+                            help_text="Kept, with no constraint, after the run is deleted: the history outlives it.")
+    run_name = models.CharField(max_length=200)
+    run_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    starting_checkpoint_id = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The checkpoint the run's policy started from (runs.Checkpoint), if any.")
+    step = models.PositiveIntegerField()
+    round = models.PositiveSmallIntegerField(help_text="0: first attempts; 1, 2…: rounds of correction.")
+    is_evaluation = models.BooleanField(help_text="An evaluation's samples: they trained nothing.")
+    is_standin = models.BooleanField(
+        help_text="Judged by the stand-in Lean server, not real Lean: never pooled with Lean's in a rate.")
+    answers = models.PositiveIntegerField(default=0, help_text="Answers generated, censored ones included.")
+    scored = models.PositiveIntegerField(default=0, help_text="Answers with a reward: censored ones left out.")
+    accepted = models.PositiveIntegerField(default=0, help_text="Scored answers Lean (or the stand-in) accepted.")
+    last_policy_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The newest policy version among the answers (learner updates).")
+    first_recorded_at = models.DateTimeField(auto_now_add=True)
+    last_recorded_at = models.DateTimeField(auto_now=True)
+
+    objects = ProblemHistoryQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            fields=["statement_hash", "run", "step", "round", "is_evaluation", "is_standin"],
+            name="one_history_row_per_group")]
+        indexes = [models.Index(fields=["run", "step"], name="history_run_step")]
+        verbose_name_plural = "problem histories"
+
+    def __str__(self):
+        return f"{self.statement_hash[:12]} in {self.run_name} step {self.step} round {self.round}"
+
+    @property
+    def censored(self) -> int:
+        return self.answers - self.scored

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from promptsets.models import Problem
+from proofs import history
 from proofs.models import ProofAttempt, RetryFeedback
 from proofs.queries import RolloutFilters, attempt_page
 from runs.models import Run, RunEvent
@@ -85,9 +86,13 @@ def _store_attempts(events: list[RunEvent]) -> None:
             "pk", flat=True).first()
         if parent:
             ProofAttempt.objects.filter(run_id=row.run_id, rollout_key=row.rollout_key).update(parent_id=parent)
-    attempt_ids = dict(
-        ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).values_list("event_id", "pk")
-    )
+    # The rows this batch inserted carry its events; a rollout stored before under another event kept that one's
+    # (ignore_conflicts), so only answers new to the database reach the history: each is counted once.
+    inserted = list(ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).only(
+        "pk", "event_id", "run_id", "step", "round", "turn", "is_evaluation", "is_standin_verdict", "reward",
+        "policy_version", "problem_id", "formal_statement"))
+    history.record_new_attempts(inserted)
+    attempt_ids = {attempt.event_id: attempt.pk for attempt in inserted}
     for event in events:
         event.attempt_id = attempt_ids.get(event.pk)
 

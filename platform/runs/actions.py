@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from pydantic import ValidationError
 
+from promptsets.export import run_input_rows
 from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
@@ -229,13 +230,14 @@ def enqueue_dispatch(run_id: int) -> bool:
 
 
 def export_run_inputs(run: Run) -> None:
-    """Write what the trainer reads: the resolved config and the promptset version's rows."""
+    """Write what the trainer reads: the resolved config and the promptset version's rows, each with its problem's
+    prior history on the platform (promptsets/export.py says which columns and whose verdicts)."""
     folder = run.artifacts_dir
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(run.config, indent=2))
     partial = folder / "promptset.jsonl.partial"
     with partial.open("w") as out:
-        for row in run.promptset_version.trainer_rows():
+        for row in run_input_rows(run.promptset_version, run.owner, run.pk):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     partial.replace(folder / "promptset.jsonl")  # atomic: the trainer never reads half a file
 

@@ -8,6 +8,7 @@ import pytest
 from proofs.models import ProofAttempt, Turn
 from runs.models import QueueState, Run
 from tests.browser.conftest import log_in, screenshot
+from tests.stored_attempts import stored_attempt
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -53,9 +54,8 @@ def test_two_researchers_see_only_their_own_runs_and_rollouts_and_the_queue_in_o
 
     problem = promptset_version.problems.order_by("pk").first()
     for run in (alice_first, bob_first):
-        ProofAttempt.objects.create(run=run, rollout_key=f"{run.pk}-0", step=1, problem=problem,
-                                    problem_key=problem.problem_key, turn=Turn.FIRST, reward=1.0,
-                                    lean_code=f"-- proof of {run.name}")
+        stored_attempt(run=run, rollout_key=f"{run.pk}-0", step=1, problem=problem, problem_key=problem.problem_key,
+                       turn=Turn.FIRST, reward=1.0, lean_code=f"-- proof of {run.name}")
 
     for viewer, mine, theirs, places in (
             (alices, ("alice first", "alice second"), ("bob first", "bob second"), ["#1", "#3"]),

@@ -9,7 +9,8 @@ from promptsets import results, versions
 from promptsets.curation import DropAboveWinRate, Sample, Split, WeightHardProblems, WinRateSource
 from promptsets.intake import FileCheck
 from promptsets.models import Problem, PromptsetVersion
-from proofs.models import ProofAttempt, Turn
+from proofs.models import Turn
+from tests.stored_attempts import stored_attempt
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = pytest.mark.django_db
@@ -49,20 +50,22 @@ def test_the_platform_win_rate_excludes_censored_attempts_and_retries(alice, mak
     run = make_run(state="running")
     solved = Problem.objects.get(problem_key="add_small")
     for index, reward in enumerate([1.0, 1.0, None, None, None]):
-        ProofAttempt.objects.create(run=run, rollout_key=f"s{index}", step=1, problem=solved, problem_key="add_small",
-                                    turn=Turn.FIRST, reward=reward, is_censored=reward is None)
+        stored_attempt(run=run, rollout_key=f"s{index}", step=1, problem=solved, problem_key="add_small",
+                   turn=Turn.FIRST, reward=reward, is_censored=reward is None)
     failing = Problem.objects.get(problem_key="mul_small")
-    ProofAttempt.objects.create(run=run, rollout_key="f0", step=1, problem=failing, problem_key="mul_small",
-                                turn=Turn.FIRST, reward=0.0)
-    ProofAttempt.objects.create(run=run, rollout_key="f1", step=1, problem=failing, problem_key="mul_small",
-                                turn=Turn.RETRY, reward=1.0)
-    # Not linked by the ingester: found by its key within the promptset.
-    ProofAttempt.objects.create(run=run, rollout_key="u0", step=1, problem=None, problem_key="lt_small",
-                                turn=Turn.FIRST, reward=0.0)
+    stored_attempt(run=run, rollout_key="f0", step=1, problem=failing, problem_key="mul_small",
+                   turn=Turn.FIRST, reward=0.0)
+    stored_attempt(run=run, rollout_key="f1", step=1, problem=failing, problem_key="mul_small",
+                   turn=Turn.RETRY, reward=1.0)
+    # Not linked to a Problem row by the ingester: found by the statement the trainer sent.
+    stored_attempt(run=run, rollout_key="u0", step=1, problem=None, problem_key="lt_small",
+                   formal_statement="theorem lt_small : (3 : ℚ) / 4 <  1 := by", turn=Turn.FIRST, reward=0.0)
     (curated,) = versions.curate(promptset_version, DropAboveWinRate(max_win_rate=0.5,
                                                                    win_rate_source=WinRateSource.PLATFORM))
     assert keys(curated) == ["mul_small", "lt_small"]
-    assert results.win_rates([solved.pk, failing.pk], viewer=alice) == {solved.pk: (2, 2), failing.pk: (0, 1)}
+    unlinked = Problem.objects.get(problem_key="lt_small")
+    assert results.win_rates([solved.pk, failing.pk, unlinked.pk], viewer=alice) == {
+        solved.pk: (2, 2), failing.pk: (0, 1), unlinked.pk: (0, 1)}
 
 
 def test_a_rule_that_keeps_nothing_is_refused(version_1):

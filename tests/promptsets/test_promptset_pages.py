@@ -8,7 +8,8 @@ from django.urls import reverse
 from promptsets import versions
 from promptsets.intake import FileCheck
 from promptsets.models import Problem
-from proofs.models import ProofAttempt, Turn
+from proofs.models import Turn
+from tests.stored_attempts import stored_attempt
 from tests.promptsets.conftest import encode, kimina_rows
 
 pytestmark = pytest.mark.django_db
@@ -65,12 +66,14 @@ def test_the_problem_page_shows_each_runs_attempts_and_the_platform_win_rate(cli
     run = make_run(state="running", name="first try")
     problem = Problem.objects.get(problem_key="add_small")
     for index, reward in enumerate([1.0, 0.0, None, 0.0]):  # None: censored, not a wrong proof
-        ProofAttempt.objects.create(run=run, rollout_key=f"r{index}", step=3 + index, problem=problem,
-                                    problem_key="add_small", turn=Turn.FIRST, reward=reward, is_censored=reward is None)
-    ProofAttempt.objects.create(run=run, rollout_key="retry", step=9, problem=problem, problem_key="add_small",
-                                turn=Turn.RETRY, reward=1.0)
+        stored_attempt(run=run, rollout_key=f"r{index}", step=3 + index, problem=problem,
+                       problem_key="add_small", turn=Turn.FIRST, reward=reward, is_censored=reward is None)
+    stored_attempt(run=run, rollout_key="retry", step=9, problem=problem, problem_key="add_small",
+                   turn=Turn.RETRY, reward=1.0)
     page = page_of(client, alice, "problem", problem.promptset_id, problem.pk).content.decode()
     assert "first try" in page
     assert "0.333 (1 of 3 scored first attempts in the runs you can see, counting real Lean&#x27;s verdicts)" in page
     (row,) = problem.attempt_history(alice)
-    assert (row["attempts"], row["scored"], row["accepted"], row["censored"], row["first_accepted_step"]) == (5, 4, 2, 1, 3)
+    assert (row["first_answers"], row["first_scored"], row["first_accepted"], row["first_censored"],
+            row["retry_answers"], row["retry_accepted"], row["first_solved_step"], row["last_solved_step"]) == (
+        4, 3, 1, 1, 1, 1, 3, 9)

@@ -39,7 +39,7 @@ def test_parquet_export_uploads_again_as_the_same_problems(client, alice, prompt
     data = rows_of(response)
     table = pq.read_table(io.BytesIO(data))
     assert table.column_names == ["problem_id", "name", "formal_statement", "informal_statement", "header", "source",
-                                  "win_rate", "copies"]
+                                  "win_rate", "copies", "prior_attempts", "prior_solves", "prior_signal_less_streak"]
     again = import_promptset(alice, "arith again", FileCheck(io.BytesIO(data), filename="arith-v1.parquet"))
     original = {(p.problem_key, p.formal_statement) for p in promptset_version.problems.all()}
     assert {(p.problem_key, p.formal_statement) for p in again.version.problems.all()} == original

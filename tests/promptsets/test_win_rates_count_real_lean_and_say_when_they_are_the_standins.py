@@ -7,15 +7,16 @@ from promptsets import results, versions
 from promptsets.curation import DropAboveWinRate, WinRateSource, describe_rule
 from promptsets.models import Problem
 from proofs.models import ProofAttempt, Turn
+from tests.stored_attempts import stored_attempt
 
 pytestmark = pytest.mark.django_db
 
 
 def attempt(run, key, reward, *, standin):
     problem = Problem.objects.get(problem_key=key)
-    return ProofAttempt.objects.create(run=run, rollout_key=f"{key}-{reward}-{standin}-{ProofAttempt.objects.count()}",
-                                       step=1, problem=problem, problem_key=key, turn=Turn.FIRST, reward=reward,
-                                       is_standin_verdict=standin)
+    return stored_attempt(run=run, rollout_key=f"{key}-{reward}-{standin}-{ProofAttempt.objects.count()}",
+                          step=1, problem=problem, problem_key=key, turn=Turn.FIRST, reward=reward,
+                          is_standin_verdict=standin)
 
 
 def test_real_lean_verdicts_are_never_pooled_with_the_standins(alice, make_run, promptset_version):

@@ -42,6 +42,7 @@ PARAMETERS = {
     ("api", "number"): lambda w: w["version"].number,
     ("api", "run_id"): lambda w: w["run"].pk,
     ("api", "attempt_id"): lambda w: w["attempt"].pk,
+    ("api", "problem_id"): lambda w: w["problem"].pk,
     ("api", "upload_id"): lambda w: w["upload"].pk,
     ("api", "file_format"): lambda w: "jsonl",
     ("api", "step"): lambda w: w["checkpoint"].step,

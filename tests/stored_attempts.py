@@ -1,0 +1,11 @@
+"""Proof attempts made in a test as the ingester stores them: the row, then its problem's history
+(proofs/history.py), which counts only what the ingester hands it."""
+
+
+def stored_attempt(**fields):
+    from proofs import history
+    from proofs.models import ProofAttempt
+
+    attempt = ProofAttempt.objects.create(**fields)
+    history.record_new_attempts([attempt])
+    return attempt

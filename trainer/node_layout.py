@@ -3,12 +3,12 @@ how long they take at the network's bandwidth. Pure Python, no torch: the memory
 both read it (``python -m trainer memory-plan`` and ``step-time``, ``--nodes N --gpus-per-node G
 --network-gbps B``).
 
-**Where the run's parts sit.** A run reserves its GPUs as one Ray placement group, strategy PACK: one bundle per
-learner GPU, then one per rollout engine of a rollout pool holding the engine's tensor-parallel GPUs (a
-tensor-parallel group never spans nodes). PACK fills the first node before the next, so ``place`` lays the
-bundles out in that order, node by node; a bundle larger than what a node has left starts the next node. With no
-rollout pool (``cluster.rollout_gpus`` 0) each engine shares the GPUs of the learner ranks it stands beside (engine
-e on ranks e·tp … e·tp + tp − 1), as the synchronous loop shares them. The driver holds no GPU.
+**Where the run's parts sit.** The run's bundles are the one placement rule's (trainer/cluster/placement.py,
+``run_placement``): one per learner GPU, then one per rollout engine holding its tensor-parallel GPUs; a synchronous
+run's ranks are its engines too, one bundle per tensor-parallel group of them. Ray's PACK puts them on as few
+nodes as hold them; ``place`` predicts where, by laying the bundles out in the order the driver reserves them,
+each on the first node with GPUs left for all of it (an assumption of this prediction: Ray does not promise an
+order). The driver holds no GPU; the bundles' CPUs are not laid out here.
 
 **What crosses the network, each step** (``cross_node_traffic``), through the busiest node's link, one direction:
 
@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from trainer.cluster.placement import Role, RunPlacement, run_placement
 
 # InfiniBand NDR: one 400 Gb/s port per node. A DGX H100 has eight (3.2 Tb/s); 100 Gb/s is a common Ethernet.
 DEFAULT_NETWORK_GBPS = 400.0
@@ -125,45 +127,33 @@ def _span(numbers: list[int]) -> str:
     return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"
 
 
-def place(layout: NodeLayout, *, learner_gpus: int, rollout_gpus: int, tensor_parallel: int) -> Placement:
-    """The run's bundles, PACKed node by node in the placement group's order (the module's docstring)."""
-    total = learner_gpus + rollout_gpus
+def place(layout: NodeLayout, bundles: RunPlacement) -> Placement:
+    """Where the run's ``bundles`` land on ``layout``, PACKed node by node in their order (the module's docstring)."""
     capacity = layout.nodes * layout.gpus_per_node
-    if total > capacity:
+    if bundles.gpus > capacity:
         raise LayoutError(f"the layout's {layout.nodes} node(s) × {layout.gpus_per_node} GPUs = {capacity} GPUs cannot "
-                          f"hold the run's {total} (cluster.num_gpus); give more --nodes or --gpus-per-node, or fewer "
-                          f"cluster.num_gpus")
-    if tensor_parallel > layout.gpus_per_node:
-        raise LayoutError(f"rollout.vllm_tensor_parallel_size {tensor_parallel} is more than a node's "
-                          f"{layout.gpus_per_node} GPUs (--gpus-per-node): a tensor-parallel group lives on one node; "
-                          f"lower it to {layout.gpus_per_node} or less")
+                          f"hold the run's {bundles.gpus} (cluster.num_gpus); give more --nodes or --gpus-per-node, or "
+                          f"fewer cluster.num_gpus")
     free = [layout.gpus_per_node] * layout.nodes
-
-    def take(size: int, what: str) -> int:
-        for node, left in enumerate(free):
-            if left >= size:
-                free[node] -= size
-                return node
-        raise LayoutError(f"{what} needs {size} GPUs on one node and no node of {layout.describe()} has them left "
-                          f"once the bundles before it are placed; give more --nodes, or a --gpus-per-node that "
-                          f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) divides")
-
-    # PACK fills nodes in order: each bundle goes to the first node with room, as the bundles are listed.
-    learner_nodes = tuple(take(1, f"learner rank {rank}") for rank in range(learner_gpus))
-    if rollout_gpus:
-        engines = tuple(take(tensor_parallel, f"rollout engine {engine}")
-                        for engine in range(rollout_gpus // tensor_parallel))
-        return Placement(layout, learner_nodes, engines, is_shared=False)
-    engines = []
-    for engine in range(learner_gpus // tensor_parallel):
-        nodes = set(learner_nodes[engine * tensor_parallel:(engine + 1) * tensor_parallel])
-        if len(nodes) > 1:
-            raise LayoutError(f"rollout engine {engine} would span nodes {sorted(nodes)}: it shares the GPUs of learner "
-                              f"ranks {engine * tensor_parallel}–{(engine + 1) * tensor_parallel - 1}, and a "
-                              f"tensor-parallel group lives on one node; give a --gpus-per-node that "
-                              f"rollout.vllm_tensor_parallel_size ({tensor_parallel}) divides")
-        engines.append(nodes.pop())
-    return Placement(layout, learner_nodes, tuple(engines), is_shared=True)
+    rank_nodes: dict[int, int] = {}
+    engine_nodes: list[int] = []
+    for index, bundle in enumerate(bundles.bundles):
+        what = f"bundle {index} ({bundle.role}, {bundle.gpus} GPUs)"
+        if bundle.gpus > layout.gpus_per_node:
+            raise LayoutError(f"{what} is more than a node's {layout.gpus_per_node} GPUs (--gpus-per-node): a "
+                              f"tensor-parallel group lives on one node; lower rollout.vllm_tensor_parallel_size to "
+                              f"{layout.gpus_per_node} or less, or give a larger --gpus-per-node")
+        node = next((node for node, left in enumerate(free) if left >= bundle.gpus), None)
+        if node is None:
+            raise LayoutError(f"{what} needs {bundle.gpus} GPUs on one node and no node of {layout.describe()} has "
+                              f"them left once the bundles before it are placed; give more --nodes, or a "
+                              f"--gpus-per-node that rollout.vllm_tensor_parallel_size divides")
+        free[node] -= bundle.gpus
+        rank_nodes.update({rank: node for rank in bundle.ranks})
+        if bundle.engine is not None or bundle.role is Role.COLOCATED:
+            engine_nodes.append(node)
+    return Placement(layout, tuple(rank_nodes[rank] for rank in sorted(rank_nodes)), tuple(engine_nodes),
+                     is_shared=any(bundle.role is Role.COLOCATED for bundle in bundles.bundles))
 
 
 @dataclass(frozen=True)
@@ -330,13 +320,11 @@ def cross_node_traffic(placement: Placement, model: ModelBytes, shape: StepShape
 
 
 def placement_for(config, layout: NodeLayout) -> Placement:
-    """``config``'s run on ``layout``: its learner GPUs, rollout pool and tensor parallel size."""
-    cluster = config.cluster
-    if cluster.num_gpus == 0:
+    """``config``'s run on ``layout``: the one placement rule's bundles, laid out node by node."""
+    if config.cluster.num_gpus == 0:
         raise LayoutError(f"preset {config.preset!r} runs on CPU (cluster.num_gpus 0), in one process on one machine: "
                           "a node layout is for GPU runs; leave out --nodes, --gpus-per-node and --network-gbps")
-    return place(layout, learner_gpus=cluster.num_gpus - cluster.rollout_gpus, rollout_gpus=cluster.rollout_gpus,
-                 tensor_parallel=config.rollout.vllm_tensor_parallel_size)
+    return place(layout, run_placement(config))
 
 
 def micro_batches_per_rank(config, learner_ranks: int, sequence_tokens: float) -> int:

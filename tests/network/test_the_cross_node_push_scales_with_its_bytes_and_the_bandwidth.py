@@ -16,7 +16,6 @@ from trainer.node_layout import (
     NodeLayout,
     StepShape,
     cross_node_traffic,
-    place,
     placement_for,
 )
 
@@ -84,13 +83,20 @@ def test_a_layout_too_small_for_the_run_is_refused_saying_how_many_gpus_it_lacks
 
 def test_a_tensor_parallel_group_is_never_split_across_nodes():
     # 6 GPUs for 6, but the second engine's pair would straddle the nodes' last free GPUs.
-    with pytest.raises(LayoutError, match="rollout engine 1 needs 2 GPUs on one node"):
-        place(NodeLayout(2, 3), learner_gpus=2, rollout_gpus=4, tensor_parallel=2)
+    split = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 6, "rollout_gpus": 4},
+                                             "rollout": {"max_staleness": 1, "vllm_tensor_parallel_size": 2}})
+    with pytest.raises(LayoutError, match=r"bundle 3 \(rollout engine, 2 GPUs\) needs 2 GPUs on one node"):
+        placement_for(split, NodeLayout(2, 3))
+    colocated = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 6},
+                                                 "rollout": {"vllm_tensor_parallel_size": 2}})
+    with pytest.raises(LayoutError, match="needs 2 GPUs on one node"):
+        placement_for(colocated, NodeLayout(2, 3))
     with pytest.raises(LayoutError, match="a tensor-parallel group lives on one node"):
-        place(NodeLayout(2, 3), learner_gpus=6, rollout_gpus=0, tensor_parallel=2)
+        placement_for(RunConfig.from_preset("h100x8", {"rollout": {"vllm_tensor_parallel_size": 8}}), NodeLayout(2, 4))
     # With room, PACK moves the engine to the next node whole.
-    placed = place(NodeLayout(2, 4), learner_gpus=3, rollout_gpus=4, tensor_parallel=2)
-    assert placed.engine_nodes == (1, 1)
+    roomy = RunConfig.from_preset("h100x8", {"cluster": {"num_gpus": 7, "rollout_gpus": 4},
+                                             "rollout": {"max_staleness": 1, "vllm_tensor_parallel_size": 2}})
+    assert placement_for(roomy, NodeLayout(2, 4)).engine_nodes == (1, 1)
 
 
 def test_a_cpu_run_has_no_node_layout():

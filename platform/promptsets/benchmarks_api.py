@@ -16,10 +16,17 @@ router = Router(tags=["benchmarks"])
 class ReferenceOut(Schema):
     model: str
     metric: str
-    k: int
-    pass_at_k: float
+    k: int | None
+    pass_at_k: float | None  # None where the source counts problems solved instead
     with_error_correction: bool
     source: str
+    problems_solved: int | None
+    benchmark_version: str
+    lean_version: str
+    mathlib_version: str
+    rounds: str
+    max_tokens: str
+    verifier: str
     label: str
 
 

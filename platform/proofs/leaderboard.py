@@ -36,6 +36,58 @@ STANDIN_LABEL = "stand-in Lean: its verdicts decide only a small fragment; not c
 # for the gated reward, and "Lean" would claim a verification that never happened. (The acc column's check,
 # which skips the format gate, may still have asked Lean; its verdicts are not stored with the samples.)
 NO_VERDICT_LABEL = "the format check only: no answer passed it"
+NOT_RECORDED = "not recorded by the run"
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What a leaderboard figure was measured under: without them two figures are not comparable."""
+
+    benchmark_version: str
+    lean_and_mathlib: str
+    budget: str  # pass@k, rounds, tokens
+    verifier: str  # compile only, or with the statement and axiom guard
+    provenance: str  # measured here, or reported
+
+    def items(self) -> list[tuple[str, str]]:
+        return [("benchmark", self.benchmark_version), ("Lean and Mathlib", self.lean_and_mathlib),
+                ("budget", self.budget), ("verifier", self.verifier), ("figure", self.provenance)]
+
+
+def evaluation_conditions(row: "EvaluationRow") -> Conditions:
+    """A row of ours: its budget and verifier from its run's resolved configuration."""
+    config = row.run.config or {}
+    schedule, retry = config.get("schedule") or {}, config.get("retry") or {}
+    tokens = (config.get("rollout") or {}).get("max_response_tokens")
+    if schedule.get("eval_error_correction") is None:
+        rounds = NOT_RECORDED
+    elif schedule["eval_error_correction"]:
+        rounds = f"first attempt and up to {retry.get('max_rounds', 1)} round(s) of error correction"
+    else:
+        rounds = "first attempts only"
+    k = f"pass@{row.k}" if row.k is not None else "pass@k not measured"
+    allows_native_decide = (config.get("reward") or {}).get("allow_native_decide")
+    verifier = benchmarks.STATEMENT_AND_AXIOM_GUARD + (" (native_decide allowed)" if allows_native_decide else "")
+    return Conditions(
+        benchmark_version=str(row.run.promptset_version) if row.run.promptset_version_id else NOT_RECORDED,
+        # The Lean server does not report its versions to the run; the stand-in has none to report.
+        lean_and_mathlib="the stand-in, not Lean" if row.is_standin else NOT_RECORDED,
+        budget=f"{k}, {rounds}, answers up to {tokens:,} tokens" if tokens else f"{k}, {rounds}",
+        verifier=("the stand-in's fragment only; " if row.is_standin else "Lean ") + verifier,
+        provenance=benchmarks.MEASURED_HERE_LABEL,
+    )
+
+
+def reference_conditions(reference: dict) -> Conditions:
+    """A published row (promptsets.benchmarks.PublishedResult.as_dict): its source's conditions, as stated."""
+    k = f"pass@{reference['k']}" if reference["k"] is not None else "not a number of samples"
+    return Conditions(
+        benchmark_version=reference["benchmark_version"],
+        lean_and_mathlib=f"Lean: {reference['lean_version']}; Mathlib: {reference['mathlib_version']}",
+        budget=f"{k}; rounds: {reference['rounds']}; tokens: {reference['max_tokens']}",
+        verifier=reference["verifier"],
+        provenance=reference["label"],
+    )
 
 
 @dataclass
@@ -61,6 +113,10 @@ class EvaluationRow:
     @property
     def key(self) -> str:
         return f"{self.run.pk}:{self.step}"
+
+    @property
+    def conditions(self) -> Conditions:
+        return evaluation_conditions(self)
 
     @property
     def verified_by(self) -> str:
@@ -135,7 +191,7 @@ def leaderboard(benchmark, viewer) -> dict:
     published rows, the problems, and per row what it solved."""
     evaluations = (Evaluation.objects.filter(run__promptset_version_id=benchmark.version_id,
                                              run__in=Run.objects.visible_to(viewer))
-                   .select_related("run").order_by("run_id", "step"))
+                   .select_related("run__promptset_version__promptset").order_by("run_id", "step"))
     rows = [_row(evaluation) for evaluation in evaluations]
     _fill_solved(rows)
 
@@ -150,7 +206,8 @@ def leaderboard(benchmark, viewer) -> dict:
         "rows": rows,
         # Published by an older trainer, which kept an evaluation's figures and not its samples: no column.
         "figures_only": [row for row in rows if not row.has_samples],
-        "references": benchmarks.references_for(benchmark),
+        "references": [{**reference, "conditions": reference_conditions(reference)}
+                       for reference in benchmarks.references_for(benchmark)],
         "reference_label": benchmarks.REFERENCE_LABEL,
         "standin_label": STANDIN_LABEL,
         "problems": problems,

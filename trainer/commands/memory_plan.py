@@ -9,6 +9,7 @@ import sys
 from trainer.commands.run import add_config_arguments, resolve_config
 from trainer.memory import memory_fit, memory_measurement, memory_plan
 from trainer.memory.memory_plan import CUDA_CONTEXT_GIB, DEPLOY_SHM_LAYOUTS, GIB, SPARE_SHARE, VLLM_ASLEEP_GIB
+from trainer.node_layout import add_node_layout_arguments, format_traffic, node_layout_from, rerun_words
 
 EXIT_BAD_ARGUMENTS = 2
 EXIT_DOES_NOT_FIT = 1
@@ -19,11 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help='Print {"preset", "model", "max_response_tokens", "ranks", "gpu_memory_gib", '
                              '"per_rank_peak_gib": {"learner", "rollout"}, "fits", "validated": '
-                             '{"predicted_mib", "measured_mib"}} instead of the table.')
+                             '{"predicted_mib", "measured_mib"}}, and "cross_node" with a node layout, instead of '
+                             'the table.')
     parser.add_argument("--smallest-fit", action="store_true",
                         help="Instead of planning the configuration as given, find the fewest GPUs (ranks), the vLLM "
                              "tensor parallel size and share with which its model fits; prints a docs/operations/sizing.md "
                              "table row.")
+    add_node_layout_arguments(parser)
     parser.add_argument("--no-validate", action="store_true",
                         help="Skip the check of the method against a real CPU measurement (validated is then null).")
 
@@ -36,7 +39,11 @@ def main(args: argparse.Namespace) -> int:
             print(memory_fit.SIZING_HEADER)
             print(memory_fit.format_sizing(sizing, config))
             return 0 if sizing is not None else EXIT_DOES_NOT_FIT
+        layout = node_layout_from(args, config)
+        # The layout first: a run it cannot hold is refused before the learner's half-minute plan.
+        cross_node = memory_plan.plan_cross_node(config, layout) if layout is not None else None
         result = memory_plan.plan(config)
+        result.cross_node = cross_node
         if not args.no_validate:
             result.validated = memory_measurement.validate_on_cpu(config)
     except ValueError as error:  # an invalid --set, a CPU preset, a model the plan does not know
@@ -46,8 +53,10 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(format_table(result))
+        if result.cross_node is not None:
+            print("\n" + "\n".join(format_traffic(result.cross_node)))
         print(f"\nrerun: python -m trainer memory-plan --preset {config.preset}"
-              + "".join(f" --set {pair}" for pair in args.overrides))
+              + "".join(f" --set {pair}" for pair in args.overrides) + "".join(f" {w}" for w in rerun_words(layout)))
     return 0 if result.fits else EXIT_DOES_NOT_FIT
 
 

@@ -10,7 +10,26 @@ from dataclasses import replace
 from trainer.command_line import CommandError, existing_file
 from trainer.commands.run import add_config_arguments, resolve_config
 from trainer.step_time.calibration import calibrate
-from trainer.step_time.inputs import RECIPE_STEP_MINUTES, RECIPE_STEP_SOURCE, layout_for, preset_inputs
+from trainer.node_layout import (
+    WEIGHT_PUSH,
+    LayoutError,
+    add_node_layout_arguments,
+    cross_node_traffic,
+    format_traffic,
+    node_layout_from,
+    percent,
+    placement_for,
+    rerun_words,
+)
+from trainer.step_time.inputs import (
+    RECIPE_STEP_MINUTES,
+    RECIPE_STEP_SOURCE,
+    layout_for,
+    model_bytes,
+    preset_inputs,
+    step_shape,
+    with_cross_node_traffic,
+)
 from trainer.step_time.simulation import LeanLatency, simulate
 
 DEFAULT_ETAS = (0, 1, 2)
@@ -33,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lean-reach-share", type=float, default=None,
                         help="Share of answers that pass the format check and go to Lean, instead of the preset's "
                              "input (cpu-smoke's measured run reached Lean with none).")
+    add_node_layout_arguments(parser)
     parser.add_argument("--calibrate", default=None, metavar="EVENTS.jsonl",
                         help="Instead: fit the inputs from a run's events, predict that run's own step time and "
                              "print the error against the measured one.")
@@ -51,7 +71,12 @@ def main(args: argparse.Namespace) -> int:
     if args.steps < 2:
         raise CommandError(f"--steps {args.steps}: the step time is the interval between steps; give 2 or more")
     inputs = _with_lean_latency(preset_inputs(config), args)
+    traffic = _cross_node_traffic(args, config, inputs)
+    if traffic is not None:
+        inputs = with_cross_node_traffic(inputs, traffic)
     predictions = [predict(config, inputs, eta, args.steps) for eta in etas]
+    if traffic is not None:
+        _add_network_shares(predictions, traffic, config)
     report = {
         "preset": config.preset,
         "what": "a prediction of the step-time model (trainer/step_time/), not a measurement",
@@ -59,10 +84,44 @@ def main(args: argparse.Namespace) -> int:
         "inputs": {name: {"value": _value(getattr(inputs, name)), "source": inputs.sources.get(name, "")}
                    for name in _input_names(inputs)},
         "recipe": _recipe(config),
+        "cross_node": traffic.as_dict() if traffic is not None else None,
         "rerun": _rerun(args, config),
     }
-    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report))
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, traffic))
     return 0
+
+
+def _cross_node_traffic(args, config, inputs):
+    """What crosses the network each step on the layout the options name; None without them."""
+    try:
+        layout = node_layout_from(args, config)
+        if layout is None:
+            return None
+        placement = placement_for(config, layout)
+    except LayoutError as error:
+        raise CommandError(str(error)) from None
+    shape = step_shape(config, inputs, learner_ranks=len(placement.learner_rank_nodes))
+    return cross_node_traffic(placement, model_bytes(config), shape)
+
+
+def _add_network_shares(predictions: list[dict], traffic, config) -> None:
+    """Each prediction's share of its step spent on the network, where the row runs the placed layout (a split the
+    model chose for η ≥ 1 with cluster.rollout_gpus 0 is another layout: its row says so)."""
+    for row in predictions:
+        if not row["runs"]:
+            continue
+        if row["layout"]["shared"] != (config.cluster.rollout_gpus == 0):
+            row["cross_node"] = {"note": "the cross-node traffic is predicted for the config's own layout "
+                                         f"(cluster.rollout_gpus {config.cluster.rollout_gpus}), not this split"}
+            continue
+        step, pushing = row["step_time_s"], traffic.crossing(WEIGHT_PUSH).seconds_per_step
+        row["cross_node"] = {
+            "what": "predicted share of this predicted step spent moving bytes between nodes",
+            "weight_push_s": _value(pushing),
+            "weight_push_share": _value(pushing / step),  # 4 significant digits: a small share must not read 0
+            "total_s": _value(traffic.seconds_per_step),
+            "total_share": _value(traffic.seconds_per_step / step),
+        }
 
 
 def predict(config, inputs, eta: int, steps: int) -> dict:
@@ -137,6 +196,7 @@ def _rerun(args, config) -> str:
     for option in ("lean_mean_s", "lean_sigma", "lean_timeout_share", "lean_reach_share"):
         if getattr(args, option) is not None:
             words.append(f"--{option.replace('_', '-')} {getattr(args, option):g}")
+    words += rerun_words(node_layout_from(args, config))
     return " ".join(words)
 
 
@@ -162,7 +222,7 @@ def _value(value):
     return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
-def format_report(report: dict) -> str:
+def format_report(report: dict, traffic=None) -> str:
     lines = [f"step-time model, preset {report['preset']}: PREDICTED step time and idle shares (a simulation, "
              "not a measurement)", ""]
     lines.append(f"{'η':>3}  {'step time':>14}  {'generation idle':>15}  {'learner idle':>12}  {'GPU idle':>8}  layout")
@@ -175,6 +235,12 @@ def format_report(report: dict) -> str:
     if report["recipe"]:
         lines += ["", f"beside it: the recipe's measured pace, {_duration(report['recipe']['step_time_s'])} a step "
                       f"({report['recipe']['source']})"]
+    if traffic is not None:
+        lines += [""] + format_traffic(traffic) + [
+            f"  share of the predicted step, η = {row['max_staleness']}: weight push "
+            f"{percent(row['cross_node']['weight_push_share'])}, all cross-node traffic "
+            f"{percent(row['cross_node']['total_share'])}"
+            for row in report["predictions"] if row.get("cross_node", {}).get("total_share") is not None]
     lines += ["", "inputs:"]
     for name, item in report["inputs"].items():
         lines.append(f"  {name} = {item['value']}\n      {item['source']}")

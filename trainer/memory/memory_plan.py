@@ -70,6 +70,15 @@ from trainer.asynchronous.generator_process import push_dtype, pushes_in_shared_
 from trainer.compute_dtype import resolve_compute_dtype
 from trainer.config import ModelSource, RunConfig
 from trainer.learning.models import TINY_RANDOM_SHAPE
+from trainer.node_layout import (
+    CrossNodeTraffic,
+    ModelBytes,
+    NodeLayout,
+    StepShape,
+    cross_node_traffic,
+    micro_batches_per_rank,
+    placement_for,
+)
 from trainer.ranks import check_world_fits_config
 from trainer.staleness import learner_gpus
 
@@ -242,6 +251,7 @@ class MemoryPlan:
     rollout_gpus: int = 0  # the rollout pool of an asynchronous run; 0: every GPU runs both phases in turn
     push: WeightPushMemory | None = None  # planned when rollout_gpus > 0
     host_push: PushSharedMemory | None = None  # planned when rollout_gpus > 0
+    cross_node: CrossNodeTraffic | None = None  # planned when a node layout is given (trainer/node_layout.py)
 
     @property
     def has_pools(self) -> bool:
@@ -382,7 +392,7 @@ class MemoryPlan:
                 "layouts": {layout.name: {"shm_gib": layout.shm_bytes / GIB,
                                           "object_store_gib": layout.object_store_bytes / GIB,
                                           "fits": self.host_push.fits(layout)} for layout in DEPLOY_SHM_LAYOUTS}},
-        }} if self.has_pools else {})
+        }} if self.has_pools else {}) | ({"cross_node": self.cross_node.as_dict()} if self.cross_node is not None else {})
 
 
 # --- the model's architecture -------------------------------------------------------------------------
@@ -711,3 +721,46 @@ def cached_plan_learner(config: RunConfig) -> LearnerMemory:
 
 # How a caller gets the learner's plan for a config (``cached_plan_learner``, or the platform's stored plans).
 LearnerPlanner = Callable[["RunConfig"], LearnerMemory]
+
+
+# --- several nodes: what crosses the network --------------------------------------------------------------
+
+
+def model_bytes(config: RunConfig, architecture=None) -> ModelBytes:
+    """The model's size for the cross-node traffic (trainer/node_layout.py), counted from its architecture: its
+    parameters (a tied embedding once, as the push sends each parameter once), gathered in the learner's compute
+    dtype and pushed in the engines' serving dtype."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    architecture = architecture if architecture is not None else architecture_of(config)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(architecture, dtype=torch.float32)
+    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    gather = resolve_compute_dtype(config.model.dtype, "cuda").torch_dtype()
+    push = push_dtype(config, "cuda") or torch.float32
+    return ModelBytes(parameters, gather.itemsize, push.itemsize,
+                      f"the architecture of {model_label(config)}: {parameters:,} parameters, gathered in "
+                      f"{str(gather).removeprefix('torch.')}, pushed in {str(push).removeprefix('torch.')}")
+
+
+def full_length_step_shape(config: RunConfig, learner_ranks: int) -> StepShape:
+    """One step at full-length sequences (the longest prompt and answer): the most a step can move, as the memory
+    plan plans the heaviest micro-batch."""
+    rollout = config.rollout
+    prompt = max(rollout.max_prompt_tokens, config.retry.max_prompt_tokens if config.retry.enabled else 0)
+    micro = micro_batches_per_rank(config, learner_ranks, prompt + rollout.max_response_tokens)
+    return StepShape(
+        rollouts=rollout.prompts_per_step * rollout.samples_per_prompt, prompt_tokens=prompt,
+        answer_tokens=rollout.max_response_tokens, micro_batches_per_rank=micro, old_logprob_passes_per_rank=micro,
+        lean_reach_share=1.0,
+        source=(f"config: every sequence at full length ({prompt} + {rollout.max_response_tokens} tokens), "
+                f"{micro} micro-batches per learner rank a step, every answer reaching Lean: the most a step moves"))
+
+
+def plan_cross_node(config: RunConfig, layout: NodeLayout, architecture=None) -> CrossNodeTraffic:
+    """What ``config``'s run sends between the nodes of ``layout`` each step (trainer/node_layout.py); LayoutError
+    when the layout cannot hold it."""
+    placement = placement_for(config, layout)
+    shape = full_length_step_shape(config, len(placement.learner_rank_nodes))
+    return cross_node_traffic(placement, model_bytes(config, architecture), shape)

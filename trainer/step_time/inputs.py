@@ -19,6 +19,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from trainer.command_line import EXIT_MISSING_FILE, CommandError
+from trainer.node_layout import (
+    FSDP_COLLECTIVES,
+    SCORED_BATCH,
+    WEIGHT_PUSH,
+    CrossNodeTraffic,
+    ModelBytes,
+    StepShape,
+    micro_batches_per_rank,
+)
 from trainer.step_time.calibration import fit_inputs, read_events
 from trainer.step_time.simulation import (
     SHARED_CPU_NOTE,
@@ -221,3 +230,44 @@ def layout_for(config, eta: int, best_split=None) -> tuple[Layout | None, str]:
                          f"is 0, which cannot run asynchronously on GPUs, so the model chose the fastest split "
                          f"(set --set cluster.rollout_gpus=R to fix it)") for r in range(1, gpus)]
     return (best_split(candidates) if best_split else candidates[0]), ""
+
+
+def model_bytes(config) -> ModelBytes:
+    """The model's size for the cross-node traffic: h100x8's published parameter count, in bfloat16 (the learner's
+    FSDP param_dtype and vLLM's serving dtype on an H100)."""
+    if config.preset != "h100x8":
+        raise CommandError(f"the step-time model sizes the network for h100x8 only (preset {config.preset!r} has no "
+                           "published parameter count here); use --preset h100x8, or `python -m trainer memory-plan` "
+                           "with the same layout options, which reads any model's architecture")
+    return ModelBytes(QWEN3_1_7B_PARAMETERS, 2, 2, "published: Qwen3-1.7B's model card, 1.7B parameters, in bfloat16 "
+                      "(the learner's FSDP param_dtype and vLLM's serving dtype on an H100)")
+
+
+def step_shape(config, inputs: StepTimeInputs, learner_ranks: int) -> StepShape:
+    """One step's answers and learner passes at the inputs' mean lengths."""
+    sequence_tokens = inputs.prompt_tokens_mean + inputs.answer_tokens.mean_tokens
+    micro = micro_batches_per_rank(config, learner_ranks, sequence_tokens)
+    return StepShape(
+        rollouts=inputs.rollouts_per_step, prompt_tokens=inputs.prompt_tokens_mean,
+        answer_tokens=inputs.answer_tokens.mean_tokens, micro_batches_per_rank=micro, old_logprob_passes_per_rank=micro,
+        lean_reach_share=inputs.lean_reach_share,
+        source=(f"the step-time inputs' mean lengths ({inputs.prompt_tokens_mean:.0f} + "
+                f"{inputs.answer_tokens.mean_tokens:.0f} tokens) packed into the config's micro-batches: {micro} per "
+                f"learner rank a step"))
+
+
+def with_cross_node_traffic(inputs: StepTimeInputs, traffic: CrossNodeTraffic) -> StepTimeInputs:
+    """``inputs`` with the network's time added where it is spent: the FSDP collectives to the learner's step, the
+    weight push to the sync, the scored batch's exchange to the step's bookkeeping."""
+    fsdp, push, batch = (traffic.crossing(name) for name in (FSDP_COLLECTIVES, WEIGHT_PUSH, SCORED_BATCH))
+    where = f"predicted for {traffic.layout.describe()} (trainer/node_layout.py)"
+    sources = dict(inputs.sources)
+    sources["learner_fixed_s"] = (f"{inputs.sources.get('learner_fixed_s', '')}; + {fsdp.seconds_per_step:.2f} s of "
+                                  f"cross-node FSDP collectives, {where}")
+    sources["weight_sync_s"] = (f"{inputs.sources.get('weight_sync_s', '')}; + {push.seconds_per_step:.3f} s of "
+                                f"cross-node weight push, {where}")
+    sources["step_overhead_s"] = (f"{inputs.sources.get('step_overhead_s', '')}; + {batch.seconds_per_step:.3f} s of "
+                                  f"cross-node scored batch, {where}")
+    return replace(inputs, learner_fixed_s=inputs.learner_fixed_s + fsdp.seconds_per_step,
+                   weight_sync_s=inputs.weight_sync_s + push.seconds_per_step,
+                   step_overhead_s=inputs.step_overhead_s + batch.seconds_per_step, sources=sources)

@@ -9,7 +9,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -206,7 +206,8 @@ def retry_run(run: Run) -> bool:
 def retry_due_runs() -> int:
     """Retry every failed run whose automatic retry is due (the sweeper's, each pass: the Celery message that
     would have done it may have been lost with a worker or the broker). How many were retried."""
-    due = Run.objects.filter(state=RunState.FAILED, attempts__retry_at__lte=timezone.now()).distinct()
+    # The current attempt's row: a run retried before and failed since by its own code is not looked at again.
+    due = Run.objects.filter(state=RunState.FAILED, attempts__number=F("attempt"), attempts__retry_at__lte=timezone.now())
     return sum(retry_run(run) for run in due)
 
 

@@ -1,4 +1,9 @@
-"""Runs: one training job on the cluster, its state machine, and what it reported."""
+"""Runs: one training job on the cluster, its state machine, and what it reported.
+
+Why one piece: a run's state machine (``Run.transition``) writes its timeline and ends its attempt (``Attempt``,
+which may schedule the next one) in the same transaction, and the rows the ingester stores all hang off the run;
+split, the state machine would import its own tables back.
+"""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from runs import actions
 from runs.ingest import EventIngester
-from runs.models import Attempt, AttemptCause, Run, RunState
+from runs.models import Attempt, AttemptCause, QueueState, Run, RunState
 from runs.sweeper import Sweeper
 from tests.runs.jobs import _KILL_SUPERVISOR, running_job_of_a_shell_trainer, wait_for_job
 from trainer.cluster.failures import CAUSE_INFRASTRUCTURE
@@ -159,3 +159,13 @@ def test_the_run_page_lists_each_attempt_and_why_it_ended(make_run, alices_clien
     assert NODE_DIED in first
     assert "Attempt 2" in second and "failed: the run&#x27;s code (not retried: it would fail the same way)" in second
     assert "the loss is NaN at step 3" in second
+
+
+def test_a_retry_waits_in_the_queue_as_a_resume_does(make_run, dispatched):
+    QueueState.objects.update_or_create(pk=1, defaults={"is_paused": True, "reason": "maintenance"})
+    run = trainer_ends(make_run(state="starting"), NODE_DIED, cause=CAUSE_INFRASTRUCTURE)
+    with time_machine.travel(Attempt.objects.get(run=run, number=1).retry_at + timedelta(seconds=1)):
+        assert actions.retry_due_runs() == 1
+    run.refresh_from_db()
+    assert run.state == RunState.QUEUED and run.attempt == 2
+    assert run.admitted_at is None and dispatched == []  # the paused queue holds it

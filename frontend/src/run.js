@@ -127,7 +127,7 @@ function setState(state, reason) {
 // What only the server can say (the pass@k report: runs/evaluation_results.py; the disk the run's folder takes and
 // each checkpoint's size: runs/checkpoint_files.py) is drawn by the page's template, its one home. A page that
 // watched the run end, or an evaluation arrive, takes those parts from a fresh copy of itself, so it reads as a reload.
-const SERVER_DRAWN = ["#pass-at-k", "#disk-used", "#checkpoints"];
+const SERVER_DRAWN = ["#pass-at-k", "#disk-used", "#checkpoints", "#attempts"];
 let serverPartsAsked = 0;
 async function redrawServerParts() {
   const asked = ++serverPartsAsked;
@@ -431,6 +431,8 @@ function handle(event) {
       break;
     case "checkpoint_saved": addCheckpoint(p); addLog(event); break;
     case "log": case "error": addLog(event); break;
+    // What the placement group waits for, or where each actor runs: the attempts list (runs/_attempts.html) says it.
+    case "placement": redrawServerParts().catch(() => {}); break;
     case "run_finished":
       stopClock(event.time);
       setState(p.status, p.reason);

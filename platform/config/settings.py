@@ -143,6 +143,10 @@ SWEEP_EVERY_S = float(os.environ.get("SWEEP_EVERY_S", "5"))
 SWEEP_QUEUED_AFTER_S = float(os.environ.get("SWEEP_QUEUED_AFTER_S", "30"))
 SWEEP_STARTING_AFTER_S = float(os.environ.get("SWEEP_STARTING_AFTER_S", "60"))
 SWEEP_ENDED_JOB_GRACE_S = float(os.environ.get("SWEEP_ENDED_JOB_GRACE_S", "15"))
+# The back-off of a run's automatic retries after an infrastructure failure (runs.models.retry_delay_s): the first
+# waits RUN_RETRY_FIRST_DELAY_S, each next one twice as long, none longer than RUN_RETRY_MAX_DELAY_S.
+RUN_RETRY_FIRST_DELAY_S = float(os.environ.get("RUN_RETRY_FIRST_DELAY_S", "30"))
+RUN_RETRY_MAX_DELAY_S = float(os.environ.get("RUN_RETRY_MAX_DELAY_S", "600"))
 # An upload being staged or checked whose worker wrote no progress for this long is ended as failed (its
 # worker died: killed, redeployed, out of memory); the sweeper looks on each pass.
 UPLOAD_STALLED_AFTER_S = float(os.environ.get("UPLOAD_STALLED_AFTER_S", "600"))

@@ -9,13 +9,14 @@ import time
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum
+from django.utils import timezone
 from pydantic import ValidationError
 
 from promptsets.export import run_input_rows
 from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
-from runs.models import Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
+from runs.models import Attempt, Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
 from trainer.config import RunConfig
 from trainer.memory import memory_fit
 
@@ -153,6 +154,7 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
             owner=owner, name=request.name, kind=request.kind, promptset_version=promptset_version,
             preset=request.preset, starting_checkpoint=starting_checkpoint, config=config.to_json_dict(),
             code_version=cluster.code_version(), priority=scheduling.user_priority(owner),
+            infrastructure_retries=request.infrastructure_retries,
         )
         run.state_changes.create(state=RunState.QUEUED, reason="launched")
         transaction.on_commit(scheduling.schedule_soon)
@@ -186,6 +188,45 @@ def resume_run(run: Run) -> bool:
     checkpoint. The scheduler dispatches it when its owner's quota has room; its attempt (2 or more) says resume."""
     return run.transition(RunState.QUEUED, reason="resumed from the last checkpoint",
                           expected=(RunState.FAILED, RunState.CANCELLED))
+
+
+def retry_run(run: Run) -> bool:
+    """Start the next attempt of a run whose attempt failed because of the infrastructure, once its back-off has
+    passed (``Attempt.retry_at``); False when there is nothing to retry now (not due yet, the run resumed or
+    cancelled since, retried already). The attempt goes through the queue as a resume does: quotas apply."""
+    failed = Attempt.objects.filter(run=run, number=run.attempt, retry_at__isnull=False).first()
+    if failed is None or failed.retry_at > timezone.now():
+        return False
+    retry_number = Attempt.objects.filter(run=run, retry_at__isnull=False, number__lte=failed.number).count()
+    return run.transition(
+        RunState.QUEUED, expected=(RunState.FAILED,), attempt=failed.number,
+        reason=f"retried automatically after a failure of the infrastructure (retry {retry_number} of "
+               f"{run.infrastructure_retries}), from the last checkpoint")
+
+
+def retry_due_runs() -> int:
+    """Retry every failed run whose automatic retry is due (the sweeper's, each pass: the Celery message that
+    would have done it may have been lost with a worker or the broker). How many were retried."""
+    # The current attempt's row: a run retried before and failed since by its own code is not looked at again.
+    due = Run.objects.filter(state=RunState.FAILED, attempts__number=F("attempt"), attempts__retry_at__lte=timezone.now())
+    return sum(retry_run(run) for run in due)
+
+
+@shared_task(name="runs.retry_run")
+def retry_run_task(run_id: int, attempt: int) -> None:
+    """The Celery task scheduled ``delay_s`` after an infrastructure failure; a run that moved on since is left."""
+    run = Run.objects.filter(pk=run_id, attempt=attempt).first()
+    if run is not None:
+        retry_run(run)
+
+
+def schedule_infrastructure_retry(sender, *, run_id: int, attempt: int, delay_s: float, **kwargs) -> None:
+    """``infrastructure_retry_scheduled``'s listener (runs/signals.py): the next attempt, after the back-off."""
+    try:
+        retry_run_task.apply_async((run_id, attempt), countdown=delay_s)
+    except Exception as error:  # noqa: BLE001 - kombu raises many kinds; the sweeper retries due runs either way
+        logger.warning("could not schedule the automatic retry of run %s (the sweeper will start it): %s",
+                       run_id, error)
 
 
 def preempt_run(run: Run, *, reason: str = "preempted by an administrator") -> bool:

@@ -30,6 +30,7 @@ class RunOut(Schema):
     starting_checkpoint_id: int | None
     priority: int
     queue_reason: str
+    infrastructure_retries: int  # automatic retries after a failure of the infrastructure (a launch field)
     config: dict
     created_at: datetime
     started_at: datetime | None
@@ -40,8 +41,24 @@ class RunOut(Schema):
         return run.public_config  # never the deployment's Lean server address or key
 
 
+class AttemptOut(Schema):
+    number: int
+    placement: dict  # the latest placement event: what it waits for, or which node each actor is on
+    ended_state: str
+    cause: str  # why it failed: "infrastructure", "run" (its own code), "" where nobody said
+    outcome: str  # how it ended, as the run page says it
+    reason: str
+    ended_at: datetime | None
+    retry_at: datetime | None  # when the platform starts the next attempt by itself; null: no automatic retry
+
+
 class RunDetailOut(RunOut):
     evaluation: dict | None  # the latest evaluation's pass@k curves with 95% intervals (runs/evaluation_results.py)
+    attempts: list[AttemptOut]  # every attempt, oldest first
+
+    @staticmethod
+    def resolve_attempts(run: Run) -> list:
+        return run.attempts_shown()
 
     @staticmethod
     def resolve_evaluation(run: Run) -> dict | None:

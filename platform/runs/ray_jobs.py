@@ -41,6 +41,15 @@ class JobStatus:
     message: str
     job_id: str = ""
     end_time_ms: int | None = None
+    error_type: str = ""  # Ray's JobErrorType of a failed job (ray/dashboard/modules/job/common.py), "" if none
+
+    @property
+    def lost_its_driver(self) -> bool:
+        """Ray failed the job because its supervisor actor died, which ends the driver it runs with it: the node
+        that held them was lost (job_manager.py's monitor: "Job supervisor actor died"). The infrastructure's
+        failure, not the run's: an exit of the run's own code is JOB_ENTRYPOINT_COMMAND_ERROR instead."""
+        return self.state == "FAILED" and (self.error_type == "JOB_SUPERVISOR_ACTOR_DIED"
+                                           or self.message.startswith("Job supervisor actor died"))
 
     @property
     def is_terminal(self) -> bool:
@@ -147,7 +156,8 @@ def stop(job_id: str) -> bool:
 
 def _status_of(info: dict) -> JobStatus:
     return JobStatus(state=str(info.get("status")), message=info.get("message") or "",
-                     job_id=info.get("submission_id") or "", end_time_ms=info.get("end_time"))
+                     job_id=info.get("submission_id") or "", end_time_ms=info.get("end_time"),
+                     error_type=info.get("error_type") or "")
 
 
 def status(job_id: str) -> JobStatus:

@@ -14,3 +14,8 @@ state_changed = Signal()
 # The scheduler admitted a queued run, and its admission is committed: ``run_id``.
 # runs.actions listens and hands the run to a Celery worker.
 run_admitted = Signal()
+
+# An attempt failed because of the infrastructure and the run has automatic retries left (committed):
+# ``run_id``, ``attempt`` (the failed one), ``delay_s`` (the back-off). runs.actions listens and starts the next
+# attempt after the delay; the sweeper starts any whose time has passed, should that message be lost.
+infrastructure_retry_scheduled = Signal()

@@ -12,7 +12,11 @@ unreachable Ray head never stalls live events; every Ray call it makes has a tim
   next attempt, and waits for the scheduler like any other.
 - **its job ended** (stopped, failed, succeeded, or unknown to a restarted head) but the run did not
   hear it from the trainer: once the trainer's own ``run_finished`` is neither stored nor waiting in
-  the run's stream, the run ends with what Ray says, the job's last log lines, and how to resume.
+  the run's stream, the run ends with what Ray says, the job's last log lines, and how to resume. A job whose
+  supervisor actor died (its node was lost, taking the driver with it) is a failure of the infrastructure,
+  retried by itself within the run's bound.
+- **an automatic retry that is due** (an infrastructure failure's back-off has passed, and the Celery message
+  that would have started it was lost): the next attempt is queued (``actions.retry_due_runs``).
 - **a job whose run is final, or of an attempt that is no longer the run's current one**: stopped.
   A stop that fails is tried again on the next pass.
 
@@ -34,7 +38,7 @@ from django.utils import timezone
 from promptsets.uploads import end_stalled_uploads
 from runs import actions, ray_jobs, scheduling
 from runs.entries import Unstorable, parse_entry
-from runs.models import Run, RunEvent, RunState
+from runs.models import AttemptCause, Run, RunEvent, RunState
 from trainer.observability.events import EventType, stream_key
 
 logger = logging.getLogger(__name__)
@@ -69,6 +73,7 @@ class Sweeper:
         # A connection broken by a database restart is dropped here, not reused for ever.
         close_old_connections()
         self.redispatch_queued_runs()
+        actions.retry_due_runs()
         self.check_active_runs()
         self.stop_jobs_without_a_live_run()
         end_stalled_uploads()  # an upload whose worker died would otherwise say "checking" for ever
@@ -154,6 +159,10 @@ class Sweeper:
         elif status.state == "STOPPED":
             ended = run.transition(RunState.CANCELLED, reason=f"the Ray job {job_id} was stopped outside the platform",
                                    attempt=run.attempt)
+        elif status.lost_its_driver:
+            ended = run.mark_failed(
+                f"the Ray job lost its driver (its node died or was removed): {status.message}\n\nLast lines of the "
+                f"job's log:\n{ray_jobs.log_tail(job_id)}", attempt=run.attempt, cause=AttemptCause.INFRASTRUCTURE)
         elif status.state == "FAILED":
             ended = run.mark_failed(f"the Ray job failed: {status.message}\n\n{RESUME_HINT}\n\nLast lines of the "
                                     f"job's log:\n{ray_jobs.log_tail(job_id)}", attempt=run.attempt)

@@ -4,6 +4,6 @@ Each is defined beside the action it runs (runs/actions.py), so that queueing on
 module that imports the queuer back.
 """
 
-from runs.actions import dispatch_run
+from runs.actions import dispatch_run, retry_run_task
 
-__all__ = ["dispatch_run"]
+__all__ = ["dispatch_run", "retry_run_task"]

@@ -106,6 +106,7 @@ def detail(request, pk):
         "series": queries.metric_series(run),
         "logs": queries.log_lines(run),
         "timeline": list(run.state_changes.all()),
+        "attempts_shown": run.attempts_shown(),
         "checkpoints": checkpoints,
         "total_steps": clock.total_steps,
         "evaluation_schedule": queries.evaluation_schedule(run, clock.total_steps) if is_rl else "",

@@ -5,8 +5,11 @@ from trainer.config import RunConfig
 
 EIGHT_H100 = {"address": "http://ray-head:8265", "alive_nodes": 2, "num_cpus": 200.0, "num_gpus": 8.0,
               "max_gpus_per_node": 8.0, "memory_bytes": 2e12, "object_store_memory_bytes": 2e11,
-              "accelerator_types": ["H100"]}
-CPU_ONLY = {**EIGHT_H100, "num_gpus": 0.0, "max_gpus_per_node": 0.0, "num_cpus": 4.0, "accelerator_types": []}
+              "accelerator_types": ["H100"],
+              "nodes": [{"name": "node aaaa1111 (10.0.0.2)", "gpus": 8.0, "cpus": 192.0},
+                        {"name": "node cccc3333 (10.0.0.1)", "gpus": 0.0, "cpus": 8.0}]}
+CPU_ONLY = {**EIGHT_H100, "num_gpus": 0.0, "max_gpus_per_node": 0.0, "num_cpus": 4.0, "accelerator_types": [],
+            "nodes": [{"name": "node cccc3333 (10.0.0.1)", "gpus": 0.0, "cpus": 4.0}]}
 
 
 def test_the_h100x8_preset_fits_an_eight_gpu_cluster():

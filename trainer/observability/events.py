@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,7 @@ class EventType(StrEnum):
     ERROR = "error"
     RUN_FINISHED = "run_finished"
     TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
+    PLACEMENT = "placement"  # what the run's placement group waits for, or which node each actor is on
     # Text still being generated: live only, never on the durable stream, never stored (trainer/observability/live.py).
     ROLLOUT_PROGRESS = "rollout_progress"
 
@@ -191,6 +192,45 @@ class RunFinished(_Payload):
     reason: str = ""
 
 
+class PlacementBundle(BaseModel):
+    """One bundle of the run's placement group (trainer/cluster/placement.py)."""
+
+    role: str
+    gpus: int
+    cpus: int
+
+
+class NodeFree(BaseModel):
+    """What a live node has free while the run waits: what the cluster could give it now."""
+
+    node_id: str
+    node_ip: str
+    gpus_free: float
+    cpus_free: float
+
+
+class PlacedActor(BaseModel):
+    """An actor of the run once placed: "learner rank 0", "rollout engine 0"…, on which node, in which bundle."""
+
+    name: str
+    node_id: str
+    node_ip: str
+    bundle: int
+
+
+class Placement(_Payload):
+    """``placement``: the driver's placement group "waiting" for resources (again every ~30 s with fresh numbers),
+    or "placed" once its actors are up. Learner rank 0 publishes a second "placed" with the rollout engines; the
+    platform merges the actors lists by name."""
+
+    state: Literal["waiting", "placed"]
+    gpus_wanted: int
+    cpus_wanted: int
+    bundles: list[PlacementBundle] = []
+    free_per_node: list[NodeFree] = Field([], description="Each live node's free GPUs and CPUs (waiting; [] placed).")
+    actors: list[PlacedActor] = Field([], description="Where each actor runs (placed; [] waiting).")
+
+
 # The fields each type's effects read on the platform; the ingester validates every payload of these
 # types with its model before storing it, so a payload without them cannot fail half-way through a batch.
 PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
@@ -201,6 +241,7 @@ PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
     EventType.CHECKPOINT_SAVED: CheckpointSaved,
     EventType.RETRY_CREATED: RetryCreated,
     EventType.RUN_FINISHED: RunFinished,
+    EventType.PLACEMENT: Placement,
 }
 
 

@@ -1,0 +1,127 @@
+"""The dispatch check knows nodes: a run is a placement group of bundles (trainer/cluster/placement.py), and it
+is refused only where no layout of the cluster's nodes can ever hold them, with each node's numbers.
+
+A cluster of two 4-GPU nodes has 8 GPUs in all. An `h100x8` run's bundles (one GPU per learner rank, packed, then
+spread) fit it across both nodes, and it is accepted (it was refused while a run lived on one node). A run whose
+8-way tensor-parallel group must share one node can never be placed there: refused before submission, naming
+each node and what to change, instead of pending for an hour (RAY_JOB_START_TIMEOUT_SECONDS)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runs.cluster import ClusterUnreachable, cluster_resources, reachable_resources, resource_problems
+from trainer.config import RunConfig
+
+TWO_FOUR_GPU_NODES = {"address": "http://ray-head:8265", "alive_nodes": 3, "num_cpus": 200.0, "num_gpus": 8.0,
+                      "max_gpus_per_node": 4.0, "gpus_per_node": [4.0, 4.0, 0.0], "memory_bytes": 2e12,
+                      "object_store_memory_bytes": 2e11, "accelerator_types": ["H100"],
+                      "nodes": [{"name": "node aaaa1111 (10.0.0.2)", "gpus": 4.0, "cpus": 96.0},
+                                {"name": "node bbbb2222 (10.0.0.3)", "gpus": 4.0, "cpus": 96.0},
+                                {"name": "node cccc3333 (10.0.0.1)", "gpus": 0.0, "cpus": 8.0}]}
+EIGHT_WAY_TENSOR_PARALLEL = {"rollout": {"vllm_tensor_parallel_size": 8}}
+
+
+def test_h100x8_on_two_four_gpu_nodes_is_accepted():
+    assert resource_problems(RunConfig.from_preset("h100x8"), TWO_FOUR_GPU_NODES) == []
+
+
+def test_an_eight_way_tensor_parallel_group_on_two_four_gpu_nodes_is_refused_naming_each_node_and_the_fix():
+    [problem] = resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), TWO_FOUR_GPU_NODES)
+    assert problem == (
+        "on the Ray cluster at http://ray-head:8265, the run needs 8 GPUs on one node for a tensor-parallel group of "
+        "rollout.vllm_tensor_parallel_size GPUs (learner and rollout engine), but the largest node has 4 (per node: "
+        "node aaaa1111 (10.0.0.2): 4 GPUs, 96 CPUs; node bbbb2222 (10.0.0.3): 4 GPUs, 96 CPUs; node cccc3333 "
+        "(10.0.0.1): 0 GPUs, 8 CPUs); lower rollout.vllm_tensor_parallel_size to at most 4 or add a node with 8 GPUs")
+
+
+def test_an_evaluation_of_an_h100x8_model_uses_one_gpu_and_fits():
+    assert resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), TWO_FOUR_GPU_NODES,
+                             kind="eval") == []
+
+
+def test_an_autoscaling_cluster_is_judged_by_the_workers_it_can_add():
+    scaled_to_zero = {**TWO_FOUR_GPU_NODES, "alive_nodes": 1, "num_gpus": 0.0, "num_cpus": 0.0,
+                      "max_gpus_per_node": 0.0, "gpus_per_node": [0.0],
+                      "nodes": [{"name": "node cccc3333 (10.0.0.1)", "gpus": 0.0, "cpus": 0.0}]}
+    four_gpu_workers = reachable_resources(scaled_to_zero, {"num_gpus": 32, "num_cpus": 384, "max_gpus_per_node": 4})
+    assert resource_problems(RunConfig.from_preset("h100x8"), four_gpu_workers) == []
+    [problem] = resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), four_gpu_workers)
+    assert "the largest node has 4" in problem
+    assert "a worker the autoscaler may add (RAY_AUTOSCALING_MAX_GPUS_PER_NODE): 4 GPUs, 48 CPUs" in problem
+    eight_gpu_workers = reachable_resources(scaled_to_zero, {"num_gpus": 32, "num_cpus": 384, "max_gpus_per_node": 8})
+    assert resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), eight_gpu_workers) == []
+    # Told nothing of its workers' size, dispatch leaves the placement to Ray, as before.
+    unknown_workers = reachable_resources(scaled_to_zero, {"num_gpus": 32, "num_cpus": 384})
+    assert resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), unknown_workers) == []
+
+
+# A head without GPUs and two workers of 4 logical GPUs each (Ray schedules by declared resources), owned by a
+# child process so that its shutdown stops exactly what it started.
+_TWO_NODE_CLUSTER = """
+import json, sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={
+    "num_cpus": 1, "num_gpus": 0, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0})
+for _ in range(2):
+    cluster.add_node(num_cpus=4, num_gpus=4)
+cluster.wait_for_nodes()
+import ray
+context = ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+print(json.dumps({"dashboard_url": "http://" + context.dashboard_url}), flush=True)
+sys.stdin.read()
+ray.shutdown()
+cluster.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_four_gpu_nodes(tmp_path_factory):
+    environment = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+                   "HOME": str(tmp_path_factory.mktemp("ray-home")), "PATH": "/usr/bin:/bin"}
+    owner = subprocess.Popen([sys.executable, "-c", _TWO_NODE_CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, env=environment)
+    try:
+        line = owner.stdout.readline()
+        if not line:
+            pytest.fail(f"the two-node Ray cluster exited with code {owner.wait(timeout=30)} before it started")
+        dashboard_url = json.loads(line)["dashboard_url"]
+        _wait_until_it_lists_three_nodes(dashboard_url)
+        yield dashboard_url
+    finally:
+        owner.stdin.close()
+        try:
+            owner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            owner.kill()
+            owner.wait()
+
+
+def _wait_until_it_lists_three_nodes(dashboard_url: str, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if cluster_resources(dashboard_url, auth_token="", timeout_s=5)["alive_nodes"] == 3:
+                return
+        except ClusterUnreachable:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"the two-node Ray cluster's dashboard at {dashboard_url} did not list 3 nodes in {timeout_s:g} s")
+        time.sleep(1)
+
+
+def test_the_dispatch_check_places_a_run_across_the_nodes_of_a_real_cluster_of_two(two_four_gpu_nodes):
+    resources = cluster_resources(two_four_gpu_nodes, auth_token="")
+    assert resources["alive_nodes"] == 3 and resources["num_gpus"] == 8.0
+    assert [(node["gpus"], node["cpus"]) for node in resources["nodes"]] == [(4.0, 4.0), (4.0, 4.0), (0.0, 1.0)]
+    one_cpu_each = {"cluster": {"cpus_per_worker": 1}}  # the cluster declares 9 CPUs
+    assert resource_problems(RunConfig.from_preset("h100x8", one_cpu_each), resources) == []
+    eight_way = RunConfig.from_preset("h100x8", {**one_cpu_each, **EIGHT_WAY_TENSOR_PARALLEL})
+    [problem] = resource_problems(eight_way, resources)
+    assert "the run needs 8 GPUs on one node" in problem and "the largest node has 4" in problem
+    assert problem.count(": 4 GPUs, 4 CPUs") == 2 and ": 0 GPUs, 1 CPUs" in problem

@@ -333,6 +333,35 @@ class ScheduleConfig(Section):
         return min(ends)
 
 
+class PromptSelection(StrEnum):
+    """How each step's first-attempt problems are chosen (``data.selection``)."""
+
+    UNIFORM = "uniform"  # shuffled passes over the promptset, every problem served in turn: the release's
+    HISTORY = "history"  # the same passes, a problem whose recent groups taught nothing skipped at random first
+
+
+class DataConfig(Section):
+    """Which problems a step trains on (trainer/loop/prompt_selection.py says the rule and why)."""
+
+    selection: PromptSelection = Field(
+        PromptSelection.UNIFORM,
+        description="uniform (the release's): shuffled passes over the promptset. history: the same passes, but a "
+        "problem whose last k first-attempt groups in a row gave no signal (every scored answer failed, or every one "
+        "passed) is skipped before generation with probability 1 − max(min_keep_probability, keep_base^k), and its "
+        "slot goes to the next problem of the pass; k starts from the promptset's prior_signal_less_streak (earlier "
+        "runs) and is saved in checkpoints. For promptsets where many problems are always failed or always solved.")
+    keep_base: float = Field(
+        0.5, gt=0.0, lt=1.0,
+        description="With data.selection history: a problem after k signal-less groups in a row is kept with "
+        "probability keep_base^k (GRESO's p^z, arXiv 2506.02177), never below min_keep_probability. Lower it to "
+        "skip such problems sooner.")
+    min_keep_probability: float = Field(
+        0.05, gt=0.0, le=1.0,
+        description="With data.selection history: the floor of a problem's chance to be kept, however long its run of "
+        "signal-less groups, so every problem is revisited (a model that improves may start to solve it). 1 skips "
+        "nothing.")
+
+
 class ClusterConfig(Section):
     num_gpus: int = Field(
         8, ge=0,
@@ -425,6 +454,7 @@ class RunConfig(Section):
     loss: LossConfig = LossConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    data: DataConfig = DataConfig()
     cluster: ClusterConfig = ClusterConfig()
     sft: SftConfig = SftConfig()
     tracking: TrackingConfig = TrackingConfig()

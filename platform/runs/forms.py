@@ -7,7 +7,7 @@ from promptsets.models import Promptset, PromptsetVersion
 from runs import launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import MOST_INFRASTRUCTURE_RETRIES, Checkpoint, RegisteredModel, Run, RunKind
-from trainer.config import PRESETS, RetryHistory, RolloutEngineKind, RunConfig
+from trainer.config import PRESETS, PromptSelection, RetryHistory, RolloutEngineKind, RunConfig
 
 # POST keys that are not launch fields but belong to every Django form.
 _FORM_MACHINERY = {"csrfmiddlewaretoken"}
@@ -20,7 +20,7 @@ FIELD_GROUPS = (
     ("Schedule", ("total_steps", "total_epochs", "learning_rate", "eval_every", "checkpoint_every", "seed")),
     ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
-    ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls")),
+    ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls", "data_selection")),
     ("When the infrastructure fails", ("infrastructure_retries",)),
 )
 
@@ -64,6 +64,15 @@ class LaunchRunForm(forms.Form):
                  (RetryHistory.LAST.value, "last: the last attempt and its errors (the release's retry)"),
                  (RetryHistory.ALL.value, "all: every earlier attempt and its errors, the oldest dropped to fit")],
         help_text="With two or more rounds of correction: what each round's prompt quotes of the rounds before it.")
+
+    data_selection = forms.ChoiceField(
+        required=False, label="Prompt selection",
+        choices=[("", "the preset's"),
+                 (PromptSelection.UNIFORM.value, "uniform: every problem in turn (the release's)"),
+                 (PromptSelection.HISTORY.value, "history: skip problems whose recent groups taught nothing")],
+        help_text="history: a problem whose recent groups all failed or all passed (no signal for the learner) is "
+                  "skipped before generation, more often the longer that lasts but never always, starting from the "
+                  "promptset's history of earlier runs; its slot goes to the next problem.")
 
     infrastructure_retries = forms.IntegerField(
         required=False, label="Automatic retries after an infrastructure failure",
@@ -127,7 +136,7 @@ class LaunchRunForm(forms.Form):
         for choice in ("error_correction", "infrastructure_retries"):  # blank: the contract's default
             if self.cleaned_data.get(choice) is not None:
                 data[choice] = self.cleaned_data[choice]
-        for choice in ("rollout_engine", "retry_history"):  # blank: the preset's
+        for choice in ("rollout_engine", "retry_history", "data_selection"):  # blank: the preset's
             if self.cleaned_data.get(choice):
                 data[choice] = self.cleaned_data[choice]
         return data

@@ -36,6 +36,7 @@ from trainer.config import (
     MAX_LEAN_TOOL_CALLS,
     MAX_ROUNDS_OF_CORRECTION,
     PRESETS,
+    PromptSelection,
     RetryHistory,
     RolloutEngineKind,
     RunConfig,
@@ -190,6 +191,11 @@ class _LaunchChoices(BaseModel):
         None, description="What a round of correction's prompt carries (with max_rounds 2 or more): last (the last "
                           "attempt and Lean's errors on it, as the release's retry) or all (every earlier attempt and "
                           "its errors, the oldest dropped first to fit the prompt budget); blank: the preset's (last).")
+    data_selection: PromptSelection | None = Field(
+        None, description="How each step's problems are chosen: uniform (shuffled passes, the release's) or history "
+                          "(a problem whose recent groups all failed or all passed is skipped before generation, more "
+                          "often the longer that lasts but never always; it starts from the promptset's history of "
+                          "earlier runs); blank: the preset's (uniform).")
     model: str | None = Field(None, description="A model of the registry, by name; blank: the preset's model.")
     starting_checkpoint_id: int | None = Field(None, ge=1, description="A checkpoint you may see, by id.")
     tracking: list[TrackingBackend] = Field(
@@ -399,6 +405,8 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
         result.setdefault("rollout", {}).update(engine=request.rollout_engine.value, engine_fallback=None)
     if request.retry_history is not None:
         result.setdefault("retry", {})["history"] = request.retry_history.value
+    if request.data_selection is not None:
+        result.setdefault("data", {})["selection"] = request.data_selection.value
     if request.tracking:
         result["tracking"] = {"backends": [backend.value for backend in dict.fromkeys(request.tracking)]}
     return result
@@ -406,3 +414,4 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
 
 FIELD_FOR_CONFIG_PATH = {f"{settable.section}.{settable.field}": name for name, settable in SETTABLE_FIELDS.items()}
 FIELD_FOR_CONFIG_PATH["retry.history"] = "retry_history"
+FIELD_FOR_CONFIG_PATH["data.selection"] = "data_selection"

@@ -64,6 +64,7 @@ def blank_choices(config: RunConfig) -> dict[str, str]:
                               + (f", or {config.rollout.engine_fallback.value} where it cannot run)"
                                  if config.rollout.engine_fallback else ")"),
             "retry_history": f"the preset's ({config.retry.history.value})",
+            "data_selection": f"the preset's ({config.data.selection.value})",
             "error_correction": f"the preset's ({'on' if config.schedule.eval_error_correction else 'off'})"}
 
 

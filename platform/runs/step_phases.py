@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.learning import group_signal
+from trainer.loop import prompt_selection
 
 PHASES_METRIC = "time/phases"
 
@@ -51,6 +52,7 @@ METRIC_LABELS = {
     "time/weight_sync_s": "weight sync (s)",
     PHASES_METRIC: "phases of the step (start and end, s since the attempt started)",
     **group_signal.LABELS,
+    **prompt_selection.LABELS,
 }
 
 

@@ -23,8 +23,9 @@ class SmokeRun:
 
 
 def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | None = None, learner_ranks: int = 1,
-                  timeout: float = 800) -> SmokeRun:
-    """Run it into ``folder``; ``settings`` are ``section.field=value`` pairs. Fails the test unless it exits 0."""
+                  timeout: float = 800, resume: bool = False) -> SmokeRun:
+    """Run it into ``folder``; ``settings`` are ``section.field=value`` pairs; ``resume``: from the latest checkpoint
+    a run left there. Fails the test unless it exits 0."""
     folder.mkdir(parents=True, exist_ok=True)
     promptset = folder / "smoke.jsonl"
     if not promptset.exists():
@@ -36,6 +37,8 @@ def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | Non
                "--output", str(folder / "run"), "--lean-url", lean_url]
     if run_id is not None:
         command += ["--run-id", run_id]
+    if resume:
+        command += ["--resume"]
     for setting in settings:
         command += ["--set", setting]
     finished = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout)

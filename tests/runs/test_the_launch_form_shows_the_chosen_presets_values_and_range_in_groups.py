@@ -74,7 +74,7 @@ def test_the_fields_are_grouped_and_the_later_groups_start_collapsed(alices_clie
         ("Sampling", False, ["prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature",
                              "rollout_engine"]),
         ("Asynchronous RL and evaluation", False, ["max_staleness", "rollout_gpus", "eval_samples", "error_correction"]),
-        ("Beyond the release", False, ["max_rounds", "retry_history", "lean_tool_calls"]),
+        ("Beyond the release", False, ["max_rounds", "retry_history", "lean_tool_calls", "data_selection"]),
         ("When the infrastructure fails", False, ["infrastructure_retries"]),
     ]
 

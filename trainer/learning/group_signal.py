@@ -65,15 +65,12 @@ def group_signal_metrics(rewards: torch.Tensor, generated_tokens: torch.Tensor) 
     """
     import torch
 
-    from trainer.learning.learner import group_advantages
-
     if rewards.shape != generated_tokens.shape or rewards.dim() != 2:
         raise ValueError(f"rewards {tuple(rewards.shape)} and generated_tokens {tuple(generated_tokens.shape)} "
                          "must both be (groups, samples)")
     groups = rewards.shape[0]
     is_scored = ~torch.isnan(rewards)  # (G, N)
-    has_scored = is_scored.any(dim=1)  # (G,)
-    has_signal = (group_advantages(rewards).abs() > ADVANTAGE_TOLERANCE).any(dim=1)  # (G,)
+    has_signal, has_scored = groups_with_signal(rewards)  # (G,), (G,)
     passed = torch.where(is_scored, rewards > 0, torch.zeros_like(is_scored))  # (G, N)
     no_signal_scored = has_scored & ~has_signal
     all_pass = no_signal_scored & (passed.sum(dim=1) == is_scored.sum(dim=1))  # (G,)
@@ -87,3 +84,16 @@ def group_signal_metrics(rewards: torch.Tensor, generated_tokens: torch.Tensor) 
     metrics: dict = {name: (count / groups if groups else None) for name, count in counts.items()}
     metrics[TOKENS_WITHOUT_SIGNAL] = int(generated_tokens[~has_signal].sum())
     return metrics
+
+
+def groups_with_signal(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(has_signal, has_scored), each (G,): whether some scored answer of each group has a non-zero advantage, and
+    whether the group has a scored answer at all. ``rewards`` is (G, N), NaN where censored or not trained. The
+    shares above and the prompt selection's streaks (trainer/loop/prompt_selection.py) both read this."""
+    import torch
+
+    from trainer.learning.learner import group_advantages
+
+    has_scored = (~torch.isnan(rewards)).any(dim=1)  # (G,)
+    has_signal = (group_advantages(rewards).abs() > ADVANTAGE_TOLERANCE).any(dim=1)  # (G,)
+    return has_signal, has_scored

@@ -8,9 +8,9 @@ group runs the engine in its own process and calls ``generate`` with the same pr
 and request ids, and gets the same answers); with tp = 1 (and on CPU, transformers sampling a
 copy of the policy) every rank is an engine of its own. Each step:
 
-1. every rank draws the same prompt slots (the same seeded rng, the same replay buffer); each
-   engine group rolls out the slots with ``slot_index % engines == engine``, so a GRPO group
-   stays whole on one engine;
+1. every rank draws the same prompt slots (the same seeded rng, the same replay buffer, the same
+   prompt-selection streaks: trainer/loop/prompt_selection.py); each engine group rolls out the
+   slots with ``slot_index % engines == engine``, so a GRPO group stays whole on one engine;
 2. the ranks of a group share the scoring: rank ``member`` of the group scores (sends to Lean)
    and publishes (ROLLOUT_FINISHED) the answers at positions ``member, member + tp, ...`` of its
    engine's output, as they finish, so each answer is scored and published once;

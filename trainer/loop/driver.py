@@ -35,6 +35,7 @@ from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.learning.group_signal import group_signal_metrics
 from trainer.learning.models import load_policy
+from trainer.loop.prompt_selection import PROBLEMS_SKIPPED, HistorySelection
 from trainer.loop.run_evaluation import RunEvaluation
 from trainer.observability import token_records
 from trainer.observability.events import (
@@ -177,6 +178,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         self.step = 0
         self.driver_state = DriverState()
         self.rng = random.Random(config.schedule.seed)
+        # Per-problem streaks of signal-less groups (data.selection history), None for a uniform run.
+        self.selection = HistorySelection.for_run(config.data, self.problems)
         self.learner = None
         self.replay_buffer = None
         self.events_loop: BackgroundEventLoop | None = None
@@ -288,6 +291,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                     self.rng.setstate(driver["rng_state"])
                 self.driver_state.problem_order = list(driver.get("problem_order", []))
                 self.driver_state.cursor = int(driver.get("cursor", 0))
+                if self.selection is not None and driver.get("selection") is not None:
+                    self.selection.load_state_dict(driver["selection"])  # else: from the promptset's priors
                 self._in_flight_slots = list(driver.get("in_flight", []))
                 restore_global_rng_states(state.global_rng_states)
                 self._verifier_state = state.verifier_state
@@ -446,6 +451,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         learner_metrics = self.update_policy(sequences, timings, phases)
         self.write_token_records(step)
 
+        self.record_selection_history(slots, rewards)  # before the next batches are drawn (fill, below)
         retry_counts = self.add_retries(rollouts, step)
         if self.pipeline is not None:
             self.pipeline.fill()
@@ -460,6 +466,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             "rollout/staleness_max": max(staleness, default=0),
             "rollout/dropped_stale": len(dropped),
             "problems_not_attempted": len(self.problems_not_attempted_in_training),
+            # A uniform run skips nothing by construction: its 0 is a count, not a missing measurement.
+            PROBLEMS_SKIPPED: self.selection.take_skipped(step) if self.selection is not None else 0,
             **self.group_signal(rollouts, rewards),
             "time/generation_idle_s": timings["generation_idle_s"],
             "time/learner_idle_s": timings["learner_idle_s"],
@@ -468,6 +476,13 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         })
         self.publisher.publish(EventType.METRICS, {"step": step, "values": metrics})
         return metrics
+
+    def record_selection_history(self, slots: list[PromptSlot], rewards) -> None:
+        """Each first-attempt group's signal moves its problem's streak (trainer/loop/prompt_selection.py); every
+        data-parallel rank holds the whole batch, so every rank's streaks stay the same."""
+        if self.selection is not None:
+            self.selection.record_groups([slot.problem.problem_id if slot.turn == "first" else None for slot in slots],
+                                         rewards)
 
     def group_signal(self, rollouts: list[Rollout], rewards) -> dict:
         """Which of the step's groups taught the learner something (trainer/learning/group_signal.py), read from the
@@ -567,6 +582,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 # problems the last one had no full batch for are dropped (drop_last).
                 self.start_epoch()
         takes_retry = self.replay_buffer.choose_prompt_slots(count, self.rng)
+        if self.selection is not None:
+            self.selection.count_skips(step)
         slots = []
         newly_left_out = []
         for is_retry in takes_retry:
@@ -575,7 +592,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 slots.append(self._slot(retry.problem, retry.messages, "retry", retry.parent_rollout_key, retry.round))
                 continue
             for _ in range(len(self.problems)):
-                problem = self.next_problem()
+                problem = self.next_selected_problem(step)
                 slot = self._slot(problem, first_attempt_messages(problem), "first", None)
                 reason = over_budget_reason(len(slot.prompt_ids), self.config.rollout.max_prompt_tokens)
                 if reason is None:
@@ -595,6 +612,17 @@ class TrainingRun(RunEvaluation, RunLifecycle):
                 f"step {step}: {len(newly_left_out)} problem(s) not attempted: "
                 + "; ".join(f"{problem.problem_id}: {problem.reason}" for problem in newly_left_out), "warning")
         return slots
+
+    def next_selected_problem(self, step: int):
+        """The next problem of the pass that ``data.selection`` keeps (uniform: the next, without a draw); a skipped
+        one's slot goes to the one after it, at most one promptset's worth of them (trainer/loop/prompt_selection.py)."""
+        if self.selection is None:
+            return self.next_problem()
+        for _ in range(len(self.problems)):
+            problem = self.next_problem()
+            if self.selection.keeps(problem, self.rng, step):
+                return problem
+        return self.next_problem()  # every problem passed over once: this slot takes the next, whatever its streak
 
     def start_epoch(self) -> None:
         """A fresh shuffle of the problems, served from its start."""
@@ -873,18 +901,21 @@ class TrainingRun(RunEvaluation, RunLifecycle):
 
     def save_checkpoint(self) -> Path:
         self.wait_for_token_records()  # a checkpoint's steps have their records on disk, as its weights are
+        driver_rng_state = {
+            "rng_state": self.rng.getstate(),
+            "problem_order": list(self.driver_state.problem_order),
+            "cursor": self.driver_state.cursor,
+            # An asynchronous run's sampled, untrained batches: a resumed run generates them again.
+            "in_flight": self.pipeline.in_flight_slots() if self.pipeline is not None else [],
+        }
+        if self.selection is not None:  # data.selection history's streaks, and the skips of batches not yet trained
+            driver_rng_state["selection"] = self.selection.state_dict()
         state = TrainerState(
             step=self.step,
             # The CHECKPOINT_SAVED event below takes the next number; a resumed run continues after it.
             next_event_seq=self._next_event_seq() + 1,
             replay_buffer=self.replay_buffer.state_dict(),
-            driver_rng_state={
-                "rng_state": self.rng.getstate(),
-                "problem_order": list(self.driver_state.problem_order),
-                "cursor": self.driver_state.cursor,
-                # An asynchronous run's sampled, untrained batches: a resumed run generates them again.
-                "in_flight": self.pipeline.in_flight_slots() if self.pipeline is not None else [],
-            },
+            driver_rng_state=driver_rng_state,
             global_rng_states=capture_global_rng_states(),
             verifier_state=self.verifier.state_dict() if self.verifier is not None else None,
         )

@@ -22,6 +22,11 @@ DEFAULT_LEAN_HEADER = (
 
 STATEMENT_ENDING = ":= by"
 
+# What the platform's export says of a problem's earlier runs (its per-problem history record): each a
+# non-negative integer, or null where the platform has none. prior_signal_less_streak counts the problem's most
+# recent groups in a row that gave no signal; data.selection history starts from it (trainer/loop/prompt_selection.py).
+PRIOR_HISTORY_FIELDS = ("prior_attempts", "prior_solves", "prior_signal_less_streak")
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -34,6 +39,10 @@ class Problem:
     name: str = ""
     header: str = DEFAULT_LEAN_HEADER
     source: str = ""
+    # From earlier runs (PRIOR_HISTORY_FIELDS); None: no history.
+    prior_attempts: int | None = None
+    prior_solves: int | None = None
+    prior_signal_less_streak: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.problem_id, str) or not self.problem_id.strip():
@@ -49,6 +58,11 @@ class Problem:
         object.__setattr__(self, "formal_statement", statement)
         if self.header and not self.header.endswith("\n"):
             object.__setattr__(self, "header", self.header + "\n")
+        for key in PRIOR_HISTORY_FIELDS:
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"problem {self.problem_id!r}: {key} must be a non-negative integer or null "
+                                 f"(no history), got {value!r}; export it from the platform again or remove it")
 
     @property
     def lean_prefix(self) -> str:
@@ -67,7 +81,8 @@ class Problem:
 
     @classmethod
     def from_dict(cls, row: dict) -> "Problem":
-        """Reads one exported row. A missing or null ``header`` means the default preamble."""
+        """Reads one exported row. A missing or null ``header`` means the default preamble; a missing or null
+        ``prior_*`` field (PRIOR_HISTORY_FIELDS), no history."""
         missing = [key for key in ("problem_id", "formal_statement") if row.get(key) in (None, "")]
         if missing:
             raise ValueError(f"missing required field(s) {', '.join(missing)}; every row needs problem_id and formal_statement")
@@ -87,12 +102,14 @@ class Problem:
             name=text_fields["name"] or "",
             header=DEFAULT_LEAN_HEADER if text_fields["header"] is None else text_fields["header"],
             source=text_fields["source"] or "",
+            **{key: row.get(key) for key in PRIOR_HISTORY_FIELDS},
         )
 
 
 def load_problems_jsonl(path: str | Path) -> list[Problem]:
     """Problems from the platform's export: one JSON object per line with problem_id,
-    formal_statement, informal_statement, name, header and source. Blank lines are skipped;
+    formal_statement, informal_statement, name, header and source, and optionally the problem's history in
+    earlier runs (PRIOR_HISTORY_FIELDS). Blank lines are skipped;
     unknown keys are ignored so the export can grow without breaking older trainers."""
     problems: list[Problem] = []
     first_seen_at: dict[str, str] = {}

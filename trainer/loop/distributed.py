@@ -75,6 +75,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -172,7 +173,7 @@ class RankGroup:
         control_group = dist.new_group(backend="gloo", timeout=CONTROL_GROUP_TIMEOUT)
         store = dist.distributed_c10d._get_default_store()
         group = cls(dist.get_rank(), dist.get_world_size(), control_group, store)
-        store.set(_PID_KEY.format(rank=group.rank), str(os.getpid()))
+        store.set(_PID_KEY.format(rank=group.rank), f"{os.getpid()} {socket.gethostname()}")
         return group
 
     def join_engine_peers(self, groups: EngineGroups) -> RankGroup:
@@ -475,7 +476,10 @@ class PeerExitWatch:
         keys = [_PID_KEY.format(rank=rank) for rank in peers]
         try:
             self.group.store.wait(keys, timedelta(seconds=self.peers_joining_s))
-            pids = {rank: int(self.group.store.get(key)) for rank, key in zip(peers, keys)}
+            said = {rank: self.group.store.get(key).decode().split(" ", 1) for rank, key in zip(peers, keys)}
+            # Only a process on this host can be watched; a peer on another node that dies is the driver's to
+            # report (its actor's death, trainer/loop/ray_driver.py), as its node's death is.
+            pids = {rank: int(pid) for rank, (pid, host) in said.items() if host == socket.gethostname()}
         except Exception:  # noqa: BLE001 - no store, or a peer that never joined: its failure reaches rank 0 otherwise
             return
         poller = select.poll()

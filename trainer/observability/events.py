@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,8 @@ class EventType(StrEnum):
     TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
     # Text still being generated: live only, never on the durable stream, never stored (trainer/observability/live.py).
     ROLLOUT_PROGRESS = "rollout_progress"
+    # Where the run's actors wait or sit on the Ray cluster (trainer/loop/ray_driver.py; a Placement payload).
+    PLACEMENT = "placement"
 
 
 class LeanMessagePayload(BaseModel):
@@ -186,6 +188,43 @@ class RetryCreated(_Payload):
     step: int = Field(0, ge=0)
 
 
+class PlacementBundle(BaseModel):
+    role: str
+    gpus: int
+    cpus: int
+
+
+class NodeRoom(BaseModel):
+    """What a node of the cluster has free while a run waits for its placement group."""
+
+    node_id: str
+    node_ip: str
+    gpus_free: float
+    cpus_free: float
+
+
+class PlacedActor(BaseModel):
+    name: str = Field(description='Who it is in the run\'s cast: "learner rank 0", "rollout engine 0".')
+    node_id: str
+    node_ip: str
+    bundle: int = Field(description="Its bundle's index in the run's placement group (trainer/cluster/placement.py).")
+
+
+class Placement(BaseModel):
+    """``placement``: the run's placement group waiting for resources, or placed with its actors.
+
+    Published by the driver ("waiting" when its group is not granted within seconds, again every ~30 s with
+    fresh numbers; "placed" with the learner ranks once every one is up), and by learner rank 0 ("placed" with
+    its rollout engines once its pool is up). The platform merges the actors lists by name."""
+
+    state: Literal["waiting", "placed"]
+    gpus_wanted: int
+    cpus_wanted: int
+    bundles: list[PlacementBundle]
+    free_per_node: list[NodeRoom] = Field([], description="Each live node's free resources while waiting; [] once placed.")
+    actors: list[PlacedActor] = Field([], description="Who sits where once placed; [] while waiting.")
+
+
 class RunFinished(_Payload):
     status: RunStatus
     reason: str = ""
@@ -201,6 +240,7 @@ PAYLOAD_SCHEMAS: dict[EventType, type[BaseModel]] = {
     EventType.CHECKPOINT_SAVED: CheckpointSaved,
     EventType.RETRY_CREATED: RetryCreated,
     EventType.RUN_FINISHED: RunFinished,
+    EventType.PLACEMENT: Placement,
 }
 
 

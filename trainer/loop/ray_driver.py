@@ -365,15 +365,16 @@ class RunDriver:
         if self.cast.lost is not None:
             rank, error = self.cast.lost
             where = self.cast.where.get(rank)
-            reason = lost_rank_reason(rank, where, error, _node_is_alive(where["node_id"], error) if where else False)
-            return self._end(RunStatus.FAILED, reason, step=self.inbox.step, cause=CAUSE_INFRASTRUCTURE,
-                             node=where["node_id"] if where else None)
-        if self.inbox.held_end:
-            for event in self.inbox.held_end:
-                self.sink.write(event)
-            self._record_last_seq(self.inbox.last_seq)
-            status = self.inbox.held_end[-1].payload.get("status")
-            return {RunStatus.SUCCEEDED.value: 0, RunStatus.CANCELLED.value: EXIT_CANCELLED}.get(status, EXIT_FAILED)
+            node_is_alive = _node_is_alive(where["node_id"], error) if where else False
+            rank_zero_failed = self._held_status() == RunStatus.FAILED.value
+            if node_is_alive and rank_zero_failed:
+                # Its node is up: the rank's process was killed from outside, and learner rank 0, on the same host,
+                # read how (trainer/loop/distributed.py PeerExitWatch: "rank 1 was killed by signal 9 ...").
+                return self._publish_held_end(cause=CAUSE_INFRASTRUCTURE, node=where["node_id"])
+            return self._end(RunStatus.FAILED, lost_rank_reason(rank, where, error, node_is_alive),
+                             step=self.inbox.step, cause=CAUSE_INFRASTRUCTURE, node=where["node_id"] if where else None)
+        if self._held_status() is not None:
+            return self._publish_held_end()
         if stop.signal_name:
             return self._end(RunStatus.CANCELLED, f"stopped by {stop.signal_name} during step {self.inbox.step}; "
                                                   "learner rank 0 was killed before it could say so",
@@ -383,6 +384,21 @@ class RunDriver:
                                            "end; its log (the driver's standard error) says why", step=self.inbox.step)
 
     # --- the end -----------------------------------------------------------------------------------
+
+    def _held_status(self) -> str | None:
+        """The status of learner rank 0's own end, held by the inbox; None if it published none."""
+        finished = [event for event in self.inbox.held_end if event.type is EventType.RUN_FINISHED]
+        return finished[-1].payload.get("status") if finished else None
+
+    def _publish_held_end(self, **extra) -> int:
+        """Learner rank 0's end is the attempt's: publish it as it was numbered, with ``extra`` on RUN_FINISHED."""
+        for event in self.inbox.held_end:
+            if event.type is EventType.RUN_FINISHED and extra:
+                event = event.model_copy(update={"payload": {**event.payload, **extra}})
+            self.sink.write(event)
+        self._record_last_seq(self.inbox.last_seq)
+        status = self._held_status()
+        return {RunStatus.SUCCEEDED.value: 0, RunStatus.CANCELLED.value: EXIT_CANCELLED}.get(status, EXIT_FAILED)
 
     def _end(self, status: RunStatus, reason: str, *, step: int, **extra) -> int:
         """Publish the attempt's end as the driver sees it (numbered after every rank's event)."""

@@ -47,7 +47,7 @@ from trainer.cluster.failures import CAUSE_INFRASTRUCTURE
 from trainer.cluster.placement import RunPlacement, run_placement
 from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED
 from trainer.config import RunConfig
-from trainer.observability.events import EventPublisher, EventType, Placement, RunStatus, TrainerEvent
+from trainer.observability.events import EventPublisher, EventType, Placement, RunStatus, StdoutSink, TrainerEvent
 from trainer.ranks import cpu_stands_in_for_gpus
 from trainer.run.checkpoint import record_last_event_seq
 from trainer.run.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
@@ -58,8 +58,10 @@ POLL_S = 0.5
 # After learner rank 0 has ended, how long a peer's death may still take to reach the driver: a broken
 # collective reaches rank 0 in milliseconds, Ray's word that the peer's node died takes longer.
 PEER_DEATH_GRACE_S = 10.0
-# After a peer died, how long learner rank 0 may take to end by itself, naming what it saw.
-RANK_ZERO_GRACE_S = 5.0
+# After a rank died on a node that is still up (its worker killed from outside), how long learner rank 0 may take to
+# end by itself, naming how (trainer/loop/distributed.py PeerExitWatch): until its next exchange with the dead rank,
+# or its own watch's grace for a collective that will never complete (PEER_FAILURE_GRACE_S, 30 s).
+RANK_ZERO_GRACE_S = 40.0
 # What a rank actor inherits from the driver's environment besides what its job gives every worker (on a
 # cluster, the job's runtime_env): the trainer's own settings, the caches, the tokenizer's threads.
 FORWARDED_VARIABLE_PREFIXES = ("TRAINER_", "LEANRL_", "LEAN_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "VLLM_",
@@ -79,6 +81,7 @@ class _Cast:
     where: dict[int, dict] = field(default_factory=dict)  # learner rank -> {"node_id", "node_ip", "pid"}
     exit_codes: dict[int, int] = field(default_factory=dict)
     lost: tuple[int, BaseException] | None = None  # the first rank that died under the run, and Ray's error
+    is_lost_node_alive: bool = False  # whether that rank's node was still up once its death was known
 
 
 class _Inbox:
@@ -138,6 +141,17 @@ def connect_to_ray(placement: RunPlacement) -> None:
     logical_gpus = placement.gpus if cpu_stands_in_for_gpus() else None
     ray.init(address="local", num_cpus=max(os.cpu_count() or 1, placement.cpus), num_gpus=logical_gpus,
              include_dashboard=False, log_to_driver=True)
+
+
+def _keep_stdout_for_events(sink) -> None:
+    """Standard output carries the run's events, one JSON object a line; Ray's driver prints its workers' and
+    raylets' messages there too ("(raylet) A worker died ..."). The events keep the real standard output; everything
+    else written to it, Ray's messages among it, goes to standard error."""
+    if not isinstance(sink, StdoutSink) or sink.stream is not sys.stdout:
+        return
+    sys.stdout.flush()
+    sink.stream = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
 
 def _forwarded_environment() -> dict[str, str]:
@@ -242,6 +256,7 @@ class RunDriver:
     def run(self) -> int:
         import ray
 
+        _keep_stdout_for_events(self.sink)
         connect_to_ray(self.placement)
         with _StopRequest() as stop:
             try:
@@ -340,6 +355,8 @@ class RunDriver:
                 except RayActorError as error:
                     if cancel_asked_at is None and self.cast.lost is None:
                         self.cast.lost, lost_at = (rank, error), time.monotonic()
+                        where = self.cast.where.get(rank)
+                        self.cast.is_lost_node_alive = bool(where) and _node_is_alive(where["node_id"], error)
                     continue
                 except Exception as error:  # noqa: BLE001 - the rank's body raised past its own end: its reason
                     self.cast.exit_codes[rank] = EXIT_FAILED
@@ -350,7 +367,8 @@ class RunDriver:
                     rank_zero_ended_at = time.monotonic()
             now = time.monotonic()
             if self.cast.lost is not None:
-                if 0 not in pending.values() or now - lost_at > RANK_ZERO_GRACE_S:
+                # A node gone is the end at once: what the other ranks still do is its echo.
+                if not self.cast.is_lost_node_alive or 0 not in pending.values() or now - lost_at > RANK_ZERO_GRACE_S:
                     break
             if rank_zero_ended_at is not None and now - rank_zero_ended_at > PEER_DEATH_GRACE_S:
                 break
@@ -365,7 +383,7 @@ class RunDriver:
         if self.cast.lost is not None:
             rank, error = self.cast.lost
             where = self.cast.where.get(rank)
-            node_is_alive = _node_is_alive(where["node_id"], error) if where else False
+            node_is_alive = self.cast.is_lost_node_alive
             rank_zero_failed = self._held_status() == RunStatus.FAILED.value
             if node_is_alive and rank_zero_failed:
                 # Its node is up: the rank's process was killed from outside, and learner rank 0, on the same host,

@@ -61,11 +61,11 @@ def start_once(launcher: list[str], work: Path, lean_url: str, environment: dict
 
 def start_ray_head(temp_dir: str) -> tuple[str, subprocess.Popen]:
     """A Ray head of this benchmark's own, with the two logical GPUs the run asks for; its address."""
-    script = ("import ray, sys\n"
-              "context = ray.init(address='local', num_cpus=3, num_gpus=2, include_dashboard=False, "
-              f"_temp_dir={temp_dir!r})\n"
-              "print(context.address_info['address'], flush=True)\n"
-              "sys.stdin.read()\n")
+    script = ("import sys\nfrom ray.cluster_utils import Cluster\n"
+              "cluster = Cluster(initialize_head=True, head_node_args={'num_cpus': 3, 'num_gpus': 2, "
+              f"'include_dashboard': False, 'temp_dir': {temp_dir!r}}})\n"
+              "print(cluster.address, flush=True)\n"
+              "sys.stdin.read()\ncluster.shutdown()\n")
     head = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})

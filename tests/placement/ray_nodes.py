@@ -18,16 +18,11 @@ from pathlib import Path
 _OWNER = r"""
 import json, sys
 from ray.cluster_utils import Cluster
-with_dashboard = sys.argv[2] == "1"
 cluster = Cluster(initialize_head=True, head_node_args={
-    "num_cpus": 1, "num_gpus": 0, "include_dashboard": with_dashboard, "dashboard_host": "127.0.0.1",
-    "dashboard_port": 0, "object_store_memory": 100 * 1024 * 1024, "temp_dir": sys.argv[1]})
+    "num_cpus": 1, "num_gpus": 0, "include_dashboard": False, "object_store_memory": 100 * 1024 * 1024,
+    "temp_dir": sys.argv[1]})
 nodes = {}
-dashboard = ""
-if with_dashboard:
-    import ray
-    dashboard = "http://" + ray.init(address=cluster.address, log_to_driver=False).dashboard_url
-print(json.dumps({"address": cluster.address, "dashboard": dashboard}), flush=True)
+print(json.dumps({"address": cluster.address}), flush=True)
 for line in sys.stdin:
     command = json.loads(line)
     if command["do"] == "add":
@@ -46,34 +41,17 @@ cluster.shutdown()
 class RayNodes:
     """The child process owning the cluster; ``add`` and ``remove`` nodes, ``address`` for RAY_ADDRESS."""
 
-    def __init__(self, *, with_dashboard: bool = False):
-        """``with_dashboard``: the head serves Ray's job API (``dashboard``), for a run submitted as a Ray job."""
+    def __init__(self):
         # Short: Ray's socket paths must fit 107 bytes.
         self.temp_dir = tempfile.mkdtemp(prefix="rn-", dir="/tmp")
-        environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
-        environment.pop("RAY_ADDRESS", None)
-        self.owner = subprocess.Popen([sys.executable, "-c", _OWNER, self.temp_dir, "1" if with_dashboard else "0"],
+        # Little of the suite's environment, as tests/deploy's two-node cluster: its services' settings are none of
+        # these nodes' business. A rank actor gets the trainer's settings from its driver (trainer/loop/ray_driver.py).
+        environment = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+                       "HOME": os.environ.get("HOME", "/root"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        self.owner = subprocess.Popen([sys.executable, "-c", _OWNER, self.temp_dir],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       text=True, env=environment)
-        started = self._answer()
-        self.address, self.dashboard = started["address"], started["dashboard"]
-        if with_dashboard:
-            self._wait_for_the_job_api()
-
-    def _wait_for_the_job_api(self, timeout_s: float = 180.0) -> None:
-        """Ray's dashboard answers a while after its head is up."""
-        import time
-        import urllib.request
-
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.dashboard}/api/version", timeout=5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"Ray's dashboard at {self.dashboard} did not answer in {timeout_s:g} s") from None
-                time.sleep(1)
+        self.address = self._answer()["address"]
 
     def _answer(self) -> dict:
         line = self.owner.stdout.readline()

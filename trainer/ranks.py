@@ -1,6 +1,7 @@
-"""The rules of a run over several ranks (one process per GPU under torchrun), as pure rules.
+"""The rules of a run over several ranks (one process per learner GPU: a learner-rank actor of the driver,
+trainer/loop/ray_driver.py, which gives it torchrun's environment), as pure rules.
 
-Where this process stands in a torchrun world, whether a run's config fits the ranks started, and
+Where this process stands in its world of ranks, whether a run's config fits the ranks started, and
 which ranks share one vLLM engine. Torch-free and driver-free, so a rollout engine, the memory
 plan and the launch checks read the rules without loading the learner: trainer/loop/distributed.py
 runs the ranks by them.
@@ -77,7 +78,7 @@ def in_flight_share(max_in_flight: int, scoring_ranks: int, rank: int) -> int:
 
 @dataclass(frozen=True)
 class RankPosition:
-    """This process's place in a torchrun world."""
+    """This process's place among the run's learner ranks."""
 
     rank: int
     world_size: int
@@ -85,25 +86,26 @@ class RankPosition:
 
 
 def torchrun_position(environ: Mapping[str, str] = os.environ) -> RankPosition | None:
-    """RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them; None for a process that runs alone."""
+    """RANK, WORLD_SIZE and LOCAL_RANK, torchrun's names, which the driver sets in each learner-rank actor; None for
+    a process that runs alone."""
     world_size = int(environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return None
     if "RANK" not in environ:
         raise ValueError(
-            f"WORLD_SIZE is {world_size} but RANK is not set; start the trainer with "
-            "`python -m torch.distributed.run --nproc-per-node N -m trainer run ...`, which sets both"
+            f"WORLD_SIZE is {world_size} but RANK is not set; start the run with `python -m trainer run ...` alone: "
+            "its driver sets both in each learner-rank actor (trainer/loop/ray_driver.py)"
         )
     rank = int(environ["RANK"])
     if not 0 <= rank < world_size:
-        raise ValueError(f"RANK must be in [0, {world_size}), got {rank}; let torchrun set it")
+        raise ValueError(f"RANK must be in [0, {world_size}), got {rank}; let the driver set it")
     return RankPosition(rank, world_size, int(environ.get("LOCAL_RANK", rank)))
 
 
 def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -> None:
     """Fail at start-up when the processes started do not match the learner's GPUs.
 
-    torchrun starts one process per learner GPU: every GPU of ``cluster.num_gpus`` but the rollout pool
+    The driver starts one learner rank per learner GPU: every GPU of ``cluster.num_gpus`` but the rollout pool
     (``cluster.rollout_gpus``), whose generator processes learner rank 0 starts itself.
     """
     gpus, learners = config.cluster.num_gpus, learner_gpus(config)
@@ -114,8 +116,8 @@ def check_launch_fits_config(config: RunConfig, position: RankPosition | None) -
         if learners > 1:
             raise ValueError(
                 f"cluster.num_gpus is {gpus}{_of_which_pool(config)}, so the learner has {learners} GPUs, but this "
-                f"trainer runs as one process; start one process per learner GPU with `python -m torch.distributed.run "
-                f"--standalone --nproc-per-node {learners} -m trainer run ...` (the platform does), or set "
+                f"trainer runs as one rank; start it with `python -m trainer run ...` alone, whose driver places one "
+                f"learner-rank actor per learner GPU ({learners}, trainer/loop/ray_driver.py), or set "
                 f"cluster.num_gpus to {1 + config.cluster.rollout_gpus}"
             )
         if learners == 1:
@@ -138,7 +140,7 @@ def rollout_pool_devices(config: RunConfig, visible_devices: str | None = None) 
     """CUDA_VISIBLE_DEVICES of each generator process of the rollout pool: the last ``cluster.rollout_gpus`` GPUs,
     ``rollout.vllm_tensor_parallel_size`` consecutive ones per vLLM engine (one per transformers engine).
 
-    The learner's torchrun ranks take GPUs 0 to L − 1 (their LOCAL_RANK) of the node's visible GPUs; the
+    The learner ranks take GPUs 0 to L − 1 (their LOCAL_RANK) of the node's visible GPUs; the
     pool takes L onward. ``visible_devices`` is the launcher's own CUDA_VISIBLE_DEVICES (Ray sets it to the
     GPUs it granted the job), through which both pools' indices are read; None or empty means the node's
     GPUs 0, 1, … as numbered. An empty list: no pool (a CPU run, or the synchronous loop).
@@ -248,8 +250,9 @@ def check_world_fits_config(config: RunConfig, world_size: int) -> None:
     if learners != world_size:
         raise ValueError(
             f"this process is one of {world_size} ranks but cluster.num_gpus is {config.cluster.num_gpus}"
-            f"{_of_which_pool(config)}, which leaves {learners} learner GPU(s), one rank each; launch with "
-            f"--nproc-per-node {learners} or set cluster.num_gpus to {world_size + config.cluster.rollout_gpus}"
+            f"{_of_which_pool(config)}, which leaves {learners} learner GPU(s), one rank each; start the run with "
+            f"`python -m trainer run` alone (its driver starts {learners} ranks) or set cluster.num_gpus to "
+            f"{world_size + config.cluster.rollout_gpus}"
         )
     for _, message in rank_rule_problems(config, world_size):
         raise ValueError(message)
@@ -261,7 +264,8 @@ class EngineGroups:
 
     Consecutive because vLLM's external launcher forms its tensor-parallel groups so (its rank
     layout is external data parallel × pipeline × tensor, tensor innermost), and because
-    torchrun numbers a node's GPUs consecutively, which keeps a group on one node's NVLink.
+    the placement rule puts a group's ranks in one bundle (trainer/cluster/placement.py), which keeps it on one
+    node's NVLink.
     """
 
     world_size: int

@@ -17,8 +17,8 @@ import httpx
 from django.conf import settings
 
 from runs.cluster import ClusterUnreachable, ray_request, requested_resources
+from trainer.cluster.placement import run_placement
 from trainer.run.lifecycle import STOP_WAIT_VARIABLE
-from trainer.staleness import learner_gpus
 from trainer.verification.shared_cache import URL_VARIABLE as VERDICT_CACHE_URL_VARIABLE
 
 # The environment variable that carries the trainer's Redis URL (``--events env:…``).
@@ -75,17 +75,13 @@ def trainer_entrypoint(run) -> str:
     """The shell command Ray runs: the trainer's driver, with the run's exported files and its attempt.
     Every attempt after the first (a resume, a preemption, a re-queue) continues from the last checkpoint.
 
-    An RL run on several learner GPUs starts one trainer process per learner GPU through torchrun
-    (data-parallel ranks, trainer/loop/distributed.py); an asynchronous run's rollout pool
-    (cluster.rollout_gpus) is started by learner rank 0 itself. Everything else runs as one process.
+    The same command for every run, with no launcher in front: an RL run of several learner ranks or with a
+    rollout pool is the driver that places them as Ray actors (trainer/loop/ray_driver.py); a one-process run
+    (SFT, an evaluation, one learner GPU and no pool, a CPU run) runs in the job's own process.
     """
     folder = run.artifacts_dir
-    learner_ranks = learner_gpus(run.resolved_config)
-    launcher = [settings.TRAINER_PYTHON]
-    if run.kind == "rl" and learner_ranks > 1:
-        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(learner_ranks)]
     argv = [
-        *launcher, "-m", "trainer", TRAINER_COMMAND_OF_KIND[run.kind],
+        settings.TRAINER_PYTHON, "-m", "trainer", TRAINER_COMMAND_OF_KIND[run.kind],
         "--config", str(folder / "config.json"),
         "--promptset", str(folder / "promptset.jsonl"),
         "--output", str(folder),
@@ -119,11 +115,13 @@ def submit(run) -> str:
         "submission_id": job_id,
         "runtime_env": {"env_vars": env_vars},
         "metadata": {"run_id": str(run.pk), "attempt": str(run.attempt), "run_name": run.name[:100]},
-        # The driver holds the run's resources itself (rollouts and learner share its GPUs).
-        "entrypoint_num_cpus": requested["num_cpus"],
     }
-    if requested["num_gpus"]:
-        body["entrypoint_num_gpus"] = requested["num_gpus"]
+    if not run_placement(run.resolved_config, run.kind).needs_actors:
+        # A one-process run holds its resources itself; a driver holds none: its placement group holds the run's
+        # GPUs and CPUs, on whichever nodes Ray grants them (trainer/loop/ray_driver.py).
+        body["entrypoint_num_cpus"] = requested["num_cpus"]
+        if requested["num_gpus"]:
+            body["entrypoint_num_gpus"] = requested["num_gpus"]
     response = _request("POST", "/api/jobs/", json=body)
     if response.status_code == 400 and "already exists" in response.text:
         return job_id  # this attempt was submitted before: the same job, adopted

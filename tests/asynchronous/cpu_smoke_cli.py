@@ -1,11 +1,13 @@
 """The trainer's own command on the cpu-smoke preset, as a person runs it, for tests that read a run's events:
 ``python -m trainer run --preset cpu-smoke`` with a test's ``--set``s, on the smoke promptset, against the stand-in
-Lean server; under torchrun when the run has several learner ranks (CPU processes standing in for their GPUs,
-TRAINER_CPU_STANDS_IN_FOR_GPUS, which the test plugin sets)."""
+Lean server. A run of several learner ranks or with a rollout pool is its own Ray driver (CPU processes standing in
+for its GPUs, TRAINER_CPU_STANDS_IN_FOR_GPUS, which the test plugin sets), on a local Ray it starts for itself: the
+suite's head (RAY_ADDRESS) declares no GPUs."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ class SmokeRun:
     stderr: str  # its log, vLLM's among it
 
 
-def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | None = None, learner_ranks: int = 1,
+def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | None = None,
                   timeout: float = 800, resume: bool = False) -> SmokeRun:
     """Run it into ``folder``; ``settings`` are ``section.field=value`` pairs; ``resume``: from the latest checkpoint
     a run left there. Fails the test unless it exits 0."""
@@ -30,10 +32,7 @@ def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | Non
     promptset = folder / "smoke.jsonl"
     if not promptset.exists():
         write_smoke_promptset(promptset)
-    launcher = [sys.executable]
-    if learner_ranks > 1:
-        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(learner_ranks)]
-    command = [*launcher, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
+    command = [sys.executable, "-m", "trainer", "run", "--preset", "cpu-smoke", "--promptset", str(promptset),
                "--output", str(folder / "run"), "--lean-url", lean_url]
     if run_id is not None:
         command += ["--run-id", run_id]
@@ -41,6 +40,7 @@ def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | Non
         command += ["--resume"]
     for setting in settings:
         command += ["--set", setting]
-    finished = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout)
+    environment = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
+    finished = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout, env=environment)
     assert finished.returncode == 0, finished.stderr[-4000:]
     return SmokeRun([json.loads(line) for line in finished.stdout.splitlines()], finished.stderr)

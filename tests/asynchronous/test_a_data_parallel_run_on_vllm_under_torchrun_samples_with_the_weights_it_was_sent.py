@@ -32,7 +32,7 @@ def run(tmp_path_factory):
     with StandinServerThread() as server:
         return run_cpu_smoke(tmp_path_factory.mktemp("torchrun-vllm"), server.url, f"schedule.total_steps={STEPS}",
                              "rollout.engine=vllm", "model.dtype=float32", "rollout.max_staleness=1",
-                             "cluster.num_gpus=3", "cluster.rollout_gpus=1", learner_ranks=2, timeout=1000)
+                             "cluster.num_gpus=3", "cluster.rollout_gpus=1", timeout=1000)
 
 
 def step_metrics(events) -> list[dict]:

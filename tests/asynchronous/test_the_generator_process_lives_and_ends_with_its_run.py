@@ -2,9 +2,9 @@
 that dies fails the run with the reason, never a hang and never a run that goes on without rollouts.
 
 Both layouts, through the real command: one learner process beside one generator process (CPU), and
-``python -m trainer run`` under torchrun as the platform starts it with a rollout pool, two learner ranks (CPU,
-gloo) laid out as ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1, learner rank 0 starting the pool's
-generator process (torchrun passes Ray's SIGTERM on to the ranks)."""
+``python -m trainer run`` as the platform starts it with a rollout pool: the run's driver, placing two learner-rank
+actors (CPU, gloo) laid out as ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1, learner rank 0 starting the
+pool's generator process (the driver passes Ray's SIGTERM on to the ranks as a call)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from trainer.verification.standin_server import StandinServerThread
 
 ASYNCHRONOUS = ("--set", "rollout.max_staleness=1")
 POOL = ("--set", "cluster.num_gpus=3", "--set", "cluster.rollout_gpus=1")
-# (options, learner ranks, exit codes once cancelled and once failed): the trainer's own; torchrun's are its own
-# business, so under it any code but 0 (None)
+# (options, learner ranks, exit codes once cancelled and once failed): the trainer's own, the driver's too
 LAYOUTS = {
     "one_learner_process": (ASYNCHRONOUS, 1, (143, 1)),
-    "two_learner_ranks_and_a_pool": (ASYNCHRONOUS + POOL, 2, (None, None)),
+    "two_learner_ranks_and_a_pool": (ASYNCHRONOUS + POOL, 2, (143, 1)),
 }
 
 

@@ -1,4 +1,5 @@
-"""How a data-parallel run is launched: torchrun's environment, start-up checks, and the platform's command."""
+"""How a data-parallel run is launched: each rank's environment (torchrun's names, which the driver's rank actors
+are given), start-up checks, and the platform's command."""
 
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ def test_torchruns_environment_gives_this_processs_rank():
 
 
 def test_a_world_without_a_rank_is_refused_with_the_launch_command():
-    with pytest.raises(ValueError, match="torch.distributed.run"):
+    with pytest.raises(ValueError, match="python -m trainer run"):
         torchrun_position({"WORLD_SIZE": "2"})
 
 
-def test_a_multi_gpu_config_started_as_one_process_is_refused_with_the_torchrun_command():
+def test_a_multi_gpu_config_run_as_one_rank_is_refused_saying_the_driver_places_one_per_gpu():
     config = RunConfig.from_preset("h100x8")
-    with pytest.raises(ValueError, match="--nproc-per-node 8 -m trainer run"):
+    with pytest.raises(ValueError, match="places one learner-rank actor per learner GPU"):
         check_launch_fits_config(config, None)
     check_launch_fits_config(RunConfig.from_preset("cpu-demo"), None)  # one process, no GPU: fine
 
@@ -148,12 +149,11 @@ def run_of(kind: str, num_gpus: int, attempt: int = 1):
     return Run(pk=7, kind=kind, attempt=attempt, config=config)  # unsaved: the entry point reads nothing stored
 
 
-def test_the_platform_starts_a_multi_gpu_rl_run_as_one_torchrun_process_per_gpu():
+def test_the_platform_starts_a_multi_gpu_rl_run_as_its_driver_which_places_one_actor_per_gpu():
     from runs.ray_jobs import trainer_entrypoint
 
     argv = shlex.split(trainer_entrypoint(run_of("rl", 8, attempt=2)))
-    assert argv[1:8] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8", "-m", "trainer"]
-    assert argv[8] == "run" and argv[-1] == "--resume"
+    assert argv[1:4] == ["-m", "trainer", "run"] and argv[-1] == "--resume"
 
 
 def test_the_platform_starts_one_gpu_runs_and_sft_runs_as_one_process():

@@ -1,6 +1,7 @@
-"""Where an asynchronous GPU run's two pools sit on a node (trainer/ranks.py ``rollout_pool_devices``, and the
-platform's torchrun command): torchrun starts one learner rank per learner GPU, each on cuda:LOCAL_RANK, and learner
-rank 0 starts one generator process per rollout engine, each seeing only the pool's GPUs it holds."""
+"""Where an asynchronous GPU run's rollout pool sits (trainer/ranks.py ``rollout_pool_devices``, and the platform's
+command): the driver places one learner-rank actor per learner GPU (trainer/loop/ray_driver.py), and learner rank 0
+starts one generator process per rollout engine, each seeing only the pool's GPUs it holds, read through the GPUs
+its launcher was granted."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_fewer_visible_gpus_than_the_run_asks_for_is_refused_saying_which():
         rollout_pool_devices(h100x8(2), "0,1,2,3")
 
 
-def test_the_platform_starts_only_the_learner_ranks_under_torchrun():
+def test_the_platform_starts_a_run_with_a_pool_as_its_driver_with_no_torchrun():
     from runs.models import Run
     from runs.ray_jobs import trainer_entrypoint
 
@@ -53,5 +54,5 @@ def test_the_platform_starts_only_the_learner_ranks_under_torchrun():
         config = h100x8(rollout_gpus, num_gpus=num_gpus).to_json_dict()
         return shlex.split(trainer_entrypoint(Run(pk=7, kind="rl", attempt=1, config=config)))
 
-    assert argv_of(2)[1:8] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "6", "-m", "trainer"]
-    assert argv_of(1, num_gpus=2)[1:4] == ["-m", "trainer", "run"]  # one learner GPU: one process, beside its pool
+    assert argv_of(2)[1:4] == ["-m", "trainer", "run"]  # the driver places the learner ranks (trainer/loop/ray_driver.py)
+    assert argv_of(1, num_gpus=2)[1:4] == ["-m", "trainer", "run"]

@@ -77,6 +77,13 @@ class RunPlacement:
     def engines(self) -> int:
         return sum(1 for bundle in self.bundles if bundle.engine is not None)
 
+    @property
+    def needs_actors(self) -> bool:
+        """Whether the driver places the run as actors: several learner ranks or a rollout pool. A one-process
+        run (one learner rank and no pool: a CPU run, SFT, an evaluation) stays in the command's own process,
+        holding its one bundle's resources itself (a documented choice: nothing to place apart, no Ray needed)."""
+        return self.learner_ranks > 1 or self.engines > 0
+
     def bundle_of_rank(self, rank: int) -> int:
         return next(index for index, bundle in enumerate(self.bundles) if rank in bundle.ranks)
 

@@ -22,6 +22,7 @@ from trainer.commands import event_target
 from trainer.config import RunConfig, _deep_merge
 from trainer.fields import parse_config_assignments
 from trainer.loop.driver import RunStatus, TrainingRun
+from trainer.loop.ray_driver import drive
 from trainer.observability.events import (
     EventPublisher,
     EventsUnavailable,
@@ -34,7 +35,8 @@ from trainer.observability.live import live_sink_for
 from trainer.observability.progress import show_progress
 from trainer.observability.ray_metrics import export_to_ray
 from trainer.observability.tracking import attach_trackers
-from trainer.ranks import check_cuda_for_gpus, check_launch_fits_config, torchrun_position
+from trainer.cluster.placement import run_placement
+from trainer.ranks import RankPosition, check_cuda_for_gpus, check_launch_fits_config, torchrun_position
 from trainer.recipe.problems import load_problems_jsonl
 from trainer.run.checkpoint import first_event_seq_for_resume
 
@@ -139,6 +141,12 @@ def publish_cannot_start(publisher, error: Exception, **finished) -> CommandErro
     return failure
 
 
+def driver_world(config) -> RankPosition | None:
+    """The learner ranks the driver starts, as the launch check reads them (None: one rank, which runs alone)."""
+    ranks = run_placement(config).learner_ranks
+    return RankPosition(rank=0, world_size=ranks, local_rank=0) if ranks > 1 else None
+
+
 def with_delivery(sink, body) -> int:
     """``body()``'s exit code, once whatever the sink still buffers (the run's last events, or why it
     could not start) has gone out; a run whose events cannot be delivered has failed."""
@@ -163,14 +171,21 @@ def main(args: argparse.Namespace) -> int:
     return with_delivery(sink, lambda: _run(args, sink, position))
 
 
+def first_event_seq(args: argparse.Namespace) -> int:
+    """The number of this process's first event: a rank placed by the driver numbers after the driver's own events
+    (``first_event_seq``, which the driver sets); on --resume, after the checkpoint's; else 0."""
+    given = getattr(args, "first_event_seq", None)
+    if given is not None:
+        return given
+    return first_event_seq_for_resume(Path(args.output)) if args.resume else 0
+
+
 def start_publisher(args: argparse.Namespace, sink, position=None):
     """The training command's publisher: on --resume its events number on from the checkpoint's, every one
     carries --attempt, and under torchrun each rank publishes as itself."""
     if args.attempt < 1:  # here, not in argparse: every mistake is one `trainer COMMAND:` line
         raise CommandError(f"--attempt must be 1 or more (a run's first dispatch is attempt 1), got {args.attempt}")
-    first_seq = 0
-    if args.resume:
-        first_seq = first_event_seq_for_resume(Path(args.output))
+    first_seq = first_event_seq(args)
     if position is None:
         return EventPublisher(args.run_id, sink, first_seq=first_seq, attempt=args.attempt)
     from trainer.loop.distributed import RankEventPublisher
@@ -197,18 +212,26 @@ def start_reporting(config, output: Path, publisher, title: str) -> None:
 
 
 def _run(args: argparse.Namespace, sink, position) -> int:
+    """The run: as the driver of its actors (several learner ranks or a rollout pool, trainer/loop/ray_driver.py),
+    as one learner rank of them (``position``, which the driver's rank actor passes), or as one process."""
     output = Path(args.output)
     publisher = start_publisher(args, sink, position)
     start_live(args, publisher, sink)
+    is_driver = False
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)
-        check_launch_fits_config(config, position)
-        check_cuda_for_gpus(config.cluster.num_gpus)
+        is_driver = position is None and run_placement(config).needs_actors
+        # The driver holds no GPU: it checks the ranks it will start, each rank its own CUDA.
+        check_launch_fits_config(config, driver_world(config) if is_driver else position)
+        if not is_driver:
+            check_cuda_for_gpus(config.cluster.num_gpus)
         problems = read_problems(args.promptset, "--promptset")
         eval_problems = read_problems(args.eval_promptset, "--eval-promptset") if args.eval_promptset else None
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still tell the platform why
         raise publish_cannot_start(publisher, error) from None
+    if is_driver:  # the problems were read to fail here, at start-up; each rank reads its own
+        return drive(args, config, sink, publisher, rank_body=_run, first_seq=first_event_seq(args))
 
     output.mkdir(parents=True, exist_ok=True)
     if position is None or position.rank == 0:

@@ -1,4 +1,5 @@
-"""The RL loop: the training run (one process, or one per GPU), its evaluations, and an evaluation run.
-Imports from the trainer: config, compute_dtype, ranks, verification, observability, recipe, learning,
-rollout, run, asynchronous, sft.
+"""The RL loop: the training run (one process, or one learner-rank actor per GPU placed by its Ray driver), its
+evaluations, and an evaluation run.
+Imports from the trainer: config, command_line, compute_dtype, ranks, cluster, verification, observability, recipe,
+learning, rollout, run, asynchronous, sft.
 """

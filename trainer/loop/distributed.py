@@ -1,4 +1,9 @@
-"""Data-parallel training: one process per GPU, started by torchrun, each one a whole trainer.
+"""Data-parallel training: one process per learner GPU, each one a whole trainer.
+
+Each rank is a learner-rank actor the run's driver placed (trainer/loop/ray_driver.py), on any node of the
+cluster, given torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT: learner rank
+0's node and a port free there), so the protocol below is the one torchrun's ranks ran, and still run where a
+test starts ranks itself.
 
 Prompt-parallel, as verl's colocated mode is. Every rank owns one GPU, its own Lean client and
 one FSDP shard of the learner. Rollouts come from engines that span ``tp`` consecutive ranks
@@ -44,12 +49,13 @@ Failures: a rank that fails records the reason in the process group's key-value 
 before it leaves. Work done between collectives (generation, scoring, evaluation) is
 exchanged with a status, so every rank leaves that exchange together and rank 0 fails the run
 with the peer's reason. A failure inside a collective (the learner step, the weight push, a
-tensor-parallel engine's forward pass) reaches rank 0 as a broken collective or as torchrun's
-SIGTERM; rank 0 then reports the first recorded failure instead of that echo. Should rank 0
+tensor-parallel engine's forward pass) reaches rank 0 as a broken collective (the driver ends a rank's
+process once its run returns, as torchrun's rank ended) or as a cancel; rank 0 then reports the first recorded
+failure instead of that echo. A rank whose actor dies (its node lost) is the driver's to report. Should rank 0
 hang in a collective that will never complete (NCCL waits for a missing rank), a watch thread
 publishes the recorded failure and ends the process after a grace period.
 
-The asynchronous loop (``rollout.max_staleness`` η ≥ 1, verl's one-step-off-policy layout): torchrun
+The asynchronous loop (``rollout.max_staleness`` η ≥ 1, verl's one-step-off-policy layout): the driver
 starts only the learner ranks, one per learner GPU (``cluster.num_gpus − cluster.rollout_gpus``);
 learner rank 0 starts the rollout pool, one generator process per engine on the pool's GPUs
 (trainer/asynchronous/generator_process.py ``GeneratorPool``, placed by trainer/ranks.py ``rollout_pool_devices``),
@@ -75,6 +81,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -172,7 +179,7 @@ class RankGroup:
         control_group = dist.new_group(backend="gloo", timeout=CONTROL_GROUP_TIMEOUT)
         store = dist.distributed_c10d._get_default_store()
         group = cls(dist.get_rank(), dist.get_world_size(), control_group, store)
-        store.set(_PID_KEY.format(rank=group.rank), str(os.getpid()))
+        store.set(_PID_KEY.format(rank=group.rank), f"{os.getpid()} {socket.gethostname()}")
         return group
 
     def join_engine_peers(self, groups: EngineGroups) -> RankGroup:
@@ -475,7 +482,10 @@ class PeerExitWatch:
         keys = [_PID_KEY.format(rank=rank) for rank in peers]
         try:
             self.group.store.wait(keys, timedelta(seconds=self.peers_joining_s))
-            pids = {rank: int(self.group.store.get(key)) for rank, key in zip(peers, keys)}
+            said = {rank: self.group.store.get(key).decode().split(" ", 1) for rank, key in zip(peers, keys)}
+            # Only a process on this host can be watched; a peer on another node that dies is the driver's to
+            # report (its actor's death, trainer/loop/ray_driver.py), as its node's death is.
+            pids = {rank: int(pid) for rank, (pid, host) in said.items() if host == socket.gethostname()}
         except Exception:  # noqa: BLE001 - no store, or a peer that never joined: its failure reaches rank 0 otherwise
             return
         poller = select.poll()
@@ -952,7 +962,8 @@ class DataParallelRun(TrainingRun):
 
 def run_data_parallel(config: RunConfig, problems, output_dir, publisher: RankEventPublisher,
                       position: RankPosition, **options) -> RunStatus:
-    """``python -m trainer run`` under torchrun: join the ranks, train, and leave the group cleanly."""
+    """One learner rank of ``python -m trainer run`` (a driver's rank actor): join the ranks, train, and leave the group
+    cleanly."""
     try:
         group = RankGroup.join(position)
     except Exception as error:  # noqa: BLE001 - a run that cannot start must still say why

@@ -37,9 +37,10 @@ class EventType(StrEnum):
     ERROR = "error"
     RUN_FINISHED = "run_finished"
     TRACKING = "tracking"  # where a tracker (W&B, MLflow, TensorBoard) logs this run, or why it stopped
-    PLACEMENT = "placement"  # what the run's placement group waits for, or which node each actor is on
     # Text still being generated: live only, never on the durable stream, never stored (trainer/observability/live.py).
     ROLLOUT_PROGRESS = "rollout_progress"
+    # Where the run's actors wait or sit on the Ray cluster (trainer/loop/ray_driver.py; a Placement payload).
+    PLACEMENT = "placement"
 
 
 class LeanMessagePayload(BaseModel):

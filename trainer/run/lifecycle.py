@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainer.cluster.failures import CAUSE_INFRASTRUCTURE, InfrastructureFailure
 from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED
 from trainer.observability.events import EventPublisher, EventType, RunStatus, finish_delivery
 from trainer.run.checkpoint import record_last_event_seq
@@ -45,6 +46,14 @@ def stop_deadline_s(environ: Mapping[str, str] = os.environ) -> float:
     except ValueError:
         wait = RAY_DEFAULT_STOP_WAIT_S
     return max(wait - 5.0, wait / 2) if wait >= 10 else wait / 2
+
+
+_running_runs: list[RunLifecycle] = []  # the runs of this process now inside ``run`` (one, outside tests)
+
+
+def request_cancel_of_running_run(signal_name: str = "SIGTERM") -> bool:
+    """Cancel this process's running run from another thread (``RunLifecycle.request_cancel``); False if none runs."""
+    return any([run.request_cancel(signal_name) for run in list(_running_runs)])
 
 
 class RunCancelled(BaseException):
@@ -94,6 +103,8 @@ class RunLifecycle:
     _has_published_end: bool = False
     _stop_deadline: threading.Timer | None = None
     _stopped_by: str | None = None  # the signal that told the run to stop, once its handler has run
+    _run_thread: int | None = None  # the thread running ``live``, for a cancel that comes as a call (request_cancel)
+    _cause: str | None = None  # CAUSE_INFRASTRUCTURE when the infrastructure failed the run (RUN_FINISHED's cause)
 
     def live(self) -> None:
         """Set up, publish RUN_STARTED, and do the run's work; returning means it succeeded."""
@@ -122,6 +133,23 @@ class RunLifecycle:
             return RunStatus.CANCELLED, (f"stopped by {self._stopped_by} during step {self.step}; "
                                          f"its shutdown then raised {type(error).__name__}: {error}")
         return RunStatus.FAILED, f"{type(error).__name__}: {error}"
+
+    def request_cancel(self, signal_name: str = "SIGTERM") -> bool:
+        """Cancel the run from another thread, as SIGTERM does: the stop deadline starts, and RunCancelled is raised
+        in the thread running ``live``. A learner-rank actor is cancelled so (trainer/loop/rank_actor.py): Ray
+        runs it on a thread of its worker process, where no signal handler can be installed. As with a signal, a
+        thread inside a C++ call (a collective) sees the exception only when the call returns; the deadline's
+        watchdog ends the run if that is too late. False when the run is not running (nothing to cancel)."""
+        import ctypes
+
+        if self._run_thread is None or self._deadline_lock is None:
+            return False
+        if self._stopped_by is not None:
+            return True  # a second request would cut off the first one's shutdown
+        self._stopped_by = signal_name
+        self._start_stop_deadline()
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._run_thread), ctypes.py_object(RunCancelled))
+        return True
 
     def _on_sigterm(self, signum, frame) -> None:
         signal_name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
@@ -180,17 +208,23 @@ class RunLifecycle:
                 previous_handlers[signum] = signal.signal(signum, self._on_sigterm)
             sigterm_watch = _SigtermWatch(self._start_stop_deadline)
         status, reason = RunStatus.FAILED, ""
+        self._run_thread = threading.get_ident()
+        _running_runs.append(self)
         try:
             self.live()
             status = RunStatus.SUCCEEDED
         except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
             status, reason = self.outcome_of(error)
+            if status is RunStatus.FAILED and isinstance(error, InfrastructureFailure):
+                self._cause = CAUSE_INFRASTRUCTURE  # the platform retries it from the last checkpoint
             self.before_the_end_is_published(status)
             if status is RunStatus.FAILED:
                 self.publisher.publish(EventType.ERROR, {
                     "step": self.step, "message": reason, "traceback": traceback.format_exc()[-8000:],
                 })
         finally:
+            self._run_thread = None  # no cancel may be raised into tear-down's code, nor after it
+            _running_runs.remove(self)
             self.tear_down()
             if sigterm_watch is not None:
                 sigterm_watch.close()
@@ -204,7 +238,8 @@ class RunLifecycle:
             return status
         if self._stop_deadline is not None:
             self._stop_deadline.cancel()
+        cause = {"cause": self._cause} if self._cause else {}
         self.publisher.publish(EventType.RUN_FINISHED, {
-            "status": status.value, "reason": reason, "step": self.step, **self.finished_payload(status)})
+            "status": status.value, "reason": reason, "step": self.step, **self.finished_payload(status), **cause})
         record_last_event_seq(self.output_dir, self._seq_recorder.last_seq)
         return status

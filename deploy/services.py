@@ -298,6 +298,11 @@ class RayHeadService(Service):
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # Said outright, never left to Ray: with RAY_AUTH_MODE unset, Ray turns token authentication on for any
+        # head started in a HOME whose ~/.ray/auth_token exists, and Ray's own `ray.init()` of a new local cluster
+        # (a run's driver outside a Ray job) writes that file; the platform would then be refused (401) by a head
+        # it was never given the token of. Token mode is on exactly when the stack is given RAY_AUTH_TOKEN.
+        env.setdefault("RAY_AUTH_MODE", "token" if env.get("RAY_AUTH_TOKEN") else "disabled")
         # The trainer package must import inside the job: the repo is on the workers' path.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH")]))
         return env

@@ -31,6 +31,10 @@ if os.environ.get(_SET_HERE, str(os.getpid())) != str(os.getpid()):
         os.environ.pop(_variable, None)
 _already_set = set(os.environ)
 os.environ[_SET_HERE] = str(os.getpid())
+# Every Ray the suite starts (its heads, ray.cluster_utils clusters, a driver's own local Ray) runs without token
+# authentication unless a test asks for it (tests/deploy/conftest.py): left unset, Ray's ray.init() of a new local
+# cluster writes ~/.ray/auth_token, and every head started after it in that HOME would then demand the token.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 _root = Path(tempfile.mkdtemp(prefix="leanrl-tests-"))
 os.chmod(_root, 0o755)

@@ -4,7 +4,7 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from promptsets.models import Promptset, PromptsetVersion
-from runs import launch_contract, launch_plan
+from runs import group_launch, launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS, RetryHistory, RolloutEngineKind, RunConfig
@@ -21,6 +21,7 @@ FIELD_GROUPS = (
     ("Sampling", ("prompts_per_step", "samples_per_prompt", "max_response_tokens", "temperature", "rollout_engine")),
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
     ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls")),
+    ("Seeds and a grid", ("seeds", "grid")),
 )
 
 
@@ -63,6 +64,14 @@ class LaunchRunForm(forms.Form):
                  (RetryHistory.LAST.value, "last: the last attempt and its errors (the release's retry)"),
                  (RetryHistory.ALL.value, "all: every earlier attempt and its errors, the oldest dropped to fit")],
         help_text="With two or more rounds of correction: what each round's prompt quotes of the rounds before it.")
+
+    seeds = forms.IntegerField(
+        required=False, initial=1, min_value=1, max_value=group_launch.MAX_SEEDS, label="Seeds",
+        help_text=group_launch.GROUP_FIELDS["seeds"])
+    grid = forms.CharField(
+        required=False, label="Grid", widget=forms.Textarea(attrs={"rows": 3, "placeholder": "learning_rate=1e-5, 2e-5"}),
+        help_text="One launch field a line with the values it takes, e.g. learning_rate=1e-5, 2e-5. "
+                  + group_launch.GROUP_FIELDS["grid"].split(": ", 1)[1])
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -122,6 +131,10 @@ class LaunchRunForm(forms.Form):
         for choice in ("rollout_engine", "retry_history"):  # blank: the preset's
             if self.cleaned_data.get(choice):
                 data[choice] = self.cleaned_data[choice]
+        if self.cleaned_data.get("seeds") not in (None, 1):
+            data["seeds"] = self.cleaned_data["seeds"]
+        if self.cleaned_data.get("grid", "").strip():
+            data["grid"] = self.cleaned_data["grid"]
         return data
 
     def clean(self):
@@ -131,8 +144,11 @@ class LaunchRunForm(forms.Form):
             self.add_error(None, launch_contract.unknown_field_message(key))
         if self.errors:
             return cleaned
+        data = self.launch_data()
         try:
-            self.launch_request = launch_contract.parse(self.launch_data())
+            # A group request (seeds or a grid) goes to actions.launch_group, a single one to actions.launch_run.
+            self.launch_request = (group_launch.parse_group(data) if group_launch.is_group_launch(data)
+                                   else launch_contract.parse(data))
         except LaunchError as error:
             self.add_launch_error(error)
         return cleaned

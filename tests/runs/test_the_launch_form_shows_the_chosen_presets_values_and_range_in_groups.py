@@ -75,6 +75,7 @@ def test_the_fields_are_grouped_and_the_later_groups_start_collapsed(alices_clie
                              "rollout_engine"]),
         ("Asynchronous RL and evaluation", False, ["max_staleness", "rollout_gpus", "eval_samples", "error_correction"]),
         ("Beyond the release", False, ["max_rounds", "retry_history", "lean_tool_calls"]),
+        ("Seeds and a grid", False, ["seeds"]),  # and the grid's box, a textarea
     ]
 
 
@@ -84,4 +85,4 @@ def test_a_collapsed_group_opens_when_one_of_its_fields_has_an_error(alices_clie
                               ).content.decode()
     assert [(title, is_open) for title, is_open, _ in groups(page)] == [
         ("What every run sets", True), ("Schedule", False), ("Sampling", False),
-        ("Asynchronous RL and evaluation", True), ("Beyond the release", False)]
+        ("Asynchronous RL and evaluation", True), ("Beyond the release", False), ("Seeds and a grid", False)]

@@ -68,3 +68,44 @@ if (chart && figure) {
   if (chart.columns.some((c) => c.line.length)) draw();
   else figure.appendChild(Object.assign(document.createElement("p"), { className: "chart-empty", textContent: `No run has measured ${chart.metric} yet.` }));
 }
+
+// A grid's parallel coordinates, on uPlot as the other charts: x is the axis number (each varied field, then the
+// final metric), y each value scaled to its axis's range; a tick under each axis gives its name and its range.
+function drawParallel(grid, figure) {
+  const axes = grid.axes.length;
+  const ranges = grid.axes.map((_, i) => {
+    const values = grid.lines.map((line) => (i < axes - 1 ? line.values[i] : line.final)).filter((v) => typeof v === "number");
+    return values.length ? [Math.min(...values), Math.max(...values)] : [0, 1];
+  });
+  const scaled = (value, i) => {
+    if (typeof value !== "number") return null; // not measured: no point, never 0
+    const [low, high] = ranges[i];
+    return high > low ? (value - low) / (high - low) : 0.5;
+  };
+  const finals = ranges[axes - 1];
+  const data = [grid.axes.map((_, i) => i), ...grid.lines.map((line) => [...line.values, line.final].map(scaled))];
+  const shade = (line) => {
+    // Better final metric, darker line; the value is on the axis, so the colour is never the only carrier.
+    const share = typeof line.final === "number" && finals[1] > finals[0] ? (line.final - finals[0]) / (finals[1] - finals[0]) : 0.5;
+    return `rgba(47,111,219,${(0.25 + 0.75 * share).toFixed(2)})`;
+  };
+  const number = (v) => (Math.abs(v) > 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : String(+v.toPrecision(4)));
+  const size = () => ({ width: Math.max(240, figure.clientWidth - 8), height: 240 });
+  const plot = new uPlot({
+    ...size(),
+    scales: { x: { time: false, range: [-0.1, axes - 0.9] }, y: { range: [-0.05, 1.05] } },
+    axes: [{ stroke: "currentColor", splits: () => grid.axes.map((_, i) => i), grid: { stroke: "rgba(128,128,128,.5)" },
+             values: (u, splits) => splits.map((i) => `${grid.axes[i]} (${number(ranges[i][0])}–${number(ranges[i][1])})`) },
+           { show: false }],
+    series: [{ label: "axis" }, ...grid.lines.map((line) => ({ label: `${line.name} (#${line.id})`, stroke: shade(line), width: 2, spanGaps: false }))],
+    legend: { show: false },
+  }, data, figure);
+  new ResizeObserver(() => plot.setSize(size())).observe(figure);
+  figure.parallelChart = { plot, lines: grid.lines, ranges };
+}
+
+const grids = readJson("compare-grids", []);
+for (const [index, grid] of grids.entries()) {
+  const target = document.querySelector(`[data-parallel="${index}"]`);
+  if (target) drawParallel(grid, target);
+}

@@ -99,6 +99,22 @@ def evaluation_table(runs: list[Run]) -> dict:
     return {"steps": ordered, "rows": [row for row in rows if row["points"]]}
 
 
+def parallel_coordinates(column: dict, metric: str, window: int) -> dict | None:
+    """For a grid group: one line per run from each varied field's value to its final ``metric`` (the mean over its
+    last ``window`` measured steps). Each axis is scaled to its own range on the page; the values travel as they are."""
+    group = column.get("group")
+    if group is None or not group.grid:
+        return None
+    fields = list(group.grid)
+    lines = []
+    for member in run_groups.members(group, column["runs"]):
+        points = column["points"].get(member["run"].pk) or []
+        final = sum(value for _, _, value in points[-window:]) / len(points[-window:]) if points else None
+        lines.append({"id": member["run"].pk, "name": member["run"].name, "seed": member["seed"],
+                      "values": [member["cell"][field] for field in fields], "final": final})
+    return {"group": group.name, "axes": [*fields, f"{metric}, last {window} steps"], "lines": lines}
+
+
 def page(user, query) -> dict:
     view, notes = read_view(query)
     visible = Run.objects.visible_to(user).select_related("promptset_version__promptset")
@@ -132,8 +148,10 @@ def page(user, query) -> dict:
               "line": [[point["x"], point["mean"], point["low"], point["high"]] for point in column["line"]],
               "seedLines": column["seed_lines"] if view["seeds"] and column["kind"] == "group" else []}
              for column in columns]
+    grids = [grid for column in group_columns
+             if (grid := parallel_coordinates(column, view["metric"], view["window"])) is not None]
     return {
-        "view": view, "notes": notes, "columns": columns, "verdicts": verdicts,
+        "view": view, "notes": notes, "columns": columns, "verdicts": verdicts, "grids": grids,
         "metric_names": _metric_names(every_run) or [view["metric"]],
         "axes": run_groups.AXES, "bands": run_groups.BANDS,
         "chart": {"columns": chart, "metric": view["metric"], "axisLabel": run_groups.AXES[view["axis"]],

@@ -144,3 +144,27 @@ def test_a_strangers_group_is_not_compared(client, charlie, make_group):
     group = make_group("A", SEEDS_A)
     client.force_login(charlie)
     assert "compare-chart-data" not in client.get(f"/runs/compare/?groups={group.pk}").content.decode()
+
+
+def test_a_grid_is_drawn_as_parallel_coordinates_from_its_varied_fields_to_the_final_metric(
+        alice, alices_client, make_run):
+    group = RunGroup.objects.create(owner=alice, name="lr grid", launch={"preset": "cpu-demo"},
+                                    grid={"learning_rate": [1e-5, 2e-5]})
+    finals = {}
+    for learning_rate in (1e-5, 2e-5):
+        for seed in (0, 1):
+            config = RunConfig.from_preset("cpu-demo", {"schedule": {"seed": seed},
+                                                        "optimizer": {"learning_rate": learning_rate}})
+            run = make_run(name=f"lr {learning_rate} seed {seed}", run_group=group, config=config.to_json_dict())
+            rewards = [learning_rate * 10_000 + seed / 10 + step / 100 for step in STEPS]
+            for step, reward in zip(STEPS, rewards, strict=True):
+                StepMetrics.objects.create(run=run, step=step, values={"reward/mean": reward})
+            finals[run.pk] = fmean(rewards[-3:])
+    html = alices_client.get(f"/runs/compare/?groups={group.pk}&window=3").content.decode()
+    (grid,) = json.loads(re.search(r'<script id="compare-grids" type="application/json">(.*?)</script>', html, re.S)[1])
+    assert grid["axes"] == ["learning_rate", "reward/mean, last 3 steps"]
+    drawn = {line["id"]: line for line in grid["lines"]}
+    assert set(drawn) == set(finals)
+    for run in group.runs.all():
+        assert drawn[run.pk]["values"] == [run.resolved_config.optimizer.learning_rate]
+        assert drawn[run.pk]["final"] == pytest.approx(finals[run.pk])

@@ -256,8 +256,9 @@ def requested_summary(data: dict[str, Any], viewer=None) -> dict[str, Any]:
     group = None
     if group_launch.is_group_launch(given):
         group = group_launch.parse_group({**given, "name": data.get("name") or "group",
-                                             "promptset_version_id": 1})
-        given = {key: value for key, value in given.items() if key not in group_launch.GROUP_FIELDS}
+                                          "promptset_version_id": 1})
+    # The form always sends its seeds (1 for a single run): the single run's contract has no such field.
+    given = {key: value for key, value in given.items() if key not in group_launch.GROUP_FIELDS}
     request = launch_contract.parse({**given, "name": "summary", "promptset_version_id": 1})
     config = actions.schema_config(request.preset, actions.requested_overrides(request))
     version, problem_count, warnings = None, None, []

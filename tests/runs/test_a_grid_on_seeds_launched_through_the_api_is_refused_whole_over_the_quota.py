@@ -88,3 +88,14 @@ def test_a_stranger_neither_sees_nor_cancels_a_group(alice, charlie, launch_grou
     client.force_login(charlie)
     assert client.get(f"/api/runs/groups/{group_id}").status_code == 404
     assert client.post(f"/api/runs/groups/{group_id}/cancel").status_code == 404
+
+
+def test_each_runs_page_links_to_its_group_and_the_group_page_lists_every_cell(alice, launch_group, alices_client,
+                                                                              dispatched):
+    Quota.objects.create(user=alice, max_concurrent_runs=8, max_gpus=0)
+    group = RunGroup.objects.get(pk=launch_group().json()["id"])
+    run = group.runs.first()
+    assert f'<a href="/runs/groups/{group.pk}/">lr × temperature</a>' in alices_client.get(f"/runs/{run.pk}/").content.decode()
+    page = alices_client.get(f"/runs/groups/{group.pk}/").content.decode()
+    assert page.count('<section class="group-cell"') == 4 and page.count("<tr data-run-id=") == 8
+    assert "learning_rate=1e-5, temperature=0.7" in page

@@ -126,8 +126,9 @@ def page(user, query) -> dict:
         notes.append(f"{len(runs) + len(groups)} runs and groups asked for; the first {MAX_COMPARED} are shown")
         groups = groups[:MAX_COMPARED]
         runs = runs[:MAX_COMPARED - len(groups)]
-    members = {group.pk: list(visible.filter(run_group=group).prefetch_related("evaluations").order_by("pk"))
-               for group in groups}
+    members = {group.pk: [] for group in groups}
+    for run in visible.filter(run_group__in=groups).prefetch_related("evaluations").order_by("pk"):
+        members[run.run_group_id].append(run)
     runs = sorted(visible.filter(pk__in=[run.pk for run in runs]).prefetch_related("evaluations"),
                   key=lambda run: view["runs"].index(run.pk))
     columns = ([{"kind": "group", "id": group.pk, "name": group.name, "runs": members[group.pk], "group": group}
@@ -139,14 +140,14 @@ def page(user, query) -> dict:
         column["points"] = points
         column["line"] = run_groups.group_line(points, view["band"])
         column["seed_lines"] = [{"id": run.pk, "name": run.name, "points": [[x, value] for _, x, value in points[run.pk]]}
-                                for run in column["runs"]]
+                                for run in column["runs"]] if view["seeds"] and column["kind"] == "group" else []
     group_columns = [column for column in columns if column["kind"] == "group"]
     verdicts = [{"first": group_columns[0], "other": other,
                  **run_groups.noise_verdict(group_columns[0]["points"], other["points"], view["window"])}
                 for other in group_columns[1:]]
     chart = [{"kind": column["kind"], "id": column["id"], "name": column["name"], "seeds": len(column["runs"]),
               "line": [[point["x"], point["mean"], point["low"], point["high"]] for point in column["line"]],
-              "seedLines": column["seed_lines"] if view["seeds"] and column["kind"] == "group" else []}
+              "seedLines": column["seed_lines"]}
              for column in columns]
     grids = [grid for column in group_columns
              if (grid := parallel_coordinates(column, view["metric"], view["window"])) is not None]

@@ -15,7 +15,8 @@ from statistics import fmean, stdev
 from runs import noise
 from runs.group_launch import cell_text
 from runs.launch_contract import SETTABLE_FIELDS
-from django.db.models.fields.json import KeyTransform
+from django.db.models import FloatField
+from django.db.models.expressions import RawSQL
 
 from runs.models import Run, RunEvent, RunGroup, StepMetrics
 from trainer.observability.events import EventType
@@ -70,6 +71,14 @@ def smoothed(points: list[tuple[float, float]], factor: float) -> list[tuple[flo
     return result
 
 
+def _number_at(key: str) -> RawSQL:
+    """A step's metric ``key`` as a float, read by PostgreSQL: null where it is absent or not a number (a count of
+    categories, a flag), so it is left out, never read as 0. Decoding it in Python was half the compare page's time."""
+    column = f'"{StepMetrics._meta.db_table}"."values"'
+    return RawSQL(f"CASE WHEN jsonb_typeof({column} -> %s) = 'number' THEN ({column} ->> %s)::float8 END", (key, key),
+                  output_field=FloatField())
+
+
 def run_points(runs: list[Run], metric: str, axis: str, smoothing: float) -> dict[int, list[tuple[int, float, float]]]:
     """Per run, its (step, x, value) where it measured ``metric``, in step order, smoothed by ``smoothing``.
     Only the figures drawn leave the database: a step's metrics hold some forty, and 20 runs of 500 steps would
@@ -83,8 +92,8 @@ def run_points(runs: list[Run], metric: str, axis: str, smoothing: float) -> dic
     records: dict[int, list[tuple]] = {run.pk: [] for run in runs}
     for run_id, step, value, length, answers in (
             StepMetrics.objects.filter(run__in=runs).order_by("run_id", "step")
-            .annotate(metric=KeyTransform(metric, "values"), length=KeyTransform("response_length/mean", "values"),
-                      answers=KeyTransform("rollouts", "values"))
+            .annotate(metric=_number_at(metric), length=_number_at("response_length/mean"),
+                      answers=_number_at("rollouts"))
             .values_list("run_id", "step", "metric", "length", "answers")):
         records[run_id].append((step, _number(value), _number(length), _number(answers)))
     result = {}

@@ -394,4 +394,3 @@ def overrides_for(request: LaunchRequest) -> dict[str, dict[str, Any]]:
 
 FIELD_FOR_CONFIG_PATH = {f"{settable.section}.{settable.field}": name for name, settable in SETTABLE_FIELDS.items()}
 FIELD_FOR_CONFIG_PATH["retry.history"] = "retry_history"
-

@@ -4,6 +4,7 @@
     leanrl promptsets upload problems.jsonl --name minif2f
     leanrl promptsets import --dataset AI-MO/Kimina-Prover-Promptset --split train --name kimina
     leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo learning_rate=1e-5
+    leanrl groups launch name=lr promptset_version_id=3 preset=cpu-smoke seeds=3 'grid={"learning_rate": [1e-5, 2e-5]}'
     leanrl runs follow 12                                      # a progress bar per step, the last rollouts
     leanrl rollouts 12 --verdict lean_error > failed.jsonl     # JSON Lines
     leanrl checkpoints download 12 20 -o model.zip
@@ -179,6 +180,57 @@ def runs_resume(client: PlatformClient, args) -> int:
     return 0
 
 
+def groups_launch(client: PlatformClient, args) -> int:
+    """A group: the launch fields, plus seeds (runs of each configuration) and grid (field → values)."""
+    fields = client.body_fields("runs_api_launch_group")
+    if args.fields:
+        for name, spec in fields.items():
+            flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
+            print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
+        return 0
+    try:
+        body = read_assignments(args.field, fields)
+    except ValueError as error:
+        raise UsageError(f"{error} (see `leanrl groups launch --fields`)") from None
+    group = client.call("runs_api_launch_group", json_body=body)
+    print(f"group {group['id']} {group['name']!r} queued: {len(group['runs'])} runs; see it with "
+          f"`leanrl groups show {group['id']}`")
+    return 0
+
+
+def _print_group(group: dict) -> None:
+    print(f"group {group['id']} {group['name']!r}: {len(group['runs'])} runs")
+    for run in group["runs"]:
+        cell = ", ".join(f"{name}={value}" for name, value in run["cell"].items())
+        print(f"{run['id']}\t{run['state']}\tstep {run['current_step']}\tseed {run['seed']}\t{cell}")
+
+
+def groups_show(client: PlatformClient, args) -> int:
+    _print_group(client.call("runs_api_get_group", path={"group_id": args.group}))
+    return 0
+
+
+def groups_cancel(client: PlatformClient, args) -> int:
+    _print_group(client.call("runs_api_cancel_group", path={"group_id": args.group}))
+    return 0
+
+
+def groups_seed(client: PlatformClient, args) -> int:
+    _print_group(client.call("runs_api_add_group_seed", path={"group_id": args.group}))
+    return 0
+
+
+def groups_export(client: PlatformClient, args) -> int:
+    output = Path(args.output or f"group{args.group}-metrics.{args.format}")
+    partial = output.with_name(output.name + ".part")
+    with partial.open("wb") as destination:
+        for _ in client.download(f"runs_api_group_metrics_{args.format}", destination, path={"group_id": args.group}):
+            pass
+    partial.replace(output)
+    print(f"saved {output} ({output.stat().st_size} bytes)")
+    return 0
+
+
 def total_steps(run: dict) -> int | None:
     """Where the run ends, as the server works it out (epochs or steps, whichever comes first)."""
     return run.get("planned_steps") or None
@@ -327,6 +379,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--rollouts", type=int, default=3, help="Rollouts printed per refresh (default: 3).")
     sub.add_argument("--interval", type=float, default=2.0, help="Seconds between refreshes (default: 2).")
     sub.set_defaults(handler=runs_follow)
+
+    groups = commands.add_parser("groups", help="Launch a run group (seeds, a grid), show, cancel, add a seed, "
+                                                "export its metrics.").add_subparsers(dest="action", required=True,
+                                                                                      metavar="ACTION")
+    sub = groups.add_parser("launch", help="Launch a group: the launch fields as FIELD=VALUE pairs, plus seeds=N and "
+                                           "grid={\"FIELD\": [VALUE, …]} (each combination on N seeds).")
+    sub.add_argument("field", nargs="*", metavar="FIELD=VALUE")
+    sub.add_argument("--fields", action="store_true", help="List the fields the server takes, and stop.")
+    sub.set_defaults(handler=groups_launch)
+    for name, handler, text in (("show", groups_show, "Its runs: state, step, seed, cell."),
+                                ("cancel", groups_cancel, "Cancel every run that has not ended."),
+                                ("seed", groups_seed, "Launch one more seed of each cell.")):
+        sub = groups.add_parser(name, help=text)
+        sub.add_argument("group", type=int)
+        sub.set_defaults(handler=handler)
+    sub = groups.add_parser("export", help="Every run's metrics in one table, each row with its run, seed and cell.")
+    sub.add_argument("group", type=int)
+    sub.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    sub.add_argument("-o", "--output", help="File to write (default: group<id>-metrics.<format>).")
+    sub.set_defaults(handler=groups_export)
 
     sub = commands.add_parser("rollouts", help="A run's rollouts as JSON Lines on standard output.")
     sub.add_argument("run", type=int)

@@ -8,8 +8,9 @@ const form = document.getElementById("launch-form");
 const rows = document.getElementById("launch-summary-rows");
 const status = document.getElementById("launch-summary-status");
 const warnings = document.getElementById("launch-warnings");
-// Neither changes the config: the summary is asked without them (as the API's launch-summary documents).
-const NOT_SUMMARISED = new Set(["csrfmiddlewaretoken", "name", "starting_checkpoint"]);
+// Neither changes the config: the summary is asked without them (as the API's launch-summary documents). The name
+// goes, though it changes nothing either: a group's plan names its runs with it.
+const NOT_SUMMARISED = new Set(["csrfmiddlewaretoken", "starting_checkpoint"]);
 // The promptset does not change the config either, but what will not work on it is said before the launch.
 const CONTRACT_NAMES = { promptset_version: "promptset_version_id" };
 const WAIT_MS = 300;
@@ -55,6 +56,15 @@ function drawWarnings(list) {
   warnings.hidden = list.length === 0;
 }
 
+// A group launch (seeds or a grid) lists the runs it will start, each with its cell and seed, before the launch.
+function drawGroupPlan(plan) {
+  const box = document.getElementById("launch-group-plan");
+  box.hidden = !plan;
+  if (!plan) return;
+  document.getElementById("launch-group-count").textContent = plan.text;
+  document.getElementById("launch-group-runs").replaceChildren(...plan.members.map((name) => el("li", { text: name })));
+}
+
 function askedFields() {
   const query = new URLSearchParams();
   for (const [key, value] of new FormData(form)) {
@@ -73,6 +83,7 @@ async function refreshSummary() {
   if (response.ok) {
     drawSummary(body.summary, `The ${body.preset} preset with the values above, as the trainer resolves them.`);
     drawWarnings(body.warnings || []);
+    drawGroupPlan(body.runs);
     return;
   }
   rows.classList.add("stale");

@@ -15,8 +15,10 @@ from pydantic import ValidationError
 
 from promptsets.export import run_input_rows
 from promptsets.models import Promptset, PromptsetVersion
-from runs import cluster, launch_contract, ray_jobs, scheduling, warm_start
-from runs.models import Attempt, Checkpoint, LearnerPlan, RegisteredModel, Run, RunState, job_id_for
+from runs import cluster, group_launch, launch_contract, ray_jobs, scheduling, warm_start
+from runs.models import (
+    FINAL_STATES, Attempt, Checkpoint, LearnerPlan, RegisteredModel, Run, RunGroup, RunState, job_id_for,
+)
 from trainer.config import RunConfig
 from trainer.memory import memory_fit
 
@@ -159,6 +161,48 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
         run.state_changes.create(state=RunState.QUEUED, reason="launched")
         transaction.on_commit(scheduling.schedule_soon)
     return run
+
+
+def launch_group(*, owner, request: group_launch.GroupRequest | dict) -> RunGroup:
+    """Launch one configuration on several seeds, or a small grid with each cell on several seeds, as a RunGroup.
+
+    Every member goes through ``launch_run``, so quotas, the queue and priorities apply run by run; the group is
+    refused whole, in one transaction, when any member would be, or when it holds more runs than its owner may run
+    at once (scheduling.group_size_problem)."""
+    if not isinstance(request, group_launch.GroupRequest):
+        request = group_launch.parse_group(request)
+    problem = scheduling.group_size_problem(owner, len(request.members))
+    if problem:
+        raise LaunchError(problem, {"seeds": [problem]})
+    shared = request.base.model_dump(exclude={"name", "seed"}, exclude_none=True, mode="json")
+    with transaction.atomic():
+        group = RunGroup.objects.create(owner=owner, name=request.base.name, launch=shared, grid=request.grid)
+        for member in request.members:
+            run = launch_run(owner=owner, request=member.request)
+            Run.objects.filter(pk=run.pk).update(run_group=group)
+    return group
+
+
+def launch_another_seed(group: RunGroup) -> list[Run]:
+    """One more run of each of the group's cells, on the next seed none of its runs has used."""
+    request = group_launch.parse_group({**group.launch, "name": group.name, "grid": group.grid})
+    used = [Run(config=config).resolved_config.schedule.seed
+            for config in group.runs.values_list("config", flat=True)]
+    seed = max(used, default=request.members[0].seed - 1) + 1
+    added = []
+    with transaction.atomic():
+        for cell in request.cells:
+            fields = {**group.launch, **cell, "seed": seed,
+                      "name": group_launch.member_name(group.name, cell, seed)}
+            run = launch_run(owner=group.owner, request=fields)
+            Run.objects.filter(pk=run.pk).update(run_group=group)
+            added.append(run)
+    return added
+
+
+def cancel_group(group: RunGroup) -> int:
+    """Cancel every run of the group that has not ended; how many were cancelled."""
+    return sum(cancel_run(run, reason="cancelled with its group") for run in group.runs.exclude(state__in=FINAL_STATES))
 
 
 def cancel_run(run: Run, *, reason: str = "cancelled by its owner") -> bool:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime
 
@@ -8,10 +9,19 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from runs import actions, evaluation_results, launch_contract, launch_plan, metrics_export, queries
+from runs import (
+    actions,
+    evaluation_results,
+    group_launch,
+    launch_contract,
+    launch_plan,
+    metrics_export,
+    queries,
+    run_groups,
+)
 from runs.checkpoint_files import download_response
 from runs.live import writing_now
-from runs.models import Run
+from runs.models import Run, RunGroup
 
 router = Router(tags=["runs"])
 
@@ -129,6 +139,7 @@ class LaunchSummaryOut(Schema):
     config: dict
     summary: list[dict]
     warnings: list[str] = []
+    runs: dict | None = None  # a group launch (seeds or grid): how many runs it starts, and each one's name
 
 
 @router.get("/launch-summary", response={200: LaunchSummaryOut, 422: LaunchErrorOut})
@@ -234,6 +245,103 @@ def launch_run(request):
     except actions.LaunchError as error:
         return 422, {"detail": str(error), "field_errors": error.field_errors}
     return 201, run
+
+
+class GroupMemberOut(Schema):
+    id: int
+    name: str
+    state: str
+    seed: int | None
+    cell: dict
+    current_step: int
+
+
+class RunGroupOut(Schema):
+    id: int
+    name: str
+    url: str
+    launch: dict
+    grid: dict
+    runs: list[GroupMemberOut]
+
+
+def _group_out(group: RunGroup) -> dict:
+    return {"id": group.pk, "name": group.name, "url": group.get_absolute_url(), "launch": group.launch,
+            "grid": group.grid,
+            "runs": [{"id": m["run"].pk, "name": m["run"].name, "state": m["run"].state, "seed": m["seed"],
+                      "cell": m["cell"], "current_step": m["run"].current_step} for m in run_groups.members(group)]}
+
+
+def _visible_group(request, group_id: int) -> RunGroup:
+    return get_object_or_404(run_groups.visible_groups(request.user), pk=group_id)
+
+
+def _owned_group(request, group_id: int) -> RunGroup:
+    group = _visible_group(request, group_id)
+    if not group.is_editable_by(request.user):
+        raise HttpError(403, "only the group's owner can change it")
+    return group
+
+
+@router.post("/groups/", response={201: RunGroupOut, 422: LaunchErrorOut}, openapi_extra={"requestBody": {
+    "required": True, "content": {"application/json": {"schema": group_launch.GroupLaunchRequest.model_json_schema()}}}})
+def launch_group(request):
+    """Launch a group: the launch contract's fields, plus ``seeds`` (runs of each configuration) and ``grid`` (launch
+    field → values; every combination a cell). Each run is an ordinary run; a group larger than your concurrent-run
+    limit, or with any run the single launch would refuse, is refused whole: 422, with an error per field."""
+    try:
+        data = json.loads(request.body or b"{}")
+    except ValueError as error:
+        return 422, {"detail": "the body is not JSON", "field_errors": {"__all__": [f"not JSON: {error}"]}}
+    try:
+        group = actions.launch_group(owner=request.user, request=data)
+    except actions.LaunchError as error:
+        return 422, {"detail": str(error), "field_errors": error.field_errors}
+    return 201, _group_out(group)
+
+
+@router.get("/groups/{group_id}", response=RunGroupOut)
+def get_group(request, group_id: int):
+    return _group_out(_visible_group(request, group_id))
+
+
+@router.post("/groups/{group_id}/cancel", response=RunGroupOut)
+def cancel_group(request, group_id: int):
+    """Cancel every run of the group that has not ended."""
+    group = _owned_group(request, group_id)
+    actions.cancel_group(group)
+    return _group_out(group)
+
+
+@router.post("/groups/{group_id}/seeds", response={201: RunGroupOut, 422: LaunchErrorOut})
+def add_group_seed(request, group_id: int):
+    """One more run of each cell, on the next unused seed."""
+    group = _owned_group(request, group_id)
+    try:
+        actions.launch_another_seed(group)
+    except actions.LaunchError as error:
+        return 422, {"detail": str(error), "field_errors": error.field_errors}
+    return 201, _group_out(group)
+
+
+@router.get("/groups/{group_id}/metrics.csv", response={200: None})
+def group_metrics_csv(request, group_id: int):
+    """Every run's records (as ``/{run_id}/metrics.csv``) in one table, each row with its run, seed and grid cell."""
+    group = _visible_group(request, group_id)
+    response = HttpResponse(metrics_export.group_metrics_csv(group), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="group-{group.pk}-metrics.csv"'
+    return response
+
+
+@router.get("/groups/{group_id}/metrics.parquet", response={200: None})
+def group_metrics_parquet(request, group_id: int):
+    """The CSV's table as Parquet."""
+    group = _visible_group(request, group_id)
+    out = io.BytesIO()
+    metrics_export.group_metrics_parquet(group, out)
+    response = HttpResponse(out.getvalue(), content_type="application/vnd.apache.parquet")
+    response["Content-Disposition"] = f'attachment; filename="group-{group.pk}-metrics.parquet"'
+    return response
 
 
 @router.get("/{run_id}", response=RunDetailOut)

@@ -4,7 +4,7 @@ from django import forms
 from django.core.exceptions import ImproperlyConfigured
 
 from promptsets.models import Promptset, PromptsetVersion
-from runs import launch_contract, launch_plan
+from runs import group_launch, launch_contract, launch_plan
 from runs.launch_contract import SETTABLE_FIELDS, LaunchError
 from runs.models import MOST_INFRASTRUCTURE_RETRIES, Checkpoint, RegisteredModel, Run, RunKind
 from trainer.config import PRESETS, PromptSelection, RetryHistory, RolloutEngineKind, RunConfig
@@ -22,6 +22,7 @@ FIELD_GROUPS = (
     ("Asynchronous RL and evaluation", ("max_staleness", "rollout_gpus", "eval_samples", "error_correction")),
     ("Beyond the release", ("max_rounds", "retry_history", "lean_tool_calls", "data_selection")),
     ("When the infrastructure fails", ("infrastructure_retries",)),
+    ("Seeds and a grid", ("seeds", "grid")),
 )
 
 
@@ -79,6 +80,14 @@ class LaunchRunForm(forms.Form):
         initial=launch_contract.LaunchRequest.model_fields["infrastructure_retries"].default,
         min_value=0, max_value=MOST_INFRASTRUCTURE_RETRIES,
         help_text=launch_contract.LaunchRequest.model_fields["infrastructure_retries"].description)
+
+    seeds = forms.IntegerField(
+        required=False, initial=1, min_value=1, max_value=group_launch.MAX_SEEDS, label="Seeds",
+        help_text=group_launch.GROUP_FIELDS["seeds"])
+    grid = forms.CharField(
+        required=False, label="Grid", widget=forms.Textarea(attrs={"rows": 3, "placeholder": "learning_rate=1e-5, 2e-5"}),
+        help_text="One launch field a line with the values it takes, e.g. learning_rate=1e-5, 2e-5. "
+                  + group_launch.GROUP_FIELDS["grid"].split(": ", 1)[1])
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -139,6 +148,10 @@ class LaunchRunForm(forms.Form):
         for choice in ("rollout_engine", "retry_history", "data_selection"):  # blank: the preset's
             if self.cleaned_data.get(choice):
                 data[choice] = self.cleaned_data[choice]
+        if self.cleaned_data.get("seeds") not in (None, 1):
+            data["seeds"] = self.cleaned_data["seeds"]
+        if self.cleaned_data.get("grid", "").strip():
+            data["grid"] = self.cleaned_data["grid"]
         return data
 
     def clean(self):
@@ -148,8 +161,11 @@ class LaunchRunForm(forms.Form):
             self.add_error(None, launch_contract.unknown_field_message(key))
         if self.errors:
             return cleaned
+        data = self.launch_data()
         try:
-            self.launch_request = launch_contract.parse(self.launch_data())
+            # A group request (seeds or a grid) goes to actions.launch_group, a single one to actions.launch_run.
+            self.launch_request = (group_launch.parse_group(data) if group_launch.is_group_launch(data)
+                                   else launch_contract.parse(data))
         except LaunchError as error:
             self.add_launch_error(error)
         return cleaned

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from runs import actions, launch_contract
+from runs import actions, group_launch, launch_contract
 from runs.launch_contract import SETTABLE_FIELDS, number_text
 from runs.models import LearnerPlan, RegisteredModel, RunKind
 from trainer.command_line import CommandError
@@ -254,6 +254,12 @@ def requested_summary(data: dict[str, Any], viewer=None) -> dict[str, Any]:
     it reads, and with a ``promptset_version_id`` the ``viewer`` may see, the warnings about that promptset;
     LaunchError, per field, for what the launch would refuse."""
     given = {key: value for key, value in data.items() if key not in _NOT_SUMMARISED}
+    group = None
+    if group_launch.is_group_launch(given):
+        group = group_launch.parse_group({**given, "name": data.get("name") or "group",
+                                          "promptset_version_id": 1})
+    # The form always sends its seeds (1 for a single run): the single run's contract has no such field.
+    given = {key: value for key, value in given.items() if key not in group_launch.GROUP_FIELDS}
     request = launch_contract.parse({**given, "name": "summary", "promptset_version_id": 1})
     config = actions.schema_config(request.preset, actions.requested_overrides(request))
     version, problem_count, warnings = None, None, []
@@ -267,4 +273,14 @@ def requested_summary(data: dict[str, Any], viewer=None) -> dict[str, Any]:
     if version is not None:
         warnings += promptset_warnings(config, version)
     return {"preset": request.preset, "config": config.to_public_dict(), "summary": summary(config, request.kind),
-            "warnings": warnings}
+            "warnings": warnings, "runs": group_plan(group) if group else None}
+
+
+def group_plan(group: group_launch.GroupRequest) -> dict[str, Any]:
+    """What a group launch will start, said before it is made: how many runs, and each one's cell and seed."""
+    cells, seeds = len(group.cells), group.seeds
+    shape = f"{cells} cell{'s' if cells != 1 else ''} × {seeds} seed{'s' if seeds != 1 else ''}"
+    return {"count": len(group.members),
+            "text": f"This launch starts {len(group.members)} runs ({shape}), one group; each waits in the queue "
+                    "within your quota as any run does.",
+            "members": [member.request.name for member in group.members]}

@@ -87,6 +87,34 @@ class RunQuerySet(models.QuerySet):
         return self.filter(state__in=ACTIVE_STATES)
 
 
+class RunGroup(models.Model):
+    """Runs launched together: one configuration on several seeds, or a small grid over launch fields with each
+    cell on several seeds (runs/run_groups.py). Each member is an ordinary run; the group is what a person
+    compares, cancels and adds a seed to."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_groups")
+    name = models.CharField(max_length=200)
+    launch = models.JSONField(help_text="The launch fields every member shares (the launch contract's), seed aside.")
+    grid = models.JSONField(default=dict, blank=True,
+                            help_text="Launch field → the values it takes across the cells; empty: one cell.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("runs:group", args=[self.pk])
+
+    def is_visible_to(self, user) -> bool:
+        return self.owner_id == user.pk
+
+    def is_editable_by(self, user) -> bool:
+        return self.owner_id == user.pk
+
+
 class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="shared_runs")
@@ -120,6 +148,8 @@ class Run(models.Model):
     queued_at = models.DateTimeField(default=timezone.now, help_text="Its place in the queue (within its priority).")
     admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler let it leave the queue.")
     queue_reason = models.CharField(max_length=300, blank=True, help_text="Why it still waits, as the scheduler last saw it.")
+    run_group = models.ForeignKey(RunGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
+                                  help_text="The seeds or grid it was launched with, if any.")
     current_step = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

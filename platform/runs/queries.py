@@ -312,12 +312,12 @@ def run_differences(run: Run, other: Run) -> list[dict]:
     beside its configuration, not in it), then the configuration's settings, in config_diff's rows."""
     rows = []
     if run.promptset_version_id != other.promptset_version_id:
-        rows.append({"path": PROMPTSET_SETTING, "this": _promptset_version_name(run),
-                     "other": _promptset_version_name(other), "only_in": ""})
+        rows.append({"path": PROMPTSET_SETTING, "this": promptset_version_name(run),
+                     "other": promptset_version_name(other), "only_in": ""})
     return rows + config_diff(run.public_config, other.public_config)
 
 
-def _promptset_version_name(run: Run) -> str:
+def promptset_version_name(run: Run) -> str:
     # Two people's promptsets may share a name: the version's number in the database tells them apart.
     return f"{run.promptset_version} (#{run.promptset_version_id})"
 

@@ -79,6 +79,18 @@ def limit_problem(user, gpus: int) -> str | None:
     return None
 
 
+def group_size_problem(user, runs: int) -> str | None:
+    """Why a group of ``runs`` runs is refused for ``user``, or None: it must fit within every concurrent-run limit
+    that applies, so that its seeds run side by side; a group larger than that would have some seeds finish before
+    others start, and a comparison made meanwhile would set a group's whole against another's part."""
+    for limit in [user_limits(user), *(_group_limits(user).values())]:
+        if runs > limit.max_concurrent_runs:
+            return (f"the launch would start {runs} runs, more than {limit.holder} limit of "
+                    f"{limit.max_concurrent_runs} concurrent runs: use fewer seeds or a smaller grid, or ask an "
+                    "administrator to raise the limit")
+    return None
+
+
 def _group_limits(user) -> dict[int, Limits]:
     return {quota.group_id: Limits(quota.max_concurrent_runs, quota.max_gpus, f"the group {quota.group.name}'s")
             for quota in Quota.objects.filter(group__in=user.groups.all()).select_related("group")}

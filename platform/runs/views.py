@@ -6,10 +6,23 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from promptsets.models import Promptset
-from runs import actions, evaluation_results, launch_plan, live, queries, rollouts, scheduling, step_phases, warm_start
+from runs import (
+    actions,
+    comparison,
+    evaluation_results,
+    group_launch,
+    launch_plan,
+    live,
+    queries,
+    rollouts,
+    run_groups,
+    scheduling,
+    step_phases,
+    warm_start,
+)
 from runs.checkpoint_files import download_response, folder_size
 from runs.forms import LaunchRunForm
-from runs.models import QueueState, Run, RunKind, RunState
+from runs.models import FINAL_STATES, QueueState, Run, RunKind, RunState
 from trainer.verification.verdicts import Turn, Verdict
 
 RUNS_LISTED = 200
@@ -57,12 +70,16 @@ def launch(request):
     form = LaunchRunForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
-            run = actions.launch_run(owner=request.user, request=form.launch_request)
+            if isinstance(form.launch_request, group_launch.GroupRequest):
+                launched = actions.launch_group(owner=request.user, request=form.launch_request)
+                messages.success(request, f"Group “{launched.name}” queued: {launched.runs.count()} runs.")
+            else:
+                launched = actions.launch_run(owner=request.user, request=form.launch_request)
+                messages.success(request, f"Run “{launched.name}” queued.")
         except actions.LaunchError as error:
             form.add_launch_error(error)
         else:
-            messages.success(request, f"Run “{run.name}” queued.")
-            return redirect(run)
+            return redirect(launched)
     presets = launch_plan.preset_pages()
     return render(request, "runs/launch.html", {"form": form, "warm_start": warm_start.status(), "presets": presets,
                                                 "preset": presets[form.chosen_preset]})
@@ -133,19 +150,46 @@ def detail(request, pk):
 
 @login_required
 def compare(request):
-    """Runs side by side: overlaid charts, and each run's configuration against the first's."""
-    wanted = [int(part) for part in request.GET.getlist("runs") if part.isdigit()][:RUNS_COMPARED]
-    found = {run.pk: run for run in Run.objects.visible_to(request.user).filter(pk__in=wanted)
-             .select_related("promptset_version__promptset")}
-    runs = [found[pk] for pk in wanted if pk in found]
-    base = runs[0] if runs else None
-    return render(request, "runs/compare.html", {
-        "runs": runs,
-        "choices": Run.objects.visible_to(request.user).values("pk", "name")[:RUNS_LISTED],
-        "series": [{"id": run.pk, "name": run.name, **queries.metric_series(run)} for run in runs],
-        "diffs": [(run, queries.run_differences(base, run)) for run in runs[1:]],
-        "base": base,
+    """Runs and groups side by side: a line per run, or per group its seeds' mean and band; the configuration fields
+    that differ; the evaluations; the noise verdict between groups. Everything the page shows comes from its URL."""
+    return render(request, "runs/compare.html", comparison.page(request.user, request.GET))
+
+
+@login_required
+def group(request, pk):
+    """A run group: its cells, each run's state, cancel all, another seed, the comparison and the export."""
+    run_group = get_object_or_404(run_groups.visible_groups(request.user), pk=pk)
+    return render(request, "runs/group.html", {
+        "group": run_group, "cells": run_groups.cells(run_group), "can_edit": run_group.is_editable_by(request.user),
+        "is_active": run_group.runs.exclude(state__in=FINAL_STATES).exists(),
     })
+
+
+@login_required
+@require_POST
+def cancel_group(request, pk):
+    run_group = get_object_or_404(run_groups.visible_groups(request.user), pk=pk)
+    if not run_group.is_editable_by(request.user):
+        return HttpResponseForbidden("Only the group's owner can cancel it.")
+    cancelled = actions.cancel_group(run_group)
+    messages.success(request, f"{cancelled} run{'s' if cancelled != 1 else ''} cancelled.")
+    return redirect(run_group)
+
+
+@login_required
+@require_POST
+def add_group_seed(request, pk):
+    run_group = get_object_or_404(run_groups.visible_groups(request.user), pk=pk)
+    if not run_group.is_editable_by(request.user):
+        return HttpResponseForbidden("Only the group's owner can launch its seeds.")
+    try:
+        added = actions.launch_another_seed(run_group)
+    except actions.LaunchError as error:
+        messages.error(request, f"No seed was added: {error}; " + "; ".join(
+            message for messages_ in error.field_errors.values() for message in messages_))
+    else:
+        messages.success(request, f"Another seed queued: {len(added)} run{'s' if len(added) != 1 else ''}.")
+    return redirect(run_group)
 
 
 @login_required

@@ -76,6 +76,7 @@ def test_the_fields_are_grouped_and_the_later_groups_start_collapsed(alices_clie
         ("Asynchronous RL and evaluation", False, ["max_staleness", "rollout_gpus", "eval_samples", "error_correction"]),
         ("Beyond the release", False, ["max_rounds", "retry_history", "lean_tool_calls", "data_selection"]),
         ("When the infrastructure fails", False, ["infrastructure_retries"]),
+        ("Seeds and a grid", False, ["seeds"]),  # and the grid's box, a textarea
     ]
 
 
@@ -86,4 +87,4 @@ def test_a_collapsed_group_opens_when_one_of_its_fields_has_an_error(alices_clie
     assert [(title, is_open) for title, is_open, _ in groups(page)] == [
         ("What every run sets", True), ("Schedule", False), ("Sampling", False),
         ("Asynchronous RL and evaluation", True), ("Beyond the release", False),
-        ("When the infrastructure fails", False)]
+        ("When the infrastructure fails", False), ("Seeds and a grid", False)]

@@ -90,6 +90,10 @@ class Run(models.Model):
     admitted_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler let it leave the queue.")
     queue_reason = models.CharField(max_length=300, blank=True, help_text="Why it still waits, as the scheduler last saw it.")
     current_step = models.PositiveIntegerField(default=0)
+    demonstrations_path = models.CharField(
+        max_length=1000, blank=True,
+        help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); "
+                  "blank: demonstrations generated for its promptset, as the warm start does.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -14,3 +14,7 @@ state_changed = Signal()
 # The scheduler admitted a queued run, and its admission is committed: ``run_id``.
 # runs.actions listens and hands the run to a Celery worker.
 run_admitted = Signal()
+
+# The sweeper finished a pass (runs/sweeper.py): no arguments. Higher apps that keep their own state machine in
+# step with runs (pipelines) listen, so that a message lost with a dead worker is made good within one pass.
+sweep_passed = Signal()

@@ -86,18 +86,6 @@ def test_two_iterations_harvest_fine_tune_reinforce_and_evaluate_with_every_edge
     assert first.corpus.refused_count >= 1  # the smoke model proves the held-out statement: its proofs were refused
     assert all(row["verified_by"] == "stand-in" for row in rows)
 
-    # Iteration 2's RL promptset: what was solved often (first attempts accepted more than half the time, in every run
-    # of alice's up to then, iteration 1's among them) is left out; the rest, unsolved or rarely solved, is kept.
-    kept = set(second.rl_version.problems.values_list("problem_key", flat=True))
-    rates = win_rates_before(alice, second.rl_version.created_at)
-    solved_often = {key for key, (accepted, scored) in rates.items() if accepted / scored > 0.5}
-    solved_in_iteration_1 = set(harvested_1.values_list("problem_key", flat=True))
-    assert solved_often & solved_in_iteration_1, f"iteration 1 solved nothing often: {rates}"
-    assert kept == set(pipeline.training_version.problems.values_list("problem_key", flat=True)) - solved_often, \
-        f"kept {kept}; first attempts (accepted, scored) before its curation: {rates}"
-    assert "smoke_false_mul" in kept  # false: never solved
-    assert second.rl_version.rule["win_rates_verified_by"] == "stand-in"
-
     # The lineage page names every edge: each run, each corpus, each promptset version and each model.
     page = client.get(f"/pipelines/{pipeline.pk}/lineage/").content.decode()
     body = client.get(f"/api/pipelines/{pipeline.pk}").json()
@@ -117,3 +105,15 @@ def test_two_iterations_harvest_fine_tune_reinforce_and_evaluate_with_every_edge
     assert chain[0]["data"]["label"].startswith(f"{pipeline.training_version.promptset.name} v{second.rl_version.number}")
     assert chain[1]["data"]["label"].startswith("proof corpus v2")
     assert chain[-1]["source"].startswith("base model")
+
+    # Iteration 2's RL promptset: what was solved often (first attempts accepted more than half the time, in every run
+    # of alice's up to then, iteration 1's among them) is left out; the rest, unsolved or rarely solved, is kept.
+    kept = set(second.rl_version.problems.values_list("problem_key", flat=True))
+    rates = win_rates_before(alice, second.rl_version.created_at)
+    solved_often = {key for key, (accepted, scored) in rates.items() if accepted / scored > 0.5}
+    solved_in_iteration_1 = set(harvested_1.values_list("problem_key", flat=True))
+    assert solved_often & solved_in_iteration_1, f"iteration 1 solved nothing often: {rates}"
+    assert kept == set(pipeline.training_version.problems.values_list("problem_key", flat=True)) - solved_often, \
+        f"kept {kept}; first attempts (accepted, scored) before its curation: {rates}"
+    assert "smoke_false_mul" in kept  # false: never solved
+    assert second.rl_version.rule["win_rates_verified_by"] == "stand-in"

@@ -13,6 +13,7 @@ import logging
 
 from celery import shared_task
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from pipelines.corpus import CorpusRefused, build_corpus
@@ -212,11 +213,13 @@ def _launch_stage(pipeline: Pipeline, iteration: Iteration, stage: Stage) -> boo
 
 
 def _read_benchmark(iteration: Iteration, run: Run) -> None:
-    """Benchmark problems with an accepted first attempt among its k samples (pass@k); None where none was scored."""
-    verified_by = iteration.pipeline.verified_by
+    """Benchmark problems with an accepted first attempt among its k samples (pass@k); None where none was scored.
+    Answers judged by the other verifier than the pipeline's are left out; an answer that failed the format check
+    reached no verifier and is the model's 0, counted."""
+    pipeline = iteration.pipeline
     first = ProofAttempt.objects.filter(run=run, turn=Turn.FIRST, reward__isnull=False)
-    if verified_by:
-        first = first.filter(is_standin_verdict=iteration.pipeline.is_standin)
+    if pipeline.verified_by:
+        first = first.exclude(~Q(verdict="") & Q(is_standin_verdict=not pipeline.is_standin))
     is_measured = first.exists()
     iteration.benchmark_solved = (first.filter(reward__gte=1).values("problem_key").distinct().count()
                                   if is_measured else None)

@@ -52,8 +52,9 @@ def benchmark_keys(version: PromptsetVersion) -> set[str]:
 
 def verifier_of_harvest(run: Run) -> str | None:
     """Whose verdicts the harvest's scored answers carry: "lean" where any is real Lean's, "stand-in" where all are
-    the stand-in's, None where nothing was scored."""
-    scored = ProofAttempt.objects.filter(run=run, reward__isnull=False)
+    the stand-in's, None where nothing was scored. An answer that failed the format check never reached a verifier
+    (no verdict, and no stand-in label): it says nothing of whose verdicts these are."""
+    scored = ProofAttempt.objects.filter(run=run, reward__isnull=False).exclude(verdict="")
     if scored.filter(is_standin_verdict=False).exists():
         return LEAN
     if scored.filter(is_standin_verdict=True).exists():

@@ -41,3 +41,31 @@ def test_a_real_lean_pipeline_never_counts_a_standin_acceptance_as_a_proof(alice
     corpus = pipeline.current_iteration.corpus
     assert pipeline.verified_by == corpus.verified_by == "lean"
     assert list(corpus.proofs.values_list("problem_key", flat=True)) == ["smoke_nat_add"]
+
+
+def test_an_answer_that_failed_the_format_check_is_the_models_zero_whoever_verifies(alice, dispatched, pipeline_request):
+    from runs.models import Checkpoint
+
+    pipeline = actions.launch_pipeline(owner=alice, request=pipeline_request)
+    advance(pipeline.pk)
+    harvest = pipeline.current_iteration.harvest_run
+    add_attempt(harvest, "smoke_nat_add", accepted=True)
+    malformed = add_attempt(harvest, "smoke_rat_add", accepted=False, standin=False)
+    type(malformed).objects.filter(pk=malformed.pk).update(verdict="", format_error="no_valid_think_block")
+    end_run(harvest)
+    advance(pipeline.pk)
+    pipeline.refresh_from_db()
+    assert pipeline.verified_by == "stand-in"  # the malformed answer reached no verifier: it is no Lean verdict
+    iteration = pipeline.current_iteration
+    for stage_run in ("sft_run", "rl_run"):
+        end_run(getattr(iteration, stage_run), checkpoint_step=1)
+        advance(pipeline.pk)
+        iteration.refresh_from_db()
+    benchmark = iteration.benchmark_run
+    malformed = add_attempt(benchmark, "bench_square", accepted=False, standin=False)
+    type(malformed).objects.filter(pk=malformed.pk).update(verdict="", format_error="no_valid_think_block")
+    end_run(benchmark)
+    advance(pipeline.pk)
+    iteration.refresh_from_db()
+    assert (iteration.benchmark_solved, iteration.benchmark_problems) == (0, 1)  # measured: a 0, not "not measured"
+    assert Checkpoint.objects.exists()

@@ -6,6 +6,7 @@
     leanrl runs launch name=demo promptset_version_id=3 preset=cpu-demo learning_rate=1e-5
     leanrl groups launch name=lr promptset_version_id=3 preset=cpu-smoke seeds=3 'grid={"learning_rate": [1e-5, 2e-5]}'
     leanrl runs follow 12                                      # a progress bar per step, the last rollouts
+    leanrl pipelines launch name=loop training_version_id=3 benchmark_version_id=4 'rl_fields={"total_steps": 2}'
     leanrl rollouts 12 --verdict lean_error > failed.jsonl     # JSON Lines
     leanrl checkpoints download 12 20 -o model.zip
 
@@ -154,6 +155,48 @@ def runs_launch(client: PlatformClient, args) -> int:
         raise UsageError(f"{error} (see `leanrl runs launch --fields`)") from None
     run = client.call("runs_api_launch_run", json_body=body)
     print(f"run {run['id']} {run['name']!r} queued; follow it with `leanrl runs follow {run['id']}`")
+    return 0
+
+
+# --- pipelines ---------------------------------------------------------------------------------
+
+
+def pipelines_launch(client: PlatformClient, args) -> int:
+    fields = client.body_fields("pipelines_api_launch_pipeline")
+    if args.fields:
+        for name, spec in fields.items():
+            flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
+            print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
+        return 0
+    try:
+        body = read_assignments(args.field, fields)
+    except ValueError as error:
+        raise UsageError(f"{error} (see `leanrl pipelines launch --fields`)") from None
+    pipeline = client.call("pipelines_api_launch_pipeline", json_body=body)
+    print(f"pipeline {pipeline['id']} {pipeline['name']!r} started; see it with `leanrl pipelines show {pipeline['id']}`")
+    return 0
+
+
+def pipelines_list(client: PlatformClient, args) -> int:
+    for pipeline in client.call("pipelines_api_list_pipelines"):
+        print(f"{pipeline['id']}\t{pipeline['state']}\t{pipeline['preset']}\t{pipeline['name']}")
+    return 0
+
+
+def pipelines_show(client: PlatformClient, args) -> int:
+    print(json.dumps(client.call("pipelines_api_pipeline_detail", path={"pipeline_id": args.pipeline}), indent=2))
+    return 0
+
+
+def pipelines_cancel(client: PlatformClient, args) -> int:
+    pipeline = client.call("pipelines_api_cancel", path={"pipeline_id": args.pipeline})
+    print(f"pipeline {pipeline['id']}: {pipeline['state']}")
+    return 0
+
+
+def pipelines_retry(client: PlatformClient, args) -> int:
+    pipeline = client.call("pipelines_api_retry", path={"pipeline_id": args.pipeline})
+    print(f"pipeline {pipeline['id']}: {pipeline['state']}")
     return 0
 
 
@@ -367,6 +410,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("field", nargs="*", metavar="FIELD=VALUE")
     sub.add_argument("--fields", action="store_true", help="List the fields the server takes, and stop.")
     sub.set_defaults(handler=runs_launch)
+    pipelines = commands.add_parser("pipelines", help="Launch, list, show, cancel or retry expert-iteration "
+                                                      "pipelines.").add_subparsers(dest="action", required=True,
+                                                                                   metavar="ACTION")
+    sub = pipelines.add_parser("launch", help="Launch a pipeline: FIELD=VALUE pairs, the same fields as its form "
+                                              "(sft_fields and rl_fields as JSON objects).")
+    sub.add_argument("field", nargs="*", metavar="FIELD=VALUE")
+    sub.add_argument("--fields", action="store_true", help="List the fields the server takes, and stop.")
+    sub.set_defaults(handler=pipelines_launch)
+    sub = pipelines.add_parser("list", help="Your pipelines.")
+    sub.set_defaults(handler=pipelines_list)
+    for name, handler, text in (("show", pipelines_show, "One pipeline as JSON: stages, iterations, lineage."),
+                                ("cancel", pipelines_cancel, "Cancel a pipeline and its current run."),
+                                ("retry", pipelines_retry, "Retry a failed pipeline's stage.")):
+        sub = pipelines.add_parser(name, help=text)
+        sub.add_argument("pipeline", type=int)
+        sub.set_defaults(handler=handler)
     sub = runs.add_parser("list", help="Runs you can see.")
     sub.set_defaults(handler=runs_list)
     for name, handler, text in (("show", runs_show, "One run as JSON."), ("cancel", runs_cancel, "Stop a run."),

@@ -5,6 +5,7 @@ from ninja.security import django_auth
 
 from accounts.api_auth import ApiTokenAuth, login_or_token_required
 
+from pipelines.api import router as pipelines_router
 from promptsets.api import router as promptsets_router
 from promptsets.benchmarks_api import router as benchmarks_router
 from proofs.api import router as proofs_router
@@ -18,3 +19,4 @@ api.add_router("/promptsets/", promptsets_router)
 api.add_router("/runs/", runs_router)
 api.add_router("/proofs/", proofs_router)
 api.add_router("/benchmarks/", benchmarks_router)
+api.add_router("/pipelines/", pipelines_router)

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "promptsets",
     "runs",
     "proofs",
+    "pipelines",
 ]
 
 MIDDLEWARE = [

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/", include("runs.urls")),
     path("proofs/", include("proofs.urls")),
     path("benchmarks/", include("proofs.benchmark_urls")),
+    path("pipelines/", include("pipelines.urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
     path("docs/", docs.page, name="docs-home"),

@@ -151,6 +151,10 @@ class Run(models.Model):
     run_group = models.ForeignKey(RunGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
                                   help_text="The seeds or grid it was launched with, if any.")
     current_step = models.PositiveIntegerField(default=0)
+    demonstrations_path = models.CharField(
+        max_length=1000, blank=True,
+        help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); "
+                  "blank: demonstrations generated for its promptset, as the warm start does.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -90,6 +90,9 @@ def trainer_entrypoint(run) -> str:
         "--run-id", str(run.pk),
         "--attempt", str(run.attempt),
     ]
+    if run.kind == "sft" and run.demonstrations_path:
+        # A pipeline's proof corpus: the trainer's two sources are exclusive, so it replaces the promptset.
+        argv[argv.index("--promptset"):argv.index("--promptset") + 2] = ["--demonstrations", run.demonstrations_path]
     if run.attempt > 1:
         argv.append("--resume")
     return shlex.join(argv)

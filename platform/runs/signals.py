@@ -19,3 +19,7 @@ run_admitted = Signal()
 # ``run_id``, ``attempt`` (the failed one), ``delay_s`` (the back-off). runs.actions listens and starts the next
 # attempt after the delay; the sweeper starts any whose time has passed, should that message be lost.
 infrastructure_retry_scheduled = Signal()
+
+# The sweeper finished a pass (runs/sweeper.py): no arguments. Higher apps that keep their own state machine in
+# step with runs (pipelines) listen, so that a message lost with a dead worker is made good within one pass.
+sweep_passed = Signal()

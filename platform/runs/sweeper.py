@@ -36,7 +36,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from promptsets.uploads import end_stalled_uploads
-from runs import actions, ray_jobs, scheduling
+from runs import actions, ray_jobs, scheduling, signals
 from runs.entries import Unstorable, parse_entry
 from runs.models import AttemptCause, Run, RunEvent, RunState
 from trainer.observability.events import EventType, stream_key
@@ -77,6 +77,7 @@ class Sweeper:
         self.check_active_runs()
         self.stop_jobs_without_a_live_run()
         end_stalled_uploads()  # an upload whose worker died would otherwise say "checking" for ever
+        signals.sweep_passed.send(sender=Sweeper)
 
     # -- queued -------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = ("accounts", "promptsets", "runs", "proofs")
+OUR_APPS = ("accounts", "promptsets", "runs", "proofs", "pipelines")
 # Through-tables edited only as part of their owner (a version's problem list is immutable).
 NOT_ON_THEIR_OWN = {"promptsets.versionproblem"}
 

@@ -100,3 +100,32 @@ def test_the_same_statement_in_another_promptset_is_the_same_problem(running_run
                                   statement_hash=statement_hash(ADD_SMALL.replace(" ", "  ")))
     VersionProblem.objects.create(version=version, problem=copy, position=0)
     assert results.win_rates([copy.pk], viewer=alice, verified_by=results.STANDIN) == {copy.pk: (1, 1)}
+
+
+def format_failure(key, step=1):
+    """An answer that failed the format check: the model's 0, never sent to any verifier (no verdict, no label)."""
+    return rollout(step=step, key=key, verdict=None, reward=0.0, is_standin_verdict=False, lean_code="",
+                   format_error="no lean4 code block")
+
+
+def test_a_format_failure_counts_with_its_runs_verifier_never_as_a_lean_verdict_of_a_standin_run(running_run,
+                                                                                                  redis_client):
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, format_failure("s1-p0-r0"))
+    publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r1"))  # the stand-in's acceptance
+    EventIngester().poll_once()
+    publisher.publish(EventType.ROLLOUT_FINISHED, format_failure("s2-p0-r0", step=2))  # alone in its batch
+    EventIngester().poll_once()
+
+    assert history_of_add_small() == [(1, 0, True, 2, 2, 1), (2, 0, True, 1, 1, 0)]
+    problem = Problem.objects.get(problem_key="add_small")
+    assert results.verifier_of([problem.statement_hash], running_run.owner) == results.STANDIN
+    assert results.win_rates([problem.pk], viewer=running_run.owner, verified_by=results.STANDIN) == {problem.pk: (1, 3)}
+
+
+def test_a_run_whose_answers_have_all_failed_the_format_so_far_counts_them_with_the_platforms_lean_server(
+        running_run, redis_client, settings):
+    settings.LEAN_SERVER_IS_STANDIN = False
+    publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, format_failure("s1-p0-r0"))
+    EventIngester().poll_once()
+    assert history_of_add_small() == [(1, 0, False, 1, 1, 0)]

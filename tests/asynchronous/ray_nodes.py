@@ -32,7 +32,8 @@ def ray_cluster(head: dict, workers: list[dict]):
     from ray.cluster_utils import Cluster
 
     temp_dir = os.environ.get("LEANRL_TEST_RAY_TEMP", "/tmp/ray-tests") + "-nodes"
-    cluster = Cluster(initialize_head=True, head_node_args={"temp_dir": temp_dir, **head})
+    # No dashboard: it would bind port 8265 of a machine several test sessions share.
+    cluster = Cluster(initialize_head=True, head_node_args={"temp_dir": temp_dir, "include_dashboard": False, **head})
     try:
         for worker in workers:
             cluster.add_node(**worker)

@@ -13,11 +13,13 @@ back, and the same weights after every step.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -60,6 +62,8 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, ray_address: str
     from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
     from trainer.ranks import torchrun_position
 
+    folder = Path(folder)
+
     class RunWhoseEngineIsKilledAtStepOne(DataParallelRun):
         def train_step(self, step):
             if step == 1 and self.engine.pool is not None:  # before the batch of step 3 is handed over
@@ -67,13 +71,22 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, ray_address: str
                     os.kill(pid, signal.SIGKILL)
             return super().train_step(step)
 
+    class RunThatRecordsItsEnginesAncestry(DataParallelRun):
+        def train_step(self, step):
+            if step == 1 and self.engine.pool is not None:  # the engines are up and serving
+                ancestry = {pid: [parent.pid for parent in psutil.Process(pid).parents()]
+                            for pid in self.engine.pool.pids}
+                (folder / "engine_ancestry.json").write_text(json.dumps(ancestry))
+            return super().train_step(step)
+
+    (folder / f"rank{rank}.pid").write_text(str(os.getpid()))
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
-    folder = Path(folder)
     is_resumed = scenario == "resumed"
     publisher = RankEventPublisher("pool", JsonLinesFileSink(folder / f"rank{rank}.jsonl"), rank=rank,
                                    world_size=LEARNER_RANKS, attempt=2 if is_resumed else 1,
                                    first_seq=first_event_seq_for_resume(folder / "run") if is_resumed else 0)
-    run_class = RunWhoseEngineIsKilledAtStepOne if scenario == "generator_killed" else DataParallelRun
+    run_class = {"generator_killed": RunWhoseEngineIsKilledAtStepOne,
+                 "records_its_engine": RunThatRecordsItsEnginesAncestry}.get(scenario, DataParallelRun)
     group = RankGroup.join(torchrun_position())
     status = run_class(pooled_config(LEARNER_RANKS + 1, 1), PROBLEMS, folder / "run", publisher, group=group,
                        model=model, tokenizer=tokenizer, scorer=FirstTokenRewardScorer(tokenizer.decode([198])),
@@ -81,9 +94,16 @@ def rank_main(rank: int, port: int, scenario: str, folder: str, ray_address: str
     (folder / f"rank{rank}.status").write_text(status.value)
 
 
-def spawn_learner_ranks(scenario: str, folder: Path, ray_address: str) -> tuple[dict[int, str], dict[int, list]]:
-    """The run's two learner ranks, in the run's placement group on the Ray cluster at ``ray_address``."""
+def spawn_learner_ranks(scenario: str, folder: Path, ray_address: str,
+                        bundle_nodes: list | None = None) -> tuple[dict[int, str], dict[int, list]]:
+    """The run's two learner ranks, in the run's placement group on the Ray cluster at ``ray_address``;
+    ``bundle_nodes`` is given the node id of each bundle of the group, in order."""
+    import ray
+
     with reserved_placement_group(pooled_config(LEARNER_RANKS + 1, 1)) as placement_group_name:
+        if bundle_nodes is not None:
+            table = ray.util.placement_group_table(ray.util.get_placement_group(placement_group_name))
+            bundle_nodes.extend(table["bundles_to_node_id"][index] for index in range(LEARNER_RANKS + 1))
         torch.multiprocessing.spawn(rank_main, args=(free_port(), scenario, str(folder), ray_address,
                                                      placement_group_name), nprocs=LEARNER_RANKS, join=True)
     statuses, events = {}, {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,9 +12,11 @@ from collections.abc import Callable
 from deploy.services import REPO_DIR
 
 
-def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: int = 1) -> subprocess.Popen:
+def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: int = 1,
+                        environment: dict[str, str] | None = None) -> subprocess.Popen:
     """A cpu-smoke run of 1,000 steps on three problems, its events on standard output; with ``learner_ranks`` > 1
-    started as the platform starts a data-parallel run, under torchrun."""
+    started as the platform starts a data-parallel run, under torchrun. ``environment``: variables added to this
+    process's (a rollout pool's Ray address and placement group)."""
     promptset = tmp_path / "problems.jsonl"
     promptset.write_text("".join(
         json.dumps({"problem_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : ℕ) + 1 = {i + 1} := by"}) + "\n"
@@ -25,7 +28,7 @@ def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: i
             "--output", str(tmp_path / "out"), "--lean-url", lean_url, "--set", "schedule.total_steps=1000", *options]
     # start_new_session: a signal reaches only the trainer, as a terminal's Ctrl-C reaches its foreground job.
     return subprocess.Popen(argv, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, **(environment or {})})
 
 
 def events_until_it_ends(trainer: subprocess.Popen, at_step_two: Callable[[], None]) -> list[dict]:

@@ -64,7 +64,29 @@ def connect_to_ray() -> None:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=RUN_NAMESPACE, configure_logging=False)
+        _keep_rays_messages_off_standard_output()
+        # log_to_driver off: an engine's failure comes back as its traceback through the protocol, and its log
+        # stays in Ray's log folder instead of interleaving with the rank's.
+        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), namespace=RUN_NAMESPACE, configure_logging=False,
+                 log_to_driver=False)
+
+
+def _keep_rays_messages_off_standard_output() -> None:
+    """A rank's standard output may be the run's event stream (the CLI prints one JSON event a line there), but a Ray
+    driver prints the cluster's error messages ("(raylet) A worker died ...", as when an engine actor is killed) on
+    standard output, whatever ``log_to_driver`` says (ray/_private/worker.py ``listen_error_messages``): they go to
+    standard error instead, where the rank's log is."""
+    from ray._private import worker
+
+    printing = getattr(worker, "print_to_stdstream", None)
+    if printing is None or getattr(printing, "is_kept_off_standard_output", False):
+        return
+
+    def to_standard_error(data, ignore_prefix: bool):
+        return printing({**data, "is_err": True}, ignore_prefix)
+
+    to_standard_error.is_kept_off_standard_output = True
+    worker.print_to_stdstream = to_standard_error
 
 
 def run_placement_group(environ=os.environ):

@@ -6,6 +6,7 @@ TRAINER_CPU_STANDS_IN_FOR_GPUS, which the test plugin sets)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ class SmokeRun:
 
 
 def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | None = None, learner_ranks: int = 1,
-                  timeout: float = 800) -> SmokeRun:
-    """Run it into ``folder``; ``settings`` are ``section.field=value`` pairs. Fails the test unless it exits 0."""
+                  timeout: float = 800, environment: dict[str, str] | None = None) -> SmokeRun:
+    """Run it into ``folder``; ``settings`` are ``section.field=value`` pairs. Fails the test unless it exits 0.
+    ``environment``: variables added to this process's (a rollout pool's Ray address and placement group)."""
     folder.mkdir(parents=True, exist_ok=True)
     promptset = folder / "smoke.jsonl"
     if not promptset.exists():
@@ -38,6 +40,7 @@ def run_cpu_smoke(folder: Path, lean_url: str, *settings: str, run_id: str | Non
         command += ["--run-id", run_id]
     for setting in settings:
         command += ["--set", setting]
-    finished = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout)
+    finished = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(environment or {})})
     assert finished.returncode == 0, finished.stderr[-4000:]
     return SmokeRun([json.loads(line) for line in finished.stdout.splitlines()], finished.stderr)

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from trainer.asynchronous.generator_process import GeneratorPool, GeneratorProcess, cpu_split, restore_cores, use_cores
+from trainer.asynchronous.generator_process import GeneratorProcess, cpu_split, restore_cores, use_cores
 from trainer.asynchronous.pipeline import RolloutPipeline, split_by_staleness, staleness_of
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
@@ -48,7 +48,6 @@ from trainer.observability.events import (
     ToolCallPayload,
 )
 from trainer.observability.live import LiveRollouts
-from trainer.ranks import rollout_pool_devices
 from trainer.recipe.prompt_budget import over_budget_reason
 from trainer.recipe.prompts import first_attempt_messages, prompt_token_count, render_prompt
 from trainer.recipe.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
@@ -80,13 +79,17 @@ from trainer.verification.verdicts import Verdict
 
 
 def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None, ask_lean=None):
-    """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or one per
-    engine of the rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's
-    CUDA_VISIBLE_DEVICES. ``ask_lean``: the run's verifier, which checks their tool snippets (one budget a run)."""
-    devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if not devices:
+    """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or the
+    rollout pool (``cluster.rollout_gpus``), one Ray actor per engine in the run's placement group, on any node
+    (trainer/asynchronous/engine_actors.py). ``ask_lean``: the run's verifier, which checks their tool snippets
+    (one budget a run)."""
+    if config.cluster.rollout_gpus == 0:
+        # A choice: the CPU run's generator shares the run's one bundle (trainer/cluster/placement.py), so it stays
+        # a child process on the learner's node, on cores of its own.
         return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores, ask_lean=ask_lean)
-    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices, ask_lean=ask_lean)
+    from trainer.asynchronous.engine_actors import RolloutEnginePool  # imports Ray: only a pool's run needs it
+
+    return RolloutEnginePool.start(config, tokenizer, seed=config.schedule.seed, ask_lean=ask_lean)
 
 
 class VerifierUnreachable(RuntimeError):

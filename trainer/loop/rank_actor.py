@@ -74,8 +74,8 @@ class LearnerRank:
         sys.stdout = sys.stderr
         os.environ.update(rendezvous)
         if cpu_stands_in_for_gpus():
-            # Ray numbers the logical GPUs it granted; on the CPU they name no device, and the rollout pool's
-            # generator process (until it is an actor of its own) reads the run's GPUs as 0, 1, ... instead.
+            # Ray numbers the logical GPUs it granted; on the CPU they name no device, so the rank must not read
+            # them as devices of its own.
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         if self._cancel_requested.is_set():
             return EXIT_CANCELLED

@@ -41,12 +41,10 @@ from trainer.asynchronous.generator_process import (
 )
 from trainer.asynchronous.weight_broadcast import WeightGroup, WeightGroupAddress, layouts_of, weight_backend
 from trainer.cluster.failures import InfrastructureFailure
-from trainer.cluster.placement import run_placement
+from trainer.cluster.placement import PLACEMENT_GROUP_VARIABLE, run_placement
 from trainer.config import RunConfig
 from trainer.ranks import cpu_stands_in_for_gpus
 
-# The driver names the run's placement group in each learner rank's environment (issue 46's contract).
-PLACEMENT_GROUP_VARIABLE = "TRAINER_PLACEMENT_GROUP"
 # The Ray namespace a learner rank started outside Ray (under torchrun) joins, where its placement group is named.
 # A rank that is itself a Ray actor is already in its driver's namespace, and stays there.
 RUN_NAMESPACE = "leanrl"

@@ -97,7 +97,7 @@ from trainer.asynchronous.generator_process import ENGINE_SEED_STRIDE, Generator
 from trainer.asynchronous.pipeline import RolloutPipeline, TakenBatch
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.learning.learner import with_token_rates
-from trainer.loop.driver import RunStatus, TrainingRun, start_rollout_generators
+from trainer.loop.driver import RunStatus, TrainingRun, publish_where_the_engines_sit, start_rollout_generators
 from trainer.observability import packed_token_records
 from trainer.observability.events import EventPublisher, EventType, TrainerEvent
 from trainer.observability.gap import combine_train_inference_gaps
@@ -806,6 +806,7 @@ class DataParallelRun(TrainingRun):
             if self.group.rank == 0:
                 # Rank 0 scores for a pool-fed run, with the whole verifier.max_in_flight: the pool's snippets too.
                 started.append(start_rollout_generators(self.config, self.tokenizer, ask_lean=self._ask_lean))
+                publish_where_the_engines_sit(self.config, self.publisher, started[0])
 
         # Exchanged, so a pool that cannot start fails every rank at start-up with its reason.
         self.group.exchange(start_pool_on_rank_zero, "start-up")

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 from trainer.asynchronous.generator_process import GeneratorProcess, cpu_split, restore_cores, use_cores
 from trainer.asynchronous.pipeline import RolloutPipeline, split_by_staleness, staleness_of
+from trainer.cluster.placement import run_placement
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.learning.group_signal import group_signal_metrics
@@ -90,6 +91,18 @@ def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...
     from trainer.asynchronous.engine_actors import RolloutEnginePool  # imports Ray: only a pool's run needs it
 
     return RolloutEnginePool.start(config, tokenizer, seed=config.schedule.seed, ask_lean=ask_lean)
+
+
+def publish_where_the_engines_sit(config: RunConfig, publisher, generator) -> None:
+    """The second PLACEMENT "placed" of a pool-fed run, once its engine actors are up: the driver placed the learner
+    ranks and said where (trainer/loop/ray_driver.py); only learner rank 0, which started the engines, knows where
+    they sit. The platform merges both events' actors by name."""
+    if config.cluster.rollout_gpus == 0:
+        return  # a generator process beside the learner, in the learner's own bundle: nothing placed apart
+    from trainer.loop.ray_driver import placement_payload
+
+    publisher.publish(EventType.PLACEMENT, placement_payload(run_placement(config), "placed",
+                                                             actors=generator.actors_placed()))
 
 
 class VerifierUnreachable(RuntimeError):
@@ -323,6 +336,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         split = cpu_split(os.sched_getaffinity(0)) if self.config.cluster.num_gpus == 0 else None
         self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None,
                                                ask_lean=self._ask_lean)
+        publish_where_the_engines_sit(self.config, self.publisher, self.engine)
         if split is not None:
             self._cores_before_split = use_cores(split.learner)  # after the child started: it inherits the whole set
             self._startup_notes.append((

@@ -34,8 +34,6 @@ from trainer.command_line import EXIT_CANCELLED, CommandError
 from trainer.ranks import cpu_stands_in_for_gpus, torchrun_position
 from trainer.run.lifecycle import request_cancel_of_running_run
 
-# Learner rank 0 reads it to place the rollout engines in the run's placement group (ray.util.get_placement_group).
-PLACEMENT_GROUP_VARIABLE = "TRAINER_PLACEMENT_GROUP"
 CONTROL = "control"  # the concurrency group of the calls that must run while ``run`` is busy
 
 

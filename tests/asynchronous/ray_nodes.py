@@ -1,10 +1,12 @@
 """Ray nodes on this one machine for the rollout pool's tests, and the run's placement group on them.
 
 Each node declares logical GPUs (``num_gpus``: Ray schedules by declared resources) and CPU processes stand in for
-them (trainer/ranks.py ``CPU_STANDS_IN_FOR_GPUS``), as the suite's other GPU-layout tests do. Until the driver
-(``python -m trainer run`` as a Ray job's entrypoint) places the run itself, these helpers stand in for it: they
-reserve ``run_placement(config)`` as one placement group, named in the run's namespace, and hand its name to the
-learner ranks they start through ``TRAINER_PLACEMENT_GROUP``.
+them (trainer/ranks.py ``CPU_STANDS_IN_FOR_GPUS``), as the suite's other GPU-layout tests do. A test that runs the
+trainer's command gives it the cluster's ``address`` as RAY_ADDRESS, and the run's driver reserves the placement group
+itself: such a test reserves none, which would hold the resources the driver waits for. Only a test that starts the
+pool or the learner ranks without the driver (it injects what the command cannot be given: a test scorer, a tiny
+random model) reserves ``run_placement(config)`` here (``reserved_placement_group``), as the driver would, and hands
+its name to what it starts through ``TRAINER_PLACEMENT_GROUP``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def ray_cluster(head: dict, workers: list[dict]):
 
 @contextmanager
 def reserved_placement_group(config, timeout_s: float = 120.0):
-    """The run's placement group, as the driver reserves it; yields its name (``TRAINER_PLACEMENT_GROUP``)."""
+    """The run's placement group, as the driver reserves it, for a test without the driver (see the module's
+    docstring); yields its name (``TRAINER_PLACEMENT_GROUP``)."""
     import ray
     from ray.util import placement_group, remove_placement_group
 

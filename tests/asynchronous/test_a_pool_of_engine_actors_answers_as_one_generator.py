@@ -1,7 +1,9 @@
 """A rollout pool of several engines (trainer/asynchronous/engine_actors.py ``RolloutEnginePool``) answers as one
 generator: every prompt of a batch once, under the batch's own numbers, from the weights last pushed (over the
 pool's weight group), each engine on a random stream of its own. Two real engine actors on a Ray node of this
-machine, CPU standing in for their GPUs, the tiny random model in each."""
+machine, CPU standing in for their GPUs, the tiny random model in each. The pool is started alone, as learner rank
+0 starts it but without a run (no driver), so the test reserves the run's placement group itself
+(tests/asynchronous/ray_nodes.py ``reserved_placement_group``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,15 @@
 """The asynchronous loop on a data-parallel learner (trainer/loop/distributed.py): two learner ranks fed by a rollout pool.
 
-Laid out as on GPUs: ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo on CPU,
-started here by torch.multiprocessing's spawn as torchrun would) and a pool of one engine, a Ray actor that learner
-rank 0 starts in the run's placement group, on a Ray node of this machine whose logical GPUs CPU stands in for
-(tests/asynchronous/ray_nodes.py reserves the group, as the driver will).
+Laid out as on GPUs: ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo on CPU) and
+a pool of one engine, a Ray actor that learner rank 0 starts in the run's placement group, on a Ray node of this
+machine whose logical GPUs CPU stands in for.
+
+Why this test launches the ranks itself (torch.multiprocessing's spawn, with the environment the driver gives its
+learner-rank actors) instead of through ``python -m trainer run``: each rank runs ``rank_main``, which injects the
+test's scorer, the tiny random model and a run class that kills or inspects the engine, none of which the command can
+be given. Without the driver, the test reserves the run's placement group itself
+(tests/asynchronous/ray_nodes.py ``reserved_placement_group``), as the driver does. The run through the driver is
+tests/asynchronous/test_a_pool_fed_run_with_its_engine_on_another_node_trains_as_on_one_node.py's.
 The tiny random model generates for real, in the generator process; rewards come from the first-token test double
 (tests/learning/conftest.py), because a tiny random model never writes a proof Lean could be asked about. The
 reference is one process running the same η = 1 loop with its own generator process: the same batches must come
@@ -53,7 +59,8 @@ def pooled_config(num_gpus: int, rollout_gpus: int):
 
 
 def rank_main(rank: int, port: int, scenario: str, folder: str, ray_address: str, placement_group_name: str) -> None:
-    """One learner rank, as ``python -m trainer run`` under torchrun runs it, with the test's scorer."""
+    """One learner rank, as a learner-rank actor of the driver runs it (trainer/loop/rank_actor.py), with the test's
+    scorer."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(LEARNER_RANKS), LOCAL_RANK=str(rank), RAY_ADDRESS=ray_address,
                       TRAINER_PLACEMENT_GROUP=placement_group_name)

@@ -45,8 +45,9 @@ from trainer.cluster.placement import PLACEMENT_GROUP_VARIABLE, run_placement
 from trainer.config import RunConfig
 from trainer.ranks import cpu_stands_in_for_gpus
 
-# The Ray namespace a learner rank started outside Ray (under torchrun) joins, where its placement group is named.
-# A rank that is itself a Ray actor is already in its driver's namespace, and stays there.
+# The Ray namespace a learner rank started outside Ray (a test's own launch, which injects what the command cannot be
+# given) joins, where its placement group is named. A rank the driver placed is a Ray actor, already in its driver's
+# namespace, and stays there.
 RUN_NAMESPACE = "leanrl"
 # Threads of an engine actor: the served commands' own thread runs apart, so one call may wait for answers while
 # another hands in a command and a third a Lean verdict.

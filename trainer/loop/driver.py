@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from trainer.asynchronous.engine_actors import RolloutEnginePool
 from trainer.asynchronous.generator_process import GeneratorProcess, cpu_split, restore_cores, use_cores
 from trainer.asynchronous.pipeline import RolloutPipeline, split_by_staleness, staleness_of
 from trainer.cluster.placement import run_placement
@@ -37,6 +38,7 @@ from trainer.config import RunConfig
 from trainer.learning.group_signal import group_signal_metrics
 from trainer.learning.models import load_policy
 from trainer.loop.prompt_selection import PROBLEMS_SKIPPED, HistorySelection
+from trainer.loop.ray_driver import placement_payload
 from trainer.loop.run_evaluation import RunEvaluation
 from trainer.observability import token_records
 from trainer.observability.events import (
@@ -88,8 +90,6 @@ def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...
         # A choice: the CPU run's generator shares the run's one bundle (trainer/cluster/placement.py), so it stays
         # a child process on the learner's node, on cores of its own.
         return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores, ask_lean=ask_lean)
-    from trainer.asynchronous.engine_actors import RolloutEnginePool  # imports Ray: only a pool's run needs it
-
     return RolloutEnginePool.start(config, tokenizer, seed=config.schedule.seed, ask_lean=ask_lean)
 
 
@@ -99,8 +99,6 @@ def publish_where_the_engines_sit(config: RunConfig, publisher, generator) -> No
     they sit. The platform merges both events' actors by name."""
     if config.cluster.rollout_gpus == 0:
         return  # a generator process beside the learner, in the learner's own bundle: nothing placed apart
-    from trainer.loop.ray_driver import placement_payload
-
     publisher.publish(EventType.PLACEMENT, placement_payload(run_placement(config), "placed",
                                                              actors=generator.actors_placed()))
 

@@ -14,13 +14,13 @@ things can make such a run wrong before its first step, and both are refused at 
   | h100x8 | 0 | 2 | 0 is the release's synchronous run. verl's one-step-off-policy is η = 1 (+23% with FSDP2 on Qwen2.5-Math-7B); 2 lets a Lean tail as long as a whole learner step still be trained rather than dropped. AReaL runs η up to 4–8, but with its own learning rate and batch; a run past 2 is a new recipe, which an administrator adds as a preset of its own. |
   | cpu-demo, cpu-smoke | 0 | 2 | The same bound as h100x8, so what a CPU run checks covers the GPU's bound; on 2 cores more batches in flight would only queue behind one generator process. |
 
-- **a GPU layout with nowhere to generate.** On GPUs an asynchronous run keeps two pools on one
-  node: ``cluster.num_gpus − cluster.rollout_gpus`` learner GPUs (FSDP; torchrun starts one rank on
-  each of the first GPUs) and ``cluster.rollout_gpus`` rollout GPUs, as verl's one-step-off-policy
-  lays them out. Learner rank 0 starts the pool: one generator process per rollout engine, each
-  seeing only its own GPUs (trainer/ranks.py ``rollout_pool_devices``; vLLM engines of
-  ``rollout.vllm_tensor_parallel_size`` GPUs, transformers one GPU each), and sends them the
-  gathered weights after each update (trainer/loop/distributed.py). One GPU, no rollout pool, a pool
+- **a GPU layout with nowhere to generate.** On GPUs an asynchronous run keeps two pools in one
+  placement group: ``cluster.num_gpus − cluster.rollout_gpus`` learner GPUs (FSDP; the driver places one
+  learner-rank actor on each) and ``cluster.rollout_gpus`` rollout GPUs, as verl's one-step-off-policy
+  lays them out. Learner rank 0 starts the pool: one Ray actor per rollout engine, each seeing only the
+  GPUs Ray gave it (trainer/asynchronous/engine_actors.py; vLLM engines of
+  ``rollout.vllm_tensor_parallel_size`` GPUs, transformers one GPU each), and broadcasts them the
+  gathered weights after each update over the pool's weight group (trainer/loop/distributed.py). One GPU, no rollout pool, a pool
   that takes every GPU, or a pool vLLM's tensor-parallel engines do not tile cannot run so. A
   rollout pool under the synchronous loop (η = 0) would sit idle through every learner step, and is
   refused too. On CPU (``cluster.num_gpus`` 0) generation runs in one process of its own beside the

@@ -1,8 +1,15 @@
 """The asynchronous loop on a data-parallel learner (trainer/loop/distributed.py): two learner ranks fed by a rollout pool.
 
-Laid out as on GPUs: ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo on CPU,
-started here by torch.multiprocessing's spawn as torchrun would) and a pool of one engine, a generator process
-that learner rank 0 starts (on CPU its CUDA_VISIBLE_DEVICES names a GPU that does not exist, and changes nothing).
+Laid out as on GPUs: ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo on CPU) and
+a pool of one engine, a Ray actor that learner rank 0 starts in the run's placement group, on a Ray node of this
+machine whose logical GPUs CPU stands in for.
+
+Why this test launches the ranks itself (torch.multiprocessing's spawn, with the environment the driver gives its
+learner-rank actors) instead of through ``python -m trainer run``: each rank runs ``rank_main``, which injects the
+test's scorer, the tiny random model and a run class that kills or inspects the engine, none of which the command can
+be given. Without the driver, the test reserves the run's placement group itself
+(tests/asynchronous/ray_nodes.py ``reserved_placement_group``), as the driver does. The run through the driver is
+tests/asynchronous/test_a_pool_fed_run_with_its_engine_on_another_node_trains_as_on_one_node.py's.
 The tiny random model generates for real, in the generator process; rewards come from the first-token test double
 (tests/learning/conftest.py), because a tiny random model never writes a proof Lean could be asked about. The
 reference is one process running the same η = 1 loop with its own generator process: the same batches must come
@@ -12,15 +19,18 @@ back, and the same weights after every step.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
 from deploy.services import free_port
+from tests.asynchronous.ray_nodes import node_arguments, ray_cluster, reserved_placement_group
 from tests.asynchronous.synchronous_loop import PROBLEMS
 from tests.learning.conftest import FirstTokenRewardScorer, tiny_run_config
 from tests.learning.test_data_parallel_training import (
@@ -48,29 +58,42 @@ def pooled_config(num_gpus: int, rollout_gpus: int):
     )
 
 
-def rank_main(rank: int, port: int, scenario: str, folder: str) -> None:
-    """One learner rank, as ``python -m trainer run`` under torchrun runs it, with the test's scorer."""
+def rank_main(rank: int, port: int, scenario: str, folder: str, ray_address: str, placement_group_name: str) -> None:
+    """One learner rank, as a learner-rank actor of the driver runs it (trainer/loop/rank_actor.py), with the test's
+    scorer."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(LEARNER_RANKS), LOCAL_RANK=str(rank))
+                      WORLD_SIZE=str(LEARNER_RANKS), LOCAL_RANK=str(rank), RAY_ADDRESS=ray_address,
+                      TRAINER_PLACEMENT_GROUP=placement_group_name)
     torch.set_num_threads(1)  # two ranks and a generator process share two cores
     from trainer.learning.models import smollm2_tokenizer, tiny_random_policy
     from trainer.loop.distributed import DataParallelRun, RankEventPublisher, RankGroup
     from trainer.ranks import torchrun_position
 
-    class RunWhoseGeneratorIsKilledAtStepOne(DataParallelRun):
+    folder = Path(folder)
+
+    class RunWhoseEngineIsKilledAtStepOne(DataParallelRun):
         def train_step(self, step):
             if step == 1 and self.engine.pool is not None:  # before the batch of step 3 is handed over
                 for pid in self.engine.pool.pids:
                     os.kill(pid, signal.SIGKILL)
             return super().train_step(step)
 
+    class RunThatRecordsItsEnginesAncestry(DataParallelRun):
+        def train_step(self, step):
+            if step == 1 and self.engine.pool is not None:  # the engines are up and serving
+                ancestry = {pid: [parent.pid for parent in psutil.Process(pid).parents()]
+                            for pid in self.engine.pool.pids}
+                (folder / "engine_ancestry.json").write_text(json.dumps(ancestry))
+            return super().train_step(step)
+
+    (folder / f"rank{rank}.pid").write_text(str(os.getpid()))
     model, tokenizer = tiny_random_policy(0, tokenizer=copy.deepcopy(smollm2_tokenizer()))
-    folder = Path(folder)
     is_resumed = scenario == "resumed"
     publisher = RankEventPublisher("pool", JsonLinesFileSink(folder / f"rank{rank}.jsonl"), rank=rank,
                                    world_size=LEARNER_RANKS, attempt=2 if is_resumed else 1,
                                    first_seq=first_event_seq_for_resume(folder / "run") if is_resumed else 0)
-    run_class = RunWhoseGeneratorIsKilledAtStepOne if scenario == "generator_killed" else DataParallelRun
+    run_class = {"generator_killed": RunWhoseEngineIsKilledAtStepOne,
+                 "records_its_engine": RunThatRecordsItsEnginesAncestry}.get(scenario, DataParallelRun)
     group = RankGroup.join(torchrun_position())
     status = run_class(pooled_config(LEARNER_RANKS + 1, 1), PROBLEMS, folder / "run", publisher, group=group,
                        model=model, tokenizer=tokenizer, scorer=FirstTokenRewardScorer(tokenizer.decode([198])),
@@ -78,8 +101,18 @@ def rank_main(rank: int, port: int, scenario: str, folder: str) -> None:
     (folder / f"rank{rank}.status").write_text(status.value)
 
 
-def spawn_learner_ranks(scenario: str, folder: Path) -> tuple[dict[int, str], dict[int, list]]:
-    torch.multiprocessing.spawn(rank_main, args=(free_port(), scenario, str(folder)), nprocs=LEARNER_RANKS, join=True)
+def spawn_learner_ranks(scenario: str, folder: Path, ray_address: str,
+                        bundle_nodes: list | None = None) -> tuple[dict[int, str], dict[int, list]]:
+    """The run's two learner ranks, in the run's placement group on the Ray cluster at ``ray_address``;
+    ``bundle_nodes`` is given the node id of each bundle of the group, in order."""
+    import ray
+
+    with reserved_placement_group(pooled_config(LEARNER_RANKS + 1, 1)) as placement_group_name:
+        if bundle_nodes is not None:
+            table = ray.util.placement_group_table(ray.util.get_placement_group(placement_group_name))
+            bundle_nodes.extend(table["bundles_to_node_id"][index] for index in range(LEARNER_RANKS + 1))
+        torch.multiprocessing.spawn(rank_main, args=(free_port(), scenario, str(folder), ray_address,
+                                                     placement_group_name), nprocs=LEARNER_RANKS, join=True)
     statuses, events = {}, {}
     for rank in range(LEARNER_RANKS):
         status_file = folder / f"rank{rank}.status"
@@ -91,7 +124,14 @@ def spawn_learner_ranks(scenario: str, folder: Path) -> tuple[dict[int, str], di
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, smollm2_tokenizer_once):
+def one_ray_node():
+    """One Ray node with the run's three logical GPUs; yields its address."""
+    with ray_cluster(node_arguments(num_cpus=8, num_gpus=LEARNER_RANKS + 1), []) as cluster:
+        yield cluster.address
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, smollm2_tokenizer_once, one_ray_node):
     """((status, events, output) of one process, (statuses, events by rank, output) of two learner ranks)."""
     from trainer.learning.models import tiny_random_policy
 
@@ -100,7 +140,7 @@ def runs(tmp_path_factory, smollm2_tokenizer_once):
     sink = ListSink()
     status = TrainingRun(pooled_config(0, 0), PROBLEMS, one_folder / "run", EventPublisher("one", sink),
                          scorer=FirstTokenRewardScorer(tokenizer.decode([198])), model=model, tokenizer=tokenizer).run()
-    statuses, events = spawn_learner_ranks("trains", pooled_folder)
+    statuses, events = spawn_learner_ranks("trains", pooled_folder, one_ray_node)
     return (status, sink.events, one_folder / "run"), (statuses, events, pooled_folder / "run")
 
 
@@ -155,18 +195,23 @@ def test_the_pool_fed_ranks_sample_and_train_as_one_process_does(runs):
                            checkpoint_weights(pooled_output, 3)["model.layers.0.mlp.up_proj.weight"])
 
 
-def test_a_killed_generator_process_fails_the_run_on_both_learner_ranks_with_its_reason(tmp_path):
-    statuses, events = spawn_learner_ranks("generator_killed", tmp_path)
+def test_a_killed_engine_actor_fails_the_run_on_both_learner_ranks_naming_the_engine_and_its_node(tmp_path, one_ray_node):
+    import ray
+
+    statuses, events = spawn_learner_ranks("generator_killed", tmp_path, one_ray_node)
     assert statuses == {0: "failed", 1: "failed"}
     [finished] = of_type(events[0], EventType.RUN_FINISHED)
     assert finished.payload["status"] == "failed"
-    assert "the generator process ended (exit code -9)" in finished.payload["reason"], finished.payload["reason"]
+    [node_id] = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    reason = finished.payload["reason"]
+    assert "EngineActorLost: rollout engine 0" in reason and f"on node {node_id}" in reason, reason
 
 
-def test_a_resumed_pool_fed_run_generates_the_batches_in_flight_again_and_trains_each_step_once(runs, tmp_path):
+def test_a_resumed_pool_fed_run_generates_the_batches_in_flight_again_and_trains_each_step_once(runs, tmp_path,
+                                                                                                 one_ray_node):
     _, (_, uninterrupted, pooled_output) = runs
     shutil.copytree(pooled_output / "checkpoints" / "step_000001", tmp_path / "run" / "checkpoints" / "step_000001")
-    statuses, events = spawn_learner_ranks("resumed", tmp_path)
+    statuses, events = spawn_learner_ranks("resumed", tmp_path, one_ray_node)
     assert statuses == {0: "succeeded", 1: "succeeded"}, of_type(events[0], EventType.ERROR)
     assert [e.payload["step"] for e in of_type(events[0], EventType.METRICS)] == [2, 3]
 

@@ -21,7 +21,7 @@ def stop_as_ray_does(driver) -> None:
 
 def run_two_ranks_until(tmp_path, at_step_two) -> tuple[list[dict], str]:
     with StandinServerThread() as server:
-        trainer = start_smoke_trainer(tmp_path, server.url, "--set", "cluster.num_gpus=2", learner_ranks=2)
+        trainer = start_smoke_trainer(tmp_path, server.url, "--set", "cluster.num_gpus=2")
         events = events_until_it_ends(trainer, lambda: at_step_two(trainer))
         stderr = trainer.stderr.read()
     return events, stderr

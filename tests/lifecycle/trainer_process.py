@@ -12,10 +12,11 @@ from collections.abc import Callable
 from deploy.services import REPO_DIR
 
 
-def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: int = 1) -> subprocess.Popen:
+def start_smoke_trainer(tmp_path, lean_url: str, *options: str, ray_address: str | None = None) -> subprocess.Popen:
     """A cpu-smoke run of 1,000 steps on three problems, its events on standard output. A run of several learner
     ranks (or with a rollout pool) is its own Ray driver, as the platform starts it: here, outside a Ray job, on a
-    local Ray the driver starts for itself (RAY_ADDRESS unset, the logical GPUs CPU processes stand in for)."""
+    local Ray the driver starts for itself (RAY_ADDRESS unset, the logical GPUs CPU processes stand in for), or on a
+    test's Ray nodes (``ray_address``), as a Ray job's entrypoint joins its cluster."""
     promptset = tmp_path / "problems.jsonl"
     promptset.write_text("".join(
         json.dumps({"problem_id": f"p{i}", "formal_statement": f"theorem p{i} : ({i} : ℕ) + 1 = {i + 1} := by"}) + "\n"
@@ -25,6 +26,8 @@ def start_smoke_trainer(tmp_path, lean_url: str, *options: str, learner_ranks: i
             "--output", str(tmp_path / "out"), "--lean-url", lean_url, "--set", "schedule.total_steps=1000", *options]
     # start_new_session: a signal reaches only the trainer, as a terminal's Ctrl-C reaches its foreground job.
     environment = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
+    if ray_address is not None:
+        environment["RAY_ADDRESS"] = ray_address
     return subprocess.Popen(argv, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=environment)
 

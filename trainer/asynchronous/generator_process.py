@@ -20,11 +20,13 @@ the run knows every answer's policy version without asking. Weights travel as a 
 
 ``GeneratorProcess`` is the run's handle. It is also a rollout engine (``generate``/``push_weights``),
 so an evaluation runs through it unchanged. The child ends itself when the run's process is gone.
-On GPUs the rollout pool (``cluster.rollout_gpus``) is one such process per engine, each seeing only its
-own GPUs (trainer/ranks.py ``rollout_pool_devices``), driven together as one generator by ``GeneratorPool``.
+The rollout pool (``cluster.rollout_gpus``) serves the same protocol from Ray actors, one per engine on any node,
+its weights broadcast over a collective group instead of shared memory (trainer/asynchronous/engine_actors.py);
+``GeneratorPool`` drives several engines as one generator.
 
-Why one piece: the command protocol, the child's loop that serves it, and the two handles that speak it (one
-process, a pool) change together; split, a command added on one side would be missed on the other.
+Why one piece: the command protocol, the loop that serves it, and the handles that speak it (``GeneratorHandle``
+for one engine, ``GeneratorPool`` for several) change together; split, a command added on one side would be
+missed on the other.
 """
 
 from __future__ import annotations
@@ -91,89 +93,51 @@ class _EngineOverJobs:
         """Nothing to take back (see ``sleep``)."""
 
 
-class GeneratorProcess(_EngineOverJobs):
-    """The run's handle on its generator process (see the module's docstring)."""
+class GeneratorHandle(_EngineOverJobs):
+    """The run's side of the command protocol, whatever carries it: a child process's queues (``GeneratorProcess``)
+    or a Ray actor's methods (trainer/asynchronous/engine_actors.py ``EngineActor``). A transport sends commands
+    (``_send``) and the answers to the engine's Lean snippets (``_send_lean_answer``), and hands every message the
+    engine sends back to ``_handle_message``."""
 
-    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
-                 wait: bool = True, cores: tuple[int, ...] | None = None, ask_lean: AskLean | None = None):
-        """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
-        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``cores``: the CPU
-        cores the child computes on, one torch thread each (``cpu_split``); None leaves it the run's. ``wait``
-        False returns once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all
-        its engines at once). ``ask_lean``: how the run checks the child's tool snippets (rollout.lean_tool_calls
-        ≥ 1); None answers each "no verdict"."""
-        import torch.multiprocessing as multiprocessing
-
-        self._config = config
+    def __init__(self, ask_lean: AskLean | None = None):
         self._ask_lean = ask_lean
-        context = multiprocessing.get_context("spawn")
-        self._commands = context.Queue()
-        self._results = context.Queue()
-        self._lean_answers = context.Queue()  # apart from commands, which the child reads only between jobs
-        # Not daemonic: vLLM starts a tensor-parallel engine's workers as processes of their own, and Python refuses
-        # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
-        # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
-        self._process = context.Process(
-            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices,
-                                cores, self._lean_answers),
-            name="leanrl-generator", daemon=False,
-        )
         self._jobs: dict[int, GenerationJob] = {}
         self._job_ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._failure: str | None = None
+        self._failure: BaseException | None = None
         self._ready = threading.Event()
         self.pushed_version: int | None = None
         self.busy_intervals: list[list[float | None]] = []  # [start, end] of each job, time.time(); end None while busy
-        self._process.start()
-        # Before multiprocessing's own exit handler, which would wait forever for a non-daemonic child still serving.
-        atexit.register(self.close)
-        self._reader = threading.Thread(target=self._read_results, name="generator-results", daemon=True)
-        self._reader.start()
         self._started_at = time.monotonic()
-        self.ready_at: float | None = None  # time.time() when the child said its engine is built
-        if wait:
-            self.wait_until_ready()
+        self.ready_at: float | None = None  # time.time() when the engine said it is built
+
+    def _send(self, command: tuple) -> None:
+        raise NotImplementedError
+
+    def _send_lean_answer(self, answer: tuple) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def wait_until_ready(self) -> None:
-        """Until the child has built its model and engine; START_TIMEOUT_S from its start at most."""
+        """Until the engine has built its model; START_TIMEOUT_S from its start at most."""
         left = START_TIMEOUT_S - (time.monotonic() - self._started_at)
         if not self._ready.wait(max(left, 0.0)) or self._failure:
             self.close()
-            raise GeneratorFailed(self._failure or f"the generator process did not start within {START_TIMEOUT_S:.0f} s")
-
-    # --- what the run calls ---------------------------------------------------------------------
-
-    def push_weights(self, model, version: int | None = None) -> None:
-        """Send a copy of ``model``'s weights; every job submitted after this samples from them."""
-        self.push_state_dict(model.state_dict(), version)
-
-    def push_state_dict(self, state_dict, version: int | None = None) -> None:
-        """Send a copy of these full weights (a sharded learner gathers them first: trainer/loop/distributed.py)."""
-        self.push_packed(packed_weights(state_dict, push_dtype(self._config)), version)
-
-    def push_packed(self, packed, version: int | None = None) -> None:
-        """``packed_weights``' output, which a pool packs once for all its processes."""
-        self._raise_if_failed()
-        version = (self.pushed_version or 0) + 1 if version is None else version
-        self._commands.put(("weights", version, packed))
-        self.pushed_version = version
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
+            raise self._failure or GeneratorFailed(f"the generator did not start within {START_TIMEOUT_S:.0f} s")
 
     def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
                progress_interval_s: float | None = None, headers: list[str] | None = None) -> GenerationJob:
-        """Queue a batch; its answers stream into the returned job as the child finishes them. ``headers``: each
+        """Queue a batch; its answers stream into the returned job as the engine finishes them. ``headers``: each
         prompt's problem header, for the Lean snippets its answers may ask about (rollout.lean_tool_calls ≥ 1)."""
         self._raise_if_failed()
         if self.pushed_version is None:
-            raise GeneratorFailed("no weights were pushed to the generator process before its first job")
+            raise GeneratorFailed("no weights were pushed to the generator before its first job")
         job = GenerationJob(next(self._job_ids), self.pushed_version)
         with self._lock:
             self._jobs[job.job_id] = job
-        self._commands.put(("generate", job.job_id, prompt_ids, sampling, progress_interval_s, headers))
+        self._send(("generate", job.job_id, prompt_ids, sampling, progress_interval_s, headers))
         return job
 
     def answers_of(self, job: GenerationJob, progress: Any = None) -> Iterator[Generation]:
@@ -193,79 +157,53 @@ class GeneratorProcess(_EngineOverJobs):
             elif kind == "done":
                 return
             else:  # "failed"
-                raise GeneratorFailed(payload)
+                raise payload
 
     def busy_seconds(self, start: float, end: float) -> float:
-        """Seconds of [start, end] (time.time()) during which the child was generating; forgets older jobs."""
+        """Seconds of [start, end] (time.time()) during which the engine was generating; forgets older jobs."""
         return sum(ended - began for began, ended in self.busy_within(start, end))
 
     def busy_within(self, start: float, end: float) -> list[tuple[float, float]]:
-        """The child's generating intervals clipped to [start, end]; forgets jobs that ended before ``end``."""
+        """The engine's generating intervals clipped to [start, end]; forgets jobs that ended before ``end``."""
         with self._lock:
             intervals = [list(interval) for interval in self.busy_intervals]
             self.busy_intervals = [i for i in self.busy_intervals if i[1] is None or i[1] > end]
         clipped = [(max(start, began), min(end, ended if ended is not None else end)) for began, ended in intervals]
         return [(began, ended) for began, ended in clipped if ended > began]
 
-    def close(self) -> None:
-        atexit.unregister(self.close)
-        if self._process.is_alive():
-            try:
-                self._commands.put(("stop",))
-                self._process.join(timeout=10)
-            except (OSError, ValueError):
-                pass
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(timeout=10)
-        self._failure = self._failure or "the generator process was closed"
-        self._ready.set()
-
-    # --- the results pipe -------------------------------------------------------------------------
-
-    def _read_results(self) -> None:
-        while True:
-            try:
-                message = self._results.get(timeout=POLL_S)
-            except queue.Empty:
-                if not self._process.is_alive():
-                    self._fail(f"the generator process ended (exit code {self._process.exitcode}) "
-                               "with rollouts still expected; see the run's log for its error")
-                    return
-                continue
-            except (EOFError, OSError):
-                self._fail("the generator process's pipe closed")
-                return
-            kind = message[0]
-            if kind == "ready":
-                self.ready_at = time.time()
-                self._ready.set()
-            elif kind == "error":
-                self._fail(f"the generator process failed:\n{message[1]}")
-                return
-            elif kind == "stopped":
-                return
-            elif kind == "lean_check":
-                self._check_for_child(*message[1:])
-            else:
-                self._route(kind, *message[1:])
+    def _handle_message(self, message: tuple) -> bool:
+        """One message of the engine's; False once the engine has said its last."""
+        kind = message[0]
+        if kind == "ready":
+            self.ready_at = time.time()
+            self._ready.set()
+        elif kind == "error":
+            self._fail(f"the generator failed:\n{message[1]}")
+            return False
+        elif kind == "stopped":
+            return False
+        elif kind == "lean_check":
+            self._check_for_child(*message[1:])
+        else:
+            self._route(kind, *message[1:])
+        return True
 
     def _check_for_child(self, request_id: int, checked_code: CheckedCode, key: str) -> None:
         """One of the child's tool snippets, checked by the run's verifier; the answer goes back when it comes."""
         if self._ask_lean is None:
-            self._lean_answers.put((request_id, None, "this run gave its generator process no Lean verifier"))
+            self._send_lean_answer((request_id, None, "this run gave its generator no Lean verifier"))
             return
         try:
             future = self._ask_lean(checked_code, key)
         except Exception as error:  # noqa: BLE001 - the child's answer waits on it: it hears why instead
-            self._lean_answers.put((request_id, None, f"{type(error).__name__}: {error}"))
+            self._send_lean_answer((request_id, None, f"{type(error).__name__}: {error}"))
             return
 
         def send_back(done: concurrent.futures.Future) -> None:
             try:
-                self._lean_answers.put((request_id, done.result(), None))
+                self._send_lean_answer((request_id, done.result(), None))
             except Exception as error:  # noqa: BLE001 - an outage is answered as one, never as a verdict
-                self._lean_answers.put((request_id, None, f"{type(error).__name__}: {error}"))
+                self._send_lean_answer((request_id, None, f"{type(error).__name__}: {error}"))
 
         future.add_done_callback(send_back)
 
@@ -288,17 +226,114 @@ class GeneratorProcess(_EngineOverJobs):
         else:
             job.answers.put((kind, payload[0]))
 
-    def _fail(self, reason: str) -> None:
-        self._failure = reason
-        self._ready.set()
+    def _fail(self, reason: str | BaseException) -> None:
+        """The engine is lost: every job waiting on it, and every later call, raises why. The first reason stays
+        (an engine's death can break the weight push a moment before its handle hears of the death itself)."""
         with self._lock:
+            self._failure = self._failure or (reason if isinstance(reason, BaseException) else GeneratorFailed(reason))
             jobs, self._jobs = list(self._jobs.values()), {}
+        self._ready.set()
         for job in jobs:
-            job.answers.put(("failed", reason))
+            job.answers.put(("failed", self._failure))
 
     def _raise_if_failed(self) -> None:
-        if self._failure:
-            raise GeneratorFailed(self._failure)
+        if self._failure is not None:
+            raise self._failure
+
+
+class GeneratorProcess(GeneratorHandle):
+    """The run's handle on its generator process (see the module's docstring)."""
+
+    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
+                 wait: bool = True, cores: tuple[int, ...] | None = None, ask_lean: AskLean | None = None):
+        """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
+        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``cores``: the CPU
+        cores the child computes on, one torch thread each (``cpu_split``); None leaves it the run's. ``wait``
+        False returns once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all
+        its engines at once). ``ask_lean``: how the run checks the child's tool snippets (rollout.lean_tool_calls
+        ≥ 1); None answers each "no verdict"."""
+        import torch.multiprocessing as multiprocessing
+
+        super().__init__(ask_lean)
+        self._config = config
+        context = multiprocessing.get_context("spawn")
+        self._commands = context.Queue()
+        self._results = context.Queue()
+        self._lean_answers = context.Queue()  # apart from commands, which the child reads only between jobs
+        # Not daemonic: vLLM starts a tensor-parallel engine's workers as processes of their own, and Python refuses
+        # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
+        # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
+        self._process = context.Process(
+            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices,
+                                cores, self._lean_answers),
+            name="leanrl-generator", daemon=False,
+        )
+        self._process.start()
+        # Before multiprocessing's own exit handler, which would wait forever for a non-daemonic child still serving.
+        atexit.register(self.close)
+        self._reader = threading.Thread(target=self._read_results, name="generator-results", daemon=True)
+        self._reader.start()
+        if wait:
+            self.wait_until_ready()
+
+    # --- what the run calls ---------------------------------------------------------------------
+
+    def push_weights(self, model, version: int | None = None) -> None:
+        """Send a copy of ``model``'s weights; every job submitted after this samples from them."""
+        self.push_state_dict(model.state_dict(), version)
+
+    def push_state_dict(self, state_dict, version: int | None = None) -> None:
+        """Send a copy of these full weights (a sharded learner gathers them first: trainer/loop/distributed.py)."""
+        self.push_packed(packed_weights(state_dict, push_dtype(self._config)), version)
+
+    def push_packed(self, packed, version: int | None = None) -> None:
+        """``packed_weights``' output, which a pool packs once for all its processes."""
+        self._raise_if_failed()
+        version = (self.pushed_version or 0) + 1 if version is None else version
+        self._send(("weights", version, packed))
+        self.pushed_version = version
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def _send(self, command: tuple) -> None:
+        self._commands.put(command)
+
+    def _send_lean_answer(self, answer: tuple) -> None:
+        self._lean_answers.put(answer)
+
+    def close(self) -> None:
+        atexit.unregister(self.close)
+        if self._process.is_alive():
+            try:
+                self._commands.put(("stop",))
+                self._process.join(timeout=10)
+            except (OSError, ValueError):
+                pass
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
+        self._failure = self._failure or GeneratorFailed("the generator process was closed")
+        self._ready.set()
+
+    # --- the results pipe -------------------------------------------------------------------------
+
+    def _read_results(self) -> None:
+        while True:
+            try:
+                message = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    self._fail(f"the generator process ended (exit code {self._process.exitcode}) "
+                               "with rollouts still expected; see the run's log for its error")
+                    return
+                continue
+            except (EOFError, OSError):
+                self._fail("the generator process's pipe closed")
+                return
+            if not self._handle_message(message):
+                return
 
 
 # Apart by more than any step's seed offsets, so two engines of a pool never share a random stream.
@@ -338,50 +373,27 @@ class _RenumberedProgress:
 
 
 class GeneratorPool(_EngineOverJobs):
-    """A rollout pool of several engines (trainer/ranks.py ``rollout_pool_devices``), one generator process each,
-    as one generator: each batch's prompts are dealt out (prompt i to process i mod n, so a GRPO group stays on
-    one engine), every process gets the same weights, and the answers come back under the batch's numbers.
+    """Several engines as one generator: each batch's prompts are dealt out (prompt i to engine i mod n, so a GRPO
+    group stays on one engine), every engine gets the same weights, and the answers come back under the batch's
+    numbers. The rollout pool's engine actors are driven so (trainer/asynchronous/engine_actors.py
+    ``RolloutEnginePool``, which sends each push once to all of them).
 
-    Each process samples its own random stream (the step's seed + k · ENGINE_SEED_STRIDE): two engines must
+    Each engine samples its own random stream (the step's seed + k · ENGINE_SEED_STRIDE): two engines must
     not write the same answers to different prompts.
     """
 
-    def __init__(self, generators: list[GeneratorProcess]):
+    def __init__(self, generators: list[GeneratorHandle]):
         self.generators = generators
-
-    @classmethod
-    def start(cls, config: RunConfig, tokenizer, *, seed: int, devices: list[str],
-              ask_lean: AskLean | None = None) -> GeneratorPool:
-        """``ask_lean``: the run's way to Lean, shared by every process (one budget: see the module's docstring)."""
-        generators: list[GeneratorProcess] = []
-        try:
-            # All started before any is waited for: each engine loads its model and starts vLLM on its own GPUs.
-            for visible_devices in devices:
-                generators.append(GeneratorProcess(config, tokenizer, seed=seed, visible_devices=visible_devices,
-                                                   wait=False, ask_lean=ask_lean))
-            for generator in generators:
-                generator.wait_until_ready()
-        except BaseException:
-            for generator in generators:
-                generator.close()
-            raise
-        return cls(generators)
 
     @property
     def pushed_version(self) -> int | None:
         return self.generators[0].pushed_version
 
-    @property
-    def pids(self) -> list[int | None]:
-        return [generator.pid for generator in self.generators]
-
     def push_weights(self, model, version: int | None = None) -> None:
         self.push_state_dict(model.state_dict(), version)
 
     def push_state_dict(self, state_dict, version: int | None = None) -> None:
-        packed = packed_weights(state_dict, push_dtype(self.generators[0]._config))
-        for generator in self.generators:
-            generator.push_packed(packed, version)
+        raise NotImplementedError  # how a push reaches every engine is the transport's (RolloutEnginePool's)
 
     def submit(self, prompt_ids: list[list[int]], sampling: SamplingSettings,
                progress_interval_s: float | None = None, headers: list[str] | None = None) -> PoolJob:
@@ -400,7 +412,7 @@ class GeneratorPool(_EngineOverJobs):
         """Every process's answers, as each arrives, renumbered to the batch's prompts."""
         arrived: queue.Queue = queue.Queue()
 
-        def read(generator: GeneratorProcess, process_job: GenerationJob, owned: list[int]) -> None:
+        def read(generator: GeneratorHandle, process_job: GenerationJob, owned: list[int]) -> None:
             try:
                 renumbered = _RenumberedProgress(progress, owned) if progress is not None else None
                 for generation in generator.answers_of(process_job, renumbered):
@@ -631,23 +643,35 @@ def child_lean_tool(config: RunConfig, results, lean_answers) -> LeanTool | None
                     reward_config=config.reward)
 
 
-def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int,
-          visible_devices: str | None = None, cores: tuple[int, ...] | None = None, lean_answers=None) -> None:
-    """The generator process's body (see the module's docstring)."""
+def _weights_in_the_command(command) -> dict:
+    return unpacked_weights(command[2])
+
+
+def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int | None,
+          visible_devices: str | None = None, cores: tuple[int, ...] | None = None, lean_answers=None, *,
+          is_pool_engine: bool | None = None, weights_of: Callable[[tuple], dict] = _weights_in_the_command) -> None:
+    """The generator's body (see the module's docstring): a child process's, or a rollout engine actor's
+    (trainer/asynchronous/engine_actors.py), which passes no ``parent_pid`` (Ray ends an actor whose owner is gone)
+    and a ``weights_of`` that receives each push over the run's weight group. ``is_pool_engine``: built as an engine
+    of the rollout pool (``pool_engine_config``, on the GPUs it was given); by default, when given
+    ``visible_devices``."""
+    is_pool_engine = bool(visible_devices) if is_pool_engine is None else is_pool_engine
     _become_a_process_alone(visible_devices, cores)
-    # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/run/lifecycle.py).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/run/lifecycle.py).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        threading.Thread(target=_end_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         model, _ = load_policy(config.model, seed=seed)
         model.eval()
-        if visible_devices and config.rollout.engine is RolloutEngineKind.TRANSFORMERS:
+        if is_pool_engine and config.rollout.engine is RolloutEngineKind.TRANSFORMERS:
             import torch
 
             if torch.cuda.is_available():
                 # transformers samples from this copy itself; vLLM loads its own onto the GPUs from it.
                 model.to("cuda")
-        engine = build_engine(pool_engine_config(config) if visible_devices else config, model, tokenizer)
+        engine = build_engine(pool_engine_config(config) if is_pool_engine else config, model, tokenizer)
         lean_tool = child_lean_tool(config, results, lean_answers)
         results.put(("ready",))
         while True:
@@ -655,7 +679,7 @@ def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid
             if command[0] == "stop":
                 break
             if command[0] == "weights":
-                model.load_state_dict(unpacked_weights(command[2]))
+                model.load_state_dict(weights_of(command))
                 # Unmapped before the next command is awaited: a push left referenced here would stay in /dev/shm
                 # beside the next one while that is received.
                 del command

@@ -33,6 +33,9 @@ from trainer.config import RolloutEngineKind, RunConfig
 from trainer.staleness import learner_gpus
 
 STRATEGY = "PACK"
+# The driver names the run's placement group to each learner rank in this environment variable; learner rank 0 places
+# the rollout engines in that group, and a process given it is one of a driver's ranks, never a driver itself.
+PLACEMENT_GROUP_VARIABLE = "TRAINER_PLACEMENT_GROUP"
 # Run kinds whose trainer is one process on at most one GPU (the platform's runs.models.RunKind values).
 ONE_PROCESS_KINDS = frozenset({"sft", "eval"})
 

@@ -35,7 +35,7 @@ from trainer.observability.live import live_sink_for
 from trainer.observability.progress import show_progress
 from trainer.observability.ray_metrics import export_to_ray
 from trainer.observability.tracking import attach_trackers
-from trainer.cluster.placement import run_placement
+from trainer.cluster.placement import PLACEMENT_GROUP_VARIABLE, run_placement
 from trainer.ranks import RankPosition, check_cuda_for_gpus, check_launch_fits_config, torchrun_position
 from trainer.recipe.problems import load_problems_jsonl
 from trainer.run.checkpoint import first_event_seq_for_resume
@@ -221,7 +221,9 @@ def _run(args: argparse.Namespace, sink, position) -> int:
     try:
         config = resolve_config(args)
         configure_sink(sink, config.events)
-        is_driver = position is None and run_placement(config).needs_actors
+        # A rank the driver placed is never a driver itself, one learner rank fed by a pool (WORLD_SIZE 1) included.
+        is_placed_rank = PLACEMENT_GROUP_VARIABLE in os.environ
+        is_driver = position is None and not is_placed_rank and run_placement(config).needs_actors
         # The driver holds no GPU: it checks the ranks it will start, each rank its own CUDA.
         check_launch_fits_config(config, driver_world(config) if is_driver else position)
         if not is_driver:

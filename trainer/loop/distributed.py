@@ -56,9 +56,9 @@ hang in a collective that will never complete (NCCL waits for a missing rank), a
 publishes the recorded failure and ends the process after a grace period.
 
 The asynchronous loop (``rollout.max_staleness`` η ≥ 1, verl's one-step-off-policy layout): the driver
-starts only the learner ranks, one per learner GPU (``cluster.num_gpus − cluster.rollout_gpus``);
-learner rank 0 starts the rollout pool, one generator process per engine on the pool's GPUs
-(trainer/asynchronous/generator_process.py ``GeneratorPool``, placed by trainer/ranks.py ``rollout_pool_devices``),
+starts only the learner ranks, one per learner GPU (``cluster.num_gpus − cluster.rollout_gpus``); learner rank 0 starts the
+rollout pool, one Ray actor per engine in the run's placement group, on any node
+(trainer/asynchronous/engine_actors.py ``RolloutEnginePool``, placed by trainer/cluster/placement.py),
 and owns the one ``RolloutPipeline`` (trainer/asynchronous/pipeline.py): it hands batches to the pool, sends
 each answer to Lean, scores and publishes every rollout. Each step rank 0 takes the scored batch and
 hands it whole to every learner rank (``SharedBatchPipeline``, one exchange over the gloo group), so
@@ -66,10 +66,11 @@ advantages, retries and metrics are computed from the same data everywhere, as a
 ranks draw the same prompts at the same moments as rank 0 (the same seeded rng and replay buffer),
 so their replay buffers, random streams and checkpointed in-flight batches stay rank 0's; a rank
 whose prompts differ from rank 0's stops the run saying so. After each update every rank joins the
-full-weight gather (as a checkpoint does) and rank 0 sends the weights to every engine of the pool
-(``PoolWeightHandle``), through shared memory, not a process group: the pool is no rank of the
-run. A generator process that dies fails the run on every rank with its reason, at the next
-exchange; cancelling takes the pool down with rank 0. Evaluations run on the pool too, through rank 0.
+full-weight gather (as a checkpoint does) and rank 0 broadcasts the weights to every engine of the pool
+(``PoolWeightHandle``) over the pool's own weight group (trainer/asynchronous/weight_broadcast.py), never the
+learner ranks' group: the pool is no rank of the run. An engine actor that dies fails the run on every rank
+with its reason (``EngineActorLost``, an infrastructure failure naming the engine and its node), at the next
+exchange; cancelling takes the pool down with rank 0, which owns its actors. Evaluations run on the pool too, through rank 0.
 
 Why one piece: the rank group, the engine groups and ``DataParallelRun`` are one protocol (which
 rank rolls out, scores and publishes what, and how a failure on one rank ends every rank); its steps
@@ -96,7 +97,7 @@ from trainer.asynchronous.generator_process import ENGINE_SEED_STRIDE, Generator
 from trainer.asynchronous.pipeline import RolloutPipeline, TakenBatch
 from trainer.config import RolloutEngineKind, RunConfig
 from trainer.learning.learner import with_token_rates
-from trainer.loop.driver import RunStatus, TrainingRun, start_rollout_generators
+from trainer.loop.driver import RunStatus, TrainingRun, publish_where_the_engines_sit, start_rollout_generators
 from trainer.observability import packed_token_records
 from trainer.observability.events import EventPublisher, EventType, TrainerEvent
 from trainer.observability.gap import combine_train_inference_gaps
@@ -805,6 +806,7 @@ class DataParallelRun(TrainingRun):
             if self.group.rank == 0:
                 # Rank 0 scores for a pool-fed run, with the whole verifier.max_in_flight: the pool's snippets too.
                 started.append(start_rollout_generators(self.config, self.tokenizer, ask_lean=self._ask_lean))
+                publish_where_the_engines_sit(self.config, self.publisher, started[0])
 
         # Exchanged, so a pool that cannot start fails every rank at start-up with its reason.
         self.group.exchange(start_pool_on_rank_zero, "start-up")

@@ -29,13 +29,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from trainer.asynchronous.generator_process import GeneratorPool, GeneratorProcess, cpu_split, restore_cores, use_cores
+from trainer.asynchronous.engine_actors import RolloutEnginePool
+from trainer.asynchronous.generator_process import GeneratorProcess, cpu_split, restore_cores, use_cores
 from trainer.asynchronous.pipeline import RolloutPipeline, split_by_staleness, staleness_of
+from trainer.cluster.placement import run_placement
 from trainer.compute_dtype import compute_dtype_of
 from trainer.config import RunConfig
 from trainer.learning.group_signal import group_signal_metrics
 from trainer.learning.models import load_policy
 from trainer.loop.prompt_selection import PROBLEMS_SKIPPED, HistorySelection
+from trainer.loop.ray_driver import placement_payload
 from trainer.loop.run_evaluation import RunEvaluation
 from trainer.observability import token_records
 from trainer.observability.events import (
@@ -48,7 +51,6 @@ from trainer.observability.events import (
     ToolCallPayload,
 )
 from trainer.observability.live import LiveRollouts
-from trainer.ranks import rollout_pool_devices
 from trainer.recipe.prompt_budget import over_budget_reason
 from trainer.recipe.prompts import first_attempt_messages, prompt_token_count, render_prompt
 from trainer.recipe.retry import ReplayBuffer, RetryDropReason, RetryPrompt, make_retry
@@ -80,13 +82,25 @@ from trainer.verification.verdicts import Verdict
 
 
 def start_rollout_generators(config: RunConfig, tokenizer, cores: tuple[int, ...] | None = None, ask_lean=None):
-    """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or one per
-    engine of the rollout pool (``cluster.rollout_gpus``), each on its own GPUs, read through the launcher's
-    CUDA_VISIBLE_DEVICES. ``ask_lean``: the run's verifier, which checks their tool snippets (one budget a run)."""
-    devices = rollout_pool_devices(config, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if not devices:
+    """An asynchronous run's generator: one process beside the learner on CPU (on ``cores``, if given), or the
+    rollout pool (``cluster.rollout_gpus``), one Ray actor per engine in the run's placement group, on any node
+    (trainer/asynchronous/engine_actors.py). ``ask_lean``: the run's verifier, which checks their tool snippets
+    (one budget a run)."""
+    if config.cluster.rollout_gpus == 0:
+        # A choice: the CPU run's generator shares the run's one bundle (trainer/cluster/placement.py), so it stays
+        # a child process on the learner's node, on cores of its own.
         return GeneratorProcess(config, tokenizer, seed=config.schedule.seed, cores=cores, ask_lean=ask_lean)
-    return GeneratorPool.start(config, tokenizer, seed=config.schedule.seed, devices=devices, ask_lean=ask_lean)
+    return RolloutEnginePool.start(config, tokenizer, seed=config.schedule.seed, ask_lean=ask_lean)
+
+
+def publish_where_the_engines_sit(config: RunConfig, publisher, generator) -> None:
+    """The second PLACEMENT "placed" of a pool-fed run, once its engine actors are up: the driver placed the learner
+    ranks and said where (trainer/loop/ray_driver.py); only learner rank 0, which started the engines, knows where
+    they sit. The platform merges both events' actors by name."""
+    if config.cluster.rollout_gpus == 0:
+        return  # a generator process beside the learner, in the learner's own bundle: nothing placed apart
+    publisher.publish(EventType.PLACEMENT, placement_payload(run_placement(config), "placed",
+                                                             actors=generator.actors_placed()))
 
 
 class VerifierUnreachable(RuntimeError):
@@ -320,6 +334,7 @@ class TrainingRun(RunEvaluation, RunLifecycle):
         split = cpu_split(os.sched_getaffinity(0)) if self.config.cluster.num_gpus == 0 else None
         self.engine = start_rollout_generators(self.config, self.tokenizer, cores=split.generator if split else None,
                                                ask_lean=self._ask_lean)
+        publish_where_the_engines_sit(self.config, self.publisher, self.engine)
         if split is not None:
             self._cores_before_split = use_cores(split.learner)  # after the child started: it inherits the whole set
             self._startup_notes.append((

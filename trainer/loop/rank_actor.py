@@ -34,8 +34,6 @@ from trainer.command_line import EXIT_CANCELLED, CommandError
 from trainer.ranks import cpu_stands_in_for_gpus, torchrun_position
 from trainer.run.lifecycle import request_cancel_of_running_run
 
-# Learner rank 0 reads it to place the rollout engines in the run's placement group (ray.util.get_placement_group).
-PLACEMENT_GROUP_VARIABLE = "TRAINER_PLACEMENT_GROUP"
 CONTROL = "control"  # the concurrency group of the calls that must run while ``run`` is busy
 
 
@@ -74,8 +72,8 @@ class LearnerRank:
         sys.stdout = sys.stderr
         os.environ.update(rendezvous)
         if cpu_stands_in_for_gpus():
-            # Ray numbers the logical GPUs it granted; on the CPU they name no device, and the rollout pool's
-            # generator process (until it is an actor of its own) reads the run's GPUs as 0, 1, ... instead.
+            # Ray numbers the logical GPUs it granted; on the CPU they name no device, so the rank must not read
+            # them as devices of its own.
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         if self._cancel_requested.is_set():
             return EXIT_CANCELLED

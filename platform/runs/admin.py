@@ -13,6 +13,7 @@ from django.db import transaction
 from config.read_only_admin import ReadOnlyAdmin
 from runs import actions, scheduling
 from runs.models import (
+    Attempt,
     Checkpoint,
     DeadLetter,
     Evaluation,
@@ -22,6 +23,7 @@ from runs.models import (
     RegisteredModel,
     Run,
     RunEvent,
+    RunGroup,
     RunStateChange,
     StepMetrics,
 )
@@ -99,7 +101,8 @@ class RunAdmin(_SchedulesAfterSave):
     # priority in the queue and who it is shared with may change. State changes go through the actions.
     readonly_fields = ("owner", "kind", "promptset_version", "preset", "config", "state", "failure_reason",
                        "queued_at", "admitted_at", "queue_reason",
-                       "ray_job_id", "cluster", "code_version", "starting_checkpoint", "attempt", "current_step",
+                       "ray_job_id", "cluster", "code_version", "starting_checkpoint", "attempt",
+                       "infrastructure_retries", "run_group", "demonstrations_path", "current_step",
                        "created_at", "started_at", "finished_at", "updated_at")
     filter_horizontal = ("shared_with",)
     inlines = [RunStateChangeInline]
@@ -165,6 +168,25 @@ class EvaluationAdmin(ReadOnlyAdmin):
 class CheckpointAdmin(ReadOnlyAdmin):
     list_display = ("run", "step", "path", "created_at", "removed_at")
     search_fields = ("run__name", "path")
+    list_select_related = ("run",)
+
+
+@admin.register(RunGroup)
+class RunGroupAdmin(ReadOnlyAdmin):
+    """Seeds or a grid launched together: its shared launch fields are what its runs were launched with."""
+
+    list_display = ("name", "owner", "created_at")
+    search_fields = ("name", "owner__username")
+    list_select_related = ("owner",)
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    """Each dispatch of a run, as the platform recorded its placement and its end."""
+
+    list_display = ("run", "number", "ended_state", "cause", "ended_at", "retry_at")
+    list_filter = ("ended_state", "cause")
+    search_fields = ("run__name", "reason")
     list_select_related = ("run",)
 
 

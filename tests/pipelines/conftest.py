@@ -1,11 +1,13 @@
 """The pipelines' cast: alice's training promptset (the smoke problems), a held-out benchmark, and helpers that
-end a stage's run the way the ingester does (a state change, its proof attempts, its checkpoint)."""
+end a stage's run the way the ingester does (a state change, its proof attempts and their problems' history, its
+checkpoint)."""
 
 import itertools
 
 import pytest
 
 from promptsets.models import Problem, Promptset, PromptsetVersion, VersionProblem, statement_hash
+from tests.stored_attempts import stored_attempt
 from trainer.sft.smoke_model import SMOKE_PROBLEMS
 
 _keys = itertools.count(1)
@@ -42,11 +44,10 @@ def answer(statement: str, tactic: str) -> str:
 
 def add_attempt(run, problem_key: str, *, accepted: bool, tactic: str = "norm_num", standin: bool = True,
                 censored: bool = False, turn: str = "first"):
-    from proofs.models import ProofAttempt
-
+    # Stored as the ingester stores it, history included: the RL stage's curation reads win rates from the history.
     problem = run.promptset_version.problems.get(problem_key=problem_key)
     response = answer(problem.formal_statement, tactic)
-    return ProofAttempt.objects.create(
+    return stored_attempt(
         run=run, rollout_key=f"s0-{problem_key}-r{next(_keys)}", step=0, is_evaluation=run.kind == "eval",
         problem=problem, problem_key=problem_key, formal_statement=problem.formal_statement, turn=turn,
         response=response, lean_code=f"{problem.formal_statement}\n  {tactic}",

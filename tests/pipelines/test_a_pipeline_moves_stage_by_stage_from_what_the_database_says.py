@@ -1,7 +1,8 @@
 """The pipeline's state machine (pipelines/advance.py), stage by stage, with each stage's run ended the way the
 ingester ends it: harvest (an evaluation on the training promptset), the proof corpus, SFT on it, RL on a curated
 version, the benchmark, then the next iteration from the last model. Advancing twice never launches twice.
-The whole path through Celery, Ray and the stand-in: tests/integration/test_a_two_iteration_pipeline_runs_end_to_end.py."""
+The whole path through Celery, Ray and the stand-in:
+tests/pipelines/test_a_two_iteration_cpu_smoke_pipeline_runs_end_to_end_through_the_platform.py."""
 
 import json
 from pathlib import Path

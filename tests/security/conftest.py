@@ -13,7 +13,7 @@ SECRET_PROMPTSET_NAME = "alice-secret-promptset"
 
 @pytest.fixture
 def world(alice, promptset_version, make_run, settings, tmp_path):
-    """alice's private promptset, run, checkpoint, rollout and token: what a stranger must never reach."""
+    """alice's private promptset, run (in a group), checkpoint, rollout, pipeline and token: what a stranger must never reach."""
     from promptsets.models import PromptsetUpload, UploadState
     from proofs.models import ProofAttempt, Turn
 
@@ -36,8 +36,18 @@ def world(alice, promptset_version, make_run, settings, tmp_path):
     from promptsets.benchmarks import mark_as_benchmark
 
     benchmark = mark_as_benchmark(promptset_version, alice, SECRET_PROMPTSET_NAME)
+    from pipelines.models import Pipeline
+    from runs.models import RunGroup
+
+    group = RunGroup.objects.create(owner=alice, name=SECRET_RUN_NAME, launch={"preset": "cpu-demo"})
+    run.run_group = group
+    run.save(update_fields=["run_group"])
+    pipeline = Pipeline.objects.create(
+        owner=alice, name=SECRET_RUN_NAME, preset="cpu-smoke", training_version=promptset_version,
+        benchmark_version=promptset_version, harvest_samples=2, benchmark_samples=2, max_iterations=1, min_gain=1)
     return {"upload": upload, "promptset": promptset, "version": promptset_version, "problem": problem, "run": run,
-            "checkpoint": checkpoint, "attempt": attempt, "token": token, "benchmark": benchmark}
+            "checkpoint": checkpoint, "attempt": attempt, "token": token, "benchmark": benchmark, "group": group,
+            "pipeline": pipeline}
 
 
 @pytest.fixture

@@ -47,6 +47,16 @@ PARAMETERS = {
     ("api", "file_format"): lambda w: "jsonl",
     ("api", "step"): lambda w: w["checkpoint"].step,
     ("api", "part"): lambda w: "model",
+    ("api", "group_id"): lambda w: w["group"].pk,
+    ("api", "pipeline_id"): lambda w: w["pipeline"].pk,
+    ("api", "checkpoint_id"): lambda w: w["checkpoint"].pk,
+    ("pipelines", "pk"): lambda w: w["pipeline"].pk,
+}
+# Where one name means two things in one namespace, the path segment before it says which:
+# (namespace, segment, name), e.g. runs/groups/<pk>/ is a group's, runs/<pk>/ a run's.
+PARAMETERS_AFTER_SEGMENT = {
+    ("runs", "groups", "pk"): lambda w: w["group"].pk,
+    ("pipelines", "checkpoints", "pk"): lambda w: w["checkpoint"].pk,
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 
@@ -67,6 +77,10 @@ class Route:
 
     def url(self, world) -> str:
         def fill(match):
+            segment = self.pattern[:match.start()].rstrip("/").rpartition("/")[2]
+            specific = (self.namespace, segment, match["name"])
+            if specific in PARAMETERS_AFTER_SEGMENT:
+                return str(PARAMETERS_AFTER_SEGMENT[specific](world))
             key = (self.namespace, match["name"])
             if key not in PARAMETERS:
                 raise AssertionError(f"the route {self.pattern!r} has a parameter {match['name']!r} the attack suite "

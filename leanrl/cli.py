@@ -142,19 +142,30 @@ def follow_upload(client: PlatformClient, upload: dict, label: str) -> int:
 # --- runs --------------------------------------------------------------------------------------
 
 
-def runs_launch(client: PlatformClient, args) -> int:
-    fields = client.body_fields("runs_api_launch_run")
+def launch(client: PlatformClient, args, operation: str, command: str) -> dict | None:
+    """What runs, groups and pipelines launch alike: ``--fields`` lists the operation's body fields (None), else
+    the ``name=value`` assignments are checked against them and sent; the created thing is returned."""
+    fields = client.body_fields(operation)
     if args.fields:
         for name, spec in fields.items():
             flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
             print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
-        return 0
+        return None
     try:
         body = read_assignments(args.field, fields)
     except ValueError as error:
-        raise UsageError(f"{error} (see `leanrl runs launch --fields`)") from None
-    run = client.call("runs_api_launch_run", json_body=body)
-    print(f"run {run['id']} {run['name']!r} queued; follow it with `leanrl runs follow {run['id']}`")
+        raise UsageError(f"{error} (see `leanrl {command} --fields`)") from None
+    return client.call(operation, json_body=body)
+
+
+def print_state(kind: str, thing: dict) -> int:
+    print(f"{kind} {thing['id']}: {thing['state']}")
+    return 0
+
+
+def runs_launch(client: PlatformClient, args) -> int:
+    if run := launch(client, args, "runs_api_launch_run", "runs launch"):
+        print(f"run {run['id']} {run['name']!r} queued; follow it with `leanrl runs follow {run['id']}`")
     return 0
 
 
@@ -162,18 +173,9 @@ def runs_launch(client: PlatformClient, args) -> int:
 
 
 def pipelines_launch(client: PlatformClient, args) -> int:
-    fields = client.body_fields("pipelines_api_launch_pipeline")
-    if args.fields:
-        for name, spec in fields.items():
-            flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
-            print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
-        return 0
-    try:
-        body = read_assignments(args.field, fields)
-    except ValueError as error:
-        raise UsageError(f"{error} (see `leanrl pipelines launch --fields`)") from None
-    pipeline = client.call("pipelines_api_launch_pipeline", json_body=body)
-    print(f"pipeline {pipeline['id']} {pipeline['name']!r} started; see it with `leanrl pipelines show {pipeline['id']}`")
+    if pipeline := launch(client, args, "pipelines_api_launch_pipeline", "pipelines launch"):
+        print(f"pipeline {pipeline['id']} {pipeline['name']!r} started; see it with "
+              f"`leanrl pipelines show {pipeline['id']}`")
     return 0
 
 
@@ -189,15 +191,11 @@ def pipelines_show(client: PlatformClient, args) -> int:
 
 
 def pipelines_cancel(client: PlatformClient, args) -> int:
-    pipeline = client.call("pipelines_api_cancel", path={"pipeline_id": args.pipeline})
-    print(f"pipeline {pipeline['id']}: {pipeline['state']}")
-    return 0
+    return print_state("pipeline", client.call("pipelines_api_cancel", path={"pipeline_id": args.pipeline}))
 
 
 def pipelines_retry(client: PlatformClient, args) -> int:
-    pipeline = client.call("pipelines_api_retry", path={"pipeline_id": args.pipeline})
-    print(f"pipeline {pipeline['id']}: {pipeline['state']}")
-    return 0
+    return print_state("pipeline", client.call("pipelines_api_retry", path={"pipeline_id": args.pipeline}))
 
 
 def runs_list(client: PlatformClient, args) -> int:
@@ -212,32 +210,18 @@ def runs_show(client: PlatformClient, args) -> int:
 
 
 def runs_cancel(client: PlatformClient, args) -> int:
-    run = client.call("runs_api_cancel_run", path={"run_id": args.run})
-    print(f"run {run['id']}: {run['state']}")
-    return 0
+    return print_state("run", client.call("runs_api_cancel_run", path={"run_id": args.run}))
 
 
 def runs_resume(client: PlatformClient, args) -> int:
-    run = client.call("runs_api_resume_run", path={"run_id": args.run})
-    print(f"run {run['id']}: {run['state']}")
-    return 0
+    return print_state("run", client.call("runs_api_resume_run", path={"run_id": args.run}))
 
 
 def groups_launch(client: PlatformClient, args) -> int:
     """A group: the launch fields, plus seeds (runs of each configuration) and grid (field → values)."""
-    fields = client.body_fields("runs_api_launch_group")
-    if args.fields:
-        for name, spec in fields.items():
-            flag = "required" if spec["required"] else f"default {json.dumps(spec.get('default'))}"
-            print(f"{name}\t{expected(spec)}\t{flag}\t{spec.get('description', '')}")
-        return 0
-    try:
-        body = read_assignments(args.field, fields)
-    except ValueError as error:
-        raise UsageError(f"{error} (see `leanrl groups launch --fields`)") from None
-    group = client.call("runs_api_launch_group", json_body=body)
-    print(f"group {group['id']} {group['name']!r} queued: {len(group['runs'])} runs; see it with "
-          f"`leanrl groups show {group['id']}`")
+    if group := launch(client, args, "runs_api_launch_group", "groups launch"):
+        print(f"group {group['id']} {group['name']!r} queued: {len(group['runs'])} runs; see it with "
+              f"`leanrl groups show {group['id']}`")
     return 0
 
 

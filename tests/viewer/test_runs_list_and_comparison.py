@@ -65,5 +65,8 @@ def test_the_run_page_shows_the_diff_against_the_chosen_run(make_run, alice, log
 def test_the_comparison_page_overlays_the_chosen_runs(make_run, alice, logged_in):
     first, second = make_run(name="first run"), make_run(name="second run")
     first.step_metrics.create(step=0, values={"reward/mean": 0.5})
-    page = logged_in(alice).get(f"/runs/compare/?runs={first.pk}&runs={second.pk}").content.decode()
-    assert 'id="compare-series"' in page and "first run" in page and "second run" in page
+    response = logged_in(alice).get(f"/runs/compare/?runs={first.pk}&runs={second.pk}")
+    chart = response.context["chart"]
+    assert [(column["name"], column["line"]) for column in chart["columns"]] == [
+        ("first run", [[0, 0.5, 0.5, 0.5]]), ("second run", [])]
+    assert 'id="compare-chart-data"' in response.content.decode()

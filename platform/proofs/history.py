@@ -70,6 +70,8 @@ def record_new_attempts(attempts: Iterable[ProofAttempt]) -> None:
         run = runs[run_id]
         rows.append((identity, run_id, run.name, run.owner_id, run.starting_checkpoint_id, step, round_, is_evaluation,
                      is_standin, answers, scored, accepted, policy))
+    if not rows:
+        return  # every answer was skipped above; an INSERT with no VALUES is a syntax error that lost the batch
     table = ProblemHistory._meta.db_table
     # clock_timestamp(), not now(): groups recorded one after another in one transaction keep their order.
     row_values = "(" + ", ".join(["%s"] * 13) + ", clock_timestamp(), clock_timestamp())"

@@ -86,7 +86,9 @@ class WelchResult:
         return self.p_value < SIGNIFICANCE
 
 
-def _mean_and_variance(values: Sequence[float]) -> tuple[float, float]:
+def mean_and_variance(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample variance (n − 1), in floats: statistics.stdev's exact fractions cost the compare
+    page half its time at 20 seeds × 500 steps."""
     mean = sum(values) / len(values)
     return mean, sum((value - mean) ** 2 for value in values) / (len(values) - 1)
 
@@ -96,8 +98,8 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> WelchResult:
     if len(a) < 2 or len(b) < 2:
         raise ValueError(f"Welch's t-test needs at least 2 values in each sample (got {len(a)} and {len(b)}): "
                          "launch more seeds")
-    mean_a, variance_a = _mean_and_variance(a)
-    mean_b, variance_b = _mean_and_variance(b)
+    mean_a, variance_a = mean_and_variance(a)
+    mean_b, variance_b = mean_and_variance(b)
     share_a, share_b = variance_a / len(a), variance_b / len(b)
     spread = share_a + share_b
     if spread == 0:

@@ -10,7 +10,7 @@ runs the ranks by them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainer.config import RolloutEngineKind, RunConfig
@@ -134,30 +134,6 @@ def _of_which_pool(config: RunConfig) -> str:
 def rollout_tensor_parallel_size(config: RunConfig) -> int:
     """Ranks that share one rollout engine: vLLM's tensor-parallel size; 1 for an engine that never shards."""
     return config.rollout.vllm_tensor_parallel_size if config.rollout.engine is RolloutEngineKind.VLLM else 1
-
-
-def rollout_pool_devices(config: RunConfig, visible_devices: str | None = None) -> list[str]:
-    """CUDA_VISIBLE_DEVICES of each generator process of the rollout pool: the last ``cluster.rollout_gpus`` GPUs,
-    ``rollout.vllm_tensor_parallel_size`` consecutive ones per vLLM engine (one per transformers engine).
-
-    The learner ranks take GPUs 0 to L − 1 (their LOCAL_RANK) of the node's visible GPUs; the
-    pool takes L onward. ``visible_devices`` is the launcher's own CUDA_VISIBLE_DEVICES (Ray sets it to the
-    GPUs it granted the job), through which both pools' indices are read; None or empty means the node's
-    GPUs 0, 1, … as numbered. An empty list: no pool (a CPU run, or the synchronous loop).
-    """
-    pool = config.cluster.rollout_gpus
-    if pool == 0:
-        return []
-    node_ids: Sequence[str] = ([device.strip() for device in visible_devices.split(",") if device.strip()]
-                               if visible_devices else [str(index) for index in range(config.cluster.num_gpus)])
-    if len(node_ids) < config.cluster.num_gpus:
-        raise ValueError(
-            f"cluster.num_gpus is {config.cluster.num_gpus} but only {len(node_ids)} GPU(s) are visible "
-            f"(CUDA_VISIBLE_DEVICES={visible_devices!r}); grant the run all {config.cluster.num_gpus} GPUs of one node "
-            f"or lower cluster.num_gpus")
-    pool_ids = list(node_ids[learner_gpus(config): config.cluster.num_gpus])
-    per_engine = rollout_tensor_parallel_size(config)
-    return [",".join(pool_ids[first: first + per_engine]) for first in range(0, pool, per_engine)]
 
 
 def tensor_parallel_problem(tensor_parallel_size: int, world_size: int) -> str | None:

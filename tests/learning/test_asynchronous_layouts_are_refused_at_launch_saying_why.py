@@ -17,7 +17,7 @@ import pytest
 from trainer.__main__ import main as trainer_main
 from trainer.config import RunConfig
 from trainer.memory import memory_fit
-from trainer.ranks import check_launch_fits_config, check_world_fits_config, rank_rule_problems, rollout_pool_devices
+from trainer.ranks import check_launch_fits_config, check_world_fits_config, rank_rule_problems
 from trainer.staleness import (
     STALENESS_BOUNDS,
     asynchronous_layout_problem,
@@ -193,10 +193,10 @@ def test_the_memory_plan_command_refuses_the_layout_with_exit_code_2():
     assert f"memory-plan: {asynchronous_layout_problem(h100x8(1))}" in result.stderr
 
 
-def test_the_learner_pool_takes_the_first_gpus_and_the_rollout_pool_the_rest():
+def test_the_learner_pool_takes_the_gpus_the_rollout_pool_leaves():
+    # Where each pool's GPUs sit is the placement rule's (tests/placement/test_one_placement_rule_packs_…).
     assert learner_gpus(h100x8(1, rollout_gpus=2)) == 6
-    assert rollout_pool_devices(h100x8(1, rollout_gpus=2)) == ["6", "7"]  # test_the_rollout_pool_sees_only_its_own_gpus.py
-    assert learner_gpus(h100x8(0)) == 8 and rollout_pool_devices(h100x8(0)) == []
+    assert learner_gpus(h100x8(0)) == 8
 
 
 def test_a_well_laid_out_asynchronous_gpu_run_passes_the_launch_check_with_one_rank_per_learner_gpu():

@@ -244,10 +244,10 @@ class GeneratorHandle(_EngineOverJobs):
 class GeneratorProcess(GeneratorHandle):
     """The run's handle on its generator process (see the module's docstring)."""
 
-    def __init__(self, config: RunConfig, tokenizer, *, seed: int, visible_devices: str | None = None,
+    def __init__(self, config: RunConfig, tokenizer, *, seed: int,
                  wait: bool = True, cores: tuple[int, ...] | None = None, ask_lean: AskLean | None = None):
-        """``visible_devices``: the CUDA_VISIBLE_DEVICES of the child (a rollout pool's GPUs, trainer/ranks.py
-        ``rollout_pool_devices``); None leaves the child the run's own devices (a CPU run). ``cores``: the CPU
+        """The child of a run without a rollout pool (a pool's engines are Ray actors: engine_actors.py), on the
+        run's own devices. ``cores``: the CPU
         cores the child computes on, one torch thread each (``cpu_split``); None leaves it the run's. ``wait``
         False returns once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all
         its engines at once). ``ask_lean``: how the run checks the child's tool snippets (rollout.lean_tool_calls
@@ -264,8 +264,8 @@ class GeneratorProcess(GeneratorHandle):
         # children to a daemonic process. The run still takes it down: ``close`` on every way out of the run, at the
         # latest at interpreter exit (below), and the child ends itself once the run's process is gone.
         self._process = context.Process(
-            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), visible_devices,
-                                cores, self._lean_answers),
+            target=serve, args=(config, tokenizer, seed, self._commands, self._results, os.getpid(), cores,
+                                self._lean_answers),
             name="leanrl-generator", daemon=False,
         )
         self._process.start()
@@ -535,12 +535,9 @@ _TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "
                        "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
 
 
-def _become_a_process_alone(visible_devices: str | None, cores: tuple[int, ...] | None = None) -> None:
+def _become_a_process_alone(cores: tuple[int, ...] | None = None) -> None:
     for name in _TORCHRUN_VARIABLES:
         os.environ.pop(name, None)
-    if visible_devices is not None:
-        # Before anything initialises CUDA (torch does so lazily, at first use; vLLM's workers inherit it).
-        os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
     if cores:
         # Before vLLM starts: its CPU worker turns torch.set_num_threads into a no-op for the rest of the process.
         use_cores(cores)
@@ -648,15 +645,13 @@ def _weights_in_the_command(command) -> dict:
 
 
 def serve(config: RunConfig, tokenizer, seed: int, commands, results, parent_pid: int | None,
-          visible_devices: str | None = None, cores: tuple[int, ...] | None = None, lean_answers=None, *,
-          is_pool_engine: bool | None = None, weights_of: Callable[[tuple], dict] = _weights_in_the_command) -> None:
+          cores: tuple[int, ...] | None = None, lean_answers=None, *,
+          is_pool_engine: bool = False, weights_of: Callable[[tuple], dict] = _weights_in_the_command) -> None:
     """The generator's body (see the module's docstring): a child process's, or a rollout engine actor's
     (trainer/asynchronous/engine_actors.py), which passes no ``parent_pid`` (Ray ends an actor whose owner is gone)
     and a ``weights_of`` that receives each push over the run's weight group. ``is_pool_engine``: built as an engine
-    of the rollout pool (``pool_engine_config``, on the GPUs it was given); by default, when given
-    ``visible_devices``."""
-    is_pool_engine = bool(visible_devices) if is_pool_engine is None else is_pool_engine
-    _become_a_process_alone(visible_devices, cores)
+    of the rollout pool (``pool_engine_config``, on the GPUs Ray gave its actor)."""
+    _become_a_process_alone(cores)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C in a terminal reaches the whole process group; the run decides what it means (trainer/run/lifecycle.py).
         signal.signal(signal.SIGINT, signal.SIG_IGN)

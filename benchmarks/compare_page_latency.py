@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import time
 
 import viewer_stack
@@ -102,12 +101,7 @@ def main() -> int:
         print("rerun: .venv/bin/python benchmarks/compare_page_latency.py")
         return 1 if failed else 0
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        for service in reversed(services):
-            service.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        viewer_stack.stop_everything([], services, root)
 
 
 if __name__ == "__main__":

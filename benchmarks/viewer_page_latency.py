@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import time
 
@@ -88,12 +87,7 @@ def main() -> int:
         print("rerun: .venv/bin/python benchmarks/viewer_page_latency.py")
         return 1 if failed else 0
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        for service in reversed(services):
-            service.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        viewer_stack.stop_everything([], services, root)
 
 
 if __name__ == "__main__":

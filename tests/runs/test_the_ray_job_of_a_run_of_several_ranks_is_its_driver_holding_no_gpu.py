@@ -9,6 +9,7 @@ import shlex
 
 import pytest
 
+from tests.submitted_jobs import submitted_body
 from trainer.config import RunConfig
 
 
@@ -17,27 +18,6 @@ def run_of(kind: str, overrides: dict | None = None, attempt: int = 1):
 
     config = RunConfig.from_preset("h100x8", overrides or {}).to_json_dict()
     return Run(pk=7, kind=kind, attempt=attempt, config=config, name="r")  # unsaved: the entry point reads nothing stored
-
-
-def submitted_body(run, monkeypatch) -> dict:
-    from runs import ray_jobs
-
-    submitted = {}
-
-    class Accepted:
-        status_code = 200
-        text = ""
-
-        def json(self):
-            return {"submission_id": submitted["submission_id"]}
-
-    def record(method, path, json=None, **options):  # Ray's job API (runs/ray_jobs.py), as the head receives it
-        submitted.update(json or {})
-        return Accepted()
-
-    monkeypatch.setattr(ray_jobs, "_request", record)
-    ray_jobs.submit(run)
-    return submitted
 
 
 def test_an_eight_gpu_rl_run_is_the_trainers_own_command_with_no_torchrun():

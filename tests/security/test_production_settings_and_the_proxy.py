@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.submitted_jobs import submitted_body
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "deploy/compose/compose.yaml").read_text())
 NGINX = (REPO / "deploy/compose/nginx.conf").read_text()
@@ -53,21 +55,7 @@ def test_the_redis_password_reaches_the_ray_job_through_its_environment_not_its_
     entrypoint = ray_jobs.trainer_entrypoint(run)
     assert "hunter2-secret" not in entrypoint and "--events env:LEANRL_EVENTS_URL" in entrypoint
 
-    submitted = {}
-
-    class Accepted:
-        status_code = 200
-        text = ""
-
-        def json(self):
-            return {"submission_id": submitted["submission_id"]}
-
-    def record(method, path, json=None, **options):  # Ray's job API (runs/ray_jobs.py), as the head receives it
-        submitted.update(json or {})
-        return Accepted()
-
-    monkeypatch.setattr(ray_jobs, "_request", record)
-    ray_jobs.submit(run)
+    submitted = submitted_body(run, monkeypatch)
     assert submitted["runtime_env"]["env_vars"]["LEANRL_EVENTS_URL"] == settings.TRAINER_REDIS_URL
     assert "hunter2-secret" not in submitted["entrypoint"] and "hunter2-secret" not in str(submitted["metadata"])
 

@@ -93,7 +93,7 @@ def _store_attempts(events: list[RunEvent]) -> None:
     # The rows this batch inserted carry its events; a rollout stored before under another event kept that one's
     # (ignore_conflicts), so only answers new to the database reach the history: each is counted once.
     inserted = list(ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).only(
-        "pk", "event_id", "run_id", "step", "round", "turn", "is_evaluation", "verdict", "is_standin_verdict", "reward",
+        "pk", "event_id", "run_id", "step", "round", "turn", "is_evaluation", "is_standin_verdict", "reward",
         "policy_version", "problem_id", "formal_statement"))
     history.record_new_attempts(inserted)
     attempt_ids = {attempt.event_id: attempt.pk for attempt in inserted}

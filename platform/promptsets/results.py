@@ -13,9 +13,11 @@ from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
+from trainer.verification.verdicts import Verifier
 
-# Who gave the verdicts a win rate counts: never both at once (the stand-in decides only a small fragment).
-LEAN, STANDIN = "lean", "stand-in"
+# Who gave the verdicts a win rate counts: never both at once (the stand-in decides only a small fragment). The
+# names are the trainer's, which says in every rollout event which of them judges the run (Verifier).
+LEAN, STANDIN = Verifier.LEAN.value, Verifier.STANDIN.value
 VERIFIED_BY = {LEAN: "real Lean's verdicts", STANDIN: "the stand-in Lean server's verdicts (not real Lean)"}
 
 

@@ -12,7 +12,9 @@ one verifier (real Lean or the stand-in). What it defends against:
 - Losing it with the run. The rows hold counts, the run's id (no constraint), name and owner: deleting the run's
   artifacts, its rollouts or the run itself leaves its history.
 - Pooling the stand-in with Lean. The stand-in decides a small fragment only; its verdicts are rows of their own
-  (``is_standin``) and every rate reads one verifier (``verifier_of``: real Lean's wherever any exists).
+  (``is_standin``) and every rate reads one verifier (``verifier_of``: real Lean's wherever any exists). Each
+  answer counts under its run's verifier, as its stored ``is_standin_verdict`` says: the ingester sets it for
+  every answer, those that reached no verifier (format failures) included (proofs/run_rollouts.py).
 - Zeros that were never measured. Censored answers (outages, the stand-in's "cannot decide") count as answers,
   never as scored; a rate with nothing scored is None, never 0. A Lean timeout is scored 0, as in the release.
 """
@@ -23,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import DateTimeField, IntegerField, Max, Min, OuterRef, Q, Subquery, Sum
 
@@ -51,14 +52,13 @@ def record_new_attempts(attempts: Iterable[ProofAttempt]) -> None:
             .only("pk", "name", "owner_id", "starting_checkpoint_id")}
     problem_hashes = dict(Problem.objects.filter(pk__in={a.problem_id for a in attempts if a.problem_id})
                           .values_list("pk", "statement_hash"))
-    standin_runs = _runs_judged_by_the_standin(attempts)
     groups: dict[tuple, list[int | None]] = defaultdict(lambda: [0, 0, 0, None])
     for attempt in attempts:
         identity = statement_identity(attempt, problem_hashes)
         if identity is None:
             continue  # neither a statement nor a known problem: nothing names what it answered
-        is_standin = attempt.is_standin_verdict if attempt.verdict else attempt.run_id in standin_runs
-        key = (identity, attempt.run_id, attempt.step, correction_round(attempt), attempt.is_evaluation, is_standin)
+        key = (identity, attempt.run_id, attempt.step, correction_round(attempt), attempt.is_evaluation,
+               attempt.is_standin_verdict)
         counts = groups[key]
         counts[0] += 1
         counts[1] += attempt.reward is not None
@@ -90,28 +90,6 @@ def record_new_attempts(attempts: Iterable[ProofAttempt]) -> None:
                     run_name = EXCLUDED.run_name,
                     last_recorded_at = EXCLUDED.last_recorded_at""",
             [value for row in rows for value in row])
-
-
-def _runs_judged_by_the_standin(attempts: list[ProofAttempt]) -> set[int]:
-    """The runs among ``attempts``' whose verifier is the stand-in server.
-
-    An answer that failed the format check reached no verifier (no verdict, no stand-in label), yet it is the
-    model's 0 under either: it is counted with the verdicts of its run's verifier, never as a Lean verdict of a
-    run the stand-in judges (which would make every rate of its statements read the few "Lean" rows). The run's
-    verifier is what its other answers say (this batch's, then those stored before); for a run none of whose
-    answers has reached a verifier yet, the platform's Lean server (LEAN_SERVER_IS_STANDIN)."""
-    judged: dict[int, bool] = {}
-    for attempt in attempts:
-        if attempt.verdict:
-            judged.setdefault(attempt.run_id, attempt.is_standin_verdict)
-    unknown = {attempt.run_id for attempt in attempts} - set(judged)
-    if unknown:
-        stored = (ProofAttempt.objects.filter(run_id__in=unknown).exclude(verdict="")
-                  .order_by("run_id", "pk").distinct("run_id").values_list("run_id", "is_standin_verdict"))
-        judged.update(dict(stored))
-        for run_id in unknown - set(judged):
-            judged[run_id] = settings.LEAN_SERVER_IS_STANDIN
-    return {run_id for run_id, is_standin in judged.items() if is_standin}
 
 
 def statement_identity(attempt: ProofAttempt, problem_hashes: dict[int, str]) -> str | None:

@@ -77,6 +77,8 @@ class ProofAttempt(models.Model):
     reward = models.FloatField(null=True, blank=True, help_text="None when the verdict was censored.")
     reasons = models.JSONField(default=list)
     is_censored = models.BooleanField(default=False)
+    # Judged under the stand-in: its verdict is the stand-in server's or, for an answer that reached no verifier (a
+    # format failure), its run's verifier is the stand-in (set by the ingester: proofs/run_rollouts.py).
     is_standin_verdict = models.BooleanField(default=False)
     num_tokens = models.PositiveIntegerField(default=0)
     is_truncated = models.BooleanField(default=False)

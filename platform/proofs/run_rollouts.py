@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.conf import settings
+
 from promptsets.models import Problem
 from proofs import history
 from proofs.models import ProofAttempt, RetryFeedback
 from proofs.queries import RolloutFilters, attempt_page
 from runs.models import Run, RunEvent
 from trainer.observability.events import EventType, RetryCreated, RolloutFinished
+from trainer.verification.verdicts import Verifier
 
 
 def store(events: list[RunEvent]) -> None:
@@ -57,8 +60,9 @@ def _store_attempts(events: list[RunEvent]) -> None:
         if keys:
             parents.update(((run_id, key), pk) for key, pk in ProofAttempt.objects.filter(
                 run_id=run_id, rollout_key__in=keys).values_list("rollout_key", "pk"))
+    judged_by_the_standin = _judged_by_the_standin(rollouts)
     rows = []
-    for event, rollout in rollouts:
+    for (event, rollout), is_standin in zip(rollouts, judged_by_the_standin, strict=True):
         rows.append(ProofAttempt(
             run_id=event.run_id, rollout_key=rollout.rollout_key, run_attempt=event.attempt, step=rollout.step,
             is_evaluation=rollout.is_evaluation,
@@ -73,7 +77,7 @@ def _store_attempts(events: list[RunEvent]) -> None:
             format_failure_lines=rollout.format_failure_lines, verdict=rollout.verdict or "",
             lean_messages=[m.model_dump() for m in rollout.lean_messages], reward=rollout.reward,
             reasons=rollout.reasons, is_censored=rollout.is_censored,
-            is_standin_verdict=rollout.is_standin_verdict, num_tokens=rollout.num_tokens,
+            is_standin_verdict=is_standin, num_tokens=rollout.num_tokens,
             is_truncated=rollout.is_truncated, generation_seconds=rollout.generation_seconds,
             verification_seconds=rollout.verification_seconds, sampling=rollout.sampling,
             policy_version=rollout.policy_version, event_id=event.pk,
@@ -89,12 +93,43 @@ def _store_attempts(events: list[RunEvent]) -> None:
     # The rows this batch inserted carry its events; a rollout stored before under another event kept that one's
     # (ignore_conflicts), so only answers new to the database reach the history: each is counted once.
     inserted = list(ProofAttempt.objects.filter(event_id__in=[e.pk for e in events]).only(
-        "pk", "event_id", "run_id", "step", "round", "turn", "is_evaluation", "verdict", "is_standin_verdict", "reward",
+        "pk", "event_id", "run_id", "step", "round", "turn", "is_evaluation", "is_standin_verdict", "reward",
         "policy_version", "problem_id", "formal_statement"))
     history.record_new_attempts(inserted)
     attempt_ids = {attempt.event_id: attempt.pk for attempt in inserted}
     for event in events:
         event.attempt_id = attempt_ids.get(event.pk)
+
+
+def _judged_by_the_standin(rollouts: list[tuple[RunEvent, RolloutFinished]]) -> list[bool]:
+    """Whether each answer counts as the stand-in's (``ProofAttempt.is_standin_verdict``): its run's verifier, which
+    the trainer names on every answer (``verified_by``), those that reached no verifier included.
+
+    A rollout event from a trainer older than ``verified_by`` (or from a test's injected scorer) names none, and
+    its answers without a verdict (format failures) carry no stand-in label though they are the model's 0 under
+    their run's verifier. Counting such an answer as a Lean verdict of a run the stand-in judges would make every
+    rate of its statement read the few "Lean" rows; so it takes its run's verifier as its run's other answers say it
+    (this batch's, then those stored before), and for a run none of whose answers has reached a verifier yet, the
+    platform's Lean server's (LEAN_SERVER_IS_STANDIN). An answer with a verdict keeps the label it was sent with."""
+    judged: dict[int, bool] = {}
+    for event, rollout in rollouts:
+        if rollout.verified_by is not None:
+            judged.setdefault(event.run_id, rollout.verified_by == Verifier.STANDIN)
+    for event, rollout in rollouts:
+        if rollout.verdict is not None:
+            judged.setdefault(event.run_id, rollout.is_standin_verdict)
+    unknown = {event.run_id for event, rollout in rollouts
+               if rollout.verified_by is None and rollout.verdict is None} - set(judged)
+    if unknown:
+        stored = (ProofAttempt.objects.filter(run_id__in=unknown).exclude(verdict="")
+                  .order_by("run_id", "pk").distinct("run_id").values_list("run_id", "is_standin_verdict"))
+        judged.update(dict(stored))
+        for run_id in unknown - set(judged):
+            judged[run_id] = settings.LEAN_SERVER_IS_STANDIN
+    return [rollout.verified_by == Verifier.STANDIN if rollout.verified_by is not None
+            else rollout.is_standin_verdict if rollout.verdict is not None
+            else judged[event.run_id]
+            for event, rollout in rollouts]
 
 
 def attempt_ids(event_ids: Iterable[int]) -> dict[int, int]:

@@ -138,8 +138,9 @@ class Run(models.Model):
         default=1, help_text="The current attempt: 1 at launch, one more per resume. Its Ray job is "
                              "run-<id>-attempt-<n>, and only its events and its job may change the run.",
     )
+    # db_default too: a row inserted without the column (SQL, code from before it) gets the launch default.
     infrastructure_retries = models.PositiveSmallIntegerField(
-        default=DEFAULT_INFRASTRUCTURE_RETRIES,
+        default=DEFAULT_INFRASTRUCTURE_RETRIES, db_default=DEFAULT_INFRASTRUCTURE_RETRIES,
         help_text="Attempts the platform starts by itself, each from the last checkpoint, after a failure of the "
                   "infrastructure (a node lost, a worker preempted, an actor killed from outside); a failure of the "
                   "run's own code is never retried. Set at launch.")
@@ -152,7 +153,7 @@ class Run(models.Model):
                                   help_text="The seeds or grid it was launched with, if any.")
     current_step = models.PositiveIntegerField(default=0)
     demonstrations_path = models.CharField(
-        max_length=1000, blank=True,
+        max_length=1000, blank=True, db_default="",
         help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); "
                   "blank: demonstrations generated for its promptset, as the warm start does.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -15,6 +15,7 @@ from trainer.loop.driver import RunStatus, TrainingRun
 from trainer.observability.events import EventPublisher, EventType, ListSink, RolloutFinished
 from trainer.recipe.problems import Problem
 from trainer.verification.standin_server import StandinServerThread
+from trainer.verification.verdicts import Verifier
 
 PROBLEMS = [
     Problem("add_small", "theorem add_small : (2 : ℕ) + 3 = 5 := by", name="add_small"),
@@ -104,6 +105,15 @@ def test_every_rollout_is_published_with_its_verdict_from_the_stand_in(finished_
     assert all(not r.format_detail and not r.format_failure_lines for r in rollouts if not r.format_error)
     assert all(r.prompt and r.response and r.num_tokens > 0 and r.sampling["n"] == 3 for r in rollouts)
     assert len({r.rollout_key for r in rollouts}) == len(rollouts)
+
+
+def test_every_rollout_names_the_stand_in_as_its_runs_verifier_a_format_failures_too(finished_run):
+    """A format failure reached no verifier, yet it is the model's 0 under the run's: the platform counts it there."""
+    _, sink, _, _ = finished_run
+    rollouts = [RolloutFinished.model_validate(e.payload) for e in sink.of_type(EventType.ROLLOUT_FINISHED)]
+    assert any(r.format_error and r.verdict is None for r in rollouts)
+    assert any(r.is_evaluation for r in rollouts)
+    assert {r.verified_by for r in rollouts} == {Verifier.STANDIN}
 
 
 def test_rejected_first_attempts_become_retries_that_are_rolled_out_later(finished_run):

@@ -102,14 +102,38 @@ def test_the_same_statement_in_another_promptset_is_the_same_problem(running_run
     assert results.win_rates([copy.pk], viewer=alice, verified_by=results.STANDIN) == {copy.pk: (1, 1)}
 
 
-def format_failure(key, step=1):
+def format_failure(key, step=1, **fields):
     """An answer that failed the format check: the model's 0, never sent to any verifier (no verdict, no label)."""
     return rollout(step=step, key=key, verdict=None, reward=0.0, is_standin_verdict=False, lean_code="",
-                   format_error="no lean4 code block")
+                   format_error="no lean4 code block", **fields)
 
 
-def test_a_format_failure_counts_with_its_runs_verifier_never_as_a_lean_verdict_of_a_standin_run(running_run,
+@pytest.mark.parametrize("verified_by, platforms_server_is_standin, is_standin", [
+    ("stand-in", False, True), ("lean", True, False)])
+def test_a_format_failure_counts_with_the_verifier_its_trainer_names_whatever_the_platforms_server(
+        running_run, redis_client, settings, verified_by, platforms_server_is_standin, is_standin):
+    settings.LEAN_SERVER_IS_STANDIN = platforms_server_is_standin
+    publisher = publisher_for(running_run)
+    publisher.publish(EventType.ROLLOUT_FINISHED, format_failure("s1-p0-r0", verified_by=verified_by))
+    EventIngester().poll_once()
+    assert ProofAttempt.objects.get(run=running_run).is_standin_verdict is is_standin
+    assert history_of_add_small() == [(1, 0, is_standin, 1, 1, 0)]
+
+
+def test_an_integrity_rejection_which_no_verifier_saw_counts_with_the_verifier_its_trainer_names(running_run,
                                                                                                   redis_client):
+    publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, rollout(
+        key="s1-p0-r0", verdict="rejected", reward=0.0, is_standin_verdict=False, verified_by="stand-in",
+        reasons=["the proof uses a forbidden construct"]))
+    EventIngester().poll_once()
+    assert history_of_add_small() == [(1, 0, True, 1, 1, 0)]
+
+
+# Events from a trainer older than ``verified_by`` (or a test's injected scorer) name no verifier: the platform
+# infers a format failure's from its run's other answers, else from its own Lean server.
+
+def test_a_format_failure_from_an_older_trainer_counts_with_its_runs_verifier_never_as_a_lean_verdict_of_a_standin_run(
+        running_run, redis_client):
     publisher = publisher_for(running_run)
     publisher.publish(EventType.ROLLOUT_FINISHED, format_failure("s1-p0-r0"))
     publisher.publish(EventType.ROLLOUT_FINISHED, rollout(key="s1-p0-r1"))  # the stand-in's acceptance
@@ -123,7 +147,7 @@ def test_a_format_failure_counts_with_its_runs_verifier_never_as_a_lean_verdict_
     assert results.win_rates([problem.pk], viewer=running_run.owner, verified_by=results.STANDIN) == {problem.pk: (1, 3)}
 
 
-def test_a_run_whose_answers_have_all_failed_the_format_so_far_counts_them_with_the_platforms_lean_server(
+def test_a_run_whose_answers_from_an_older_trainer_have_all_failed_the_format_so_far_counts_them_with_the_platforms_lean_server(
         running_run, redis_client, settings):
     settings.LEAN_SERVER_IS_STANDIN = False
     publisher_for(running_run).publish(EventType.ROLLOUT_FINISHED, format_failure("s1-p0-r0"))

@@ -788,6 +788,8 @@ class TrainingRun(RunEvaluation, RunLifecycle):
             reasons=list(scored.reasons),
             is_censored=scored.is_censored,
             is_standin_verdict=scored.is_standin_verdict,
+            # Said on every answer, a format failure's too: the platform counts each answer in its verifier's rates.
+            verified_by=self.verifier.verified_by if self.verifier is not None else None,
             num_tokens=generation.num_tokens,
             is_truncated=generation.is_truncated,
             generation_seconds=generation.seconds,

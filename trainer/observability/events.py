@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainer.verification.verdicts import Turn, Verdict
+from trainer.verification.verdicts import Turn, Verdict, Verifier
 
 
 class EventType(StrEnum):
@@ -103,6 +103,12 @@ class RolloutFinished(BaseModel):
     reasons: list[str] = []
     is_censored: bool = False
     is_standin_verdict: bool = False
+    verified_by: Verifier | None = Field(
+        None, description="The verifier that judges the run's answers, named on every answer, those that reached none "
+                          "included (a format failure, an integrity rule's rejection, an outage): such an answer is "
+                          "the model's 0 or a censored answer under that verifier, counted in its rates and never in "
+                          "the other's. None from trainers older than this field and from injected test scorers; the "
+                          "platform then infers it (platform/proofs/run_rollouts.py).")
     num_tokens: int = 0
     is_truncated: bool = False
     generation_seconds: float = 0.0

@@ -74,7 +74,7 @@ from trainer.verification.kimina_compat import CheckRequest, CheckResponse, Repl
 from trainer.verification.line_numbering import PROBE_CODE, LineNumbering, ProbeFailed, numbering_from_probe
 from trainer.verification.shared_cache import server_version
 from trainer.verification.standin_server import CANNOT_DECIDE_PREFIX, STANDIN_HEADER
-from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult, lean_text_in_one_line
+from trainer.verification.verdicts import LeanMessage, Verdict, VerificationResult, Verifier, lean_text_in_one_line
 
 # Newer Lean quotes the name differently (`sorry`, 'sorry', or not at all).
 _SORRY_WARNING = re.compile(r"declaration uses ['`‘]?sorry")
@@ -266,8 +266,19 @@ class LeanVerifier:
         self._probes_started = 0
         self._last_probe_failure: ProbeFailed | None = None
         self._requests_in_flight = 0
+        # Whether the server is the stand-in, as its latest answer said (the stand-in marks every response, /health's
+        # included, with STANDIN_HEADER); None until it has answered.
+        self._is_standin: bool | None = None
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def verified_by(self) -> Verifier | None:
+        """Which verifier judges this client's answers: the stand-in or real Lean, as the server's latest answer said
+        (a run asks /health at start-up, so it knows before its first answer); None until the server has answered."""
+        if self._is_standin is None:
+            return None
+        return Verifier.STANDIN if self._is_standin else Verifier.LEAN
 
     async def verify(self, checked_code: str, *, key: str) -> VerificationResult:
         """Lean's verdict on ``checked_code`` (``key`` names the rollout in ids and logs)."""
@@ -337,6 +348,7 @@ class LeanVerifier:
 
     async def health(self) -> dict:
         response = await self._client().get("/health")
+        self._is_standin = response.headers.get(STANDIN_HEADER) == "1"
         response.raise_for_status()
         return response.json()
 
@@ -672,7 +684,7 @@ class LeanVerifier:
             return {}, f"transport error talking to the Lean server at {url}: {error!r}", _Recovery.BACK_OFF, False
         finally:
             self._requests_in_flight -= 1
-        is_standin = response.headers.get(STANDIN_HEADER) == "1"
+        is_standin = self._is_standin = response.headers.get(STANDIN_HEADER) == "1"
         if response.status_code in (401, 403):
             return (
                 {},

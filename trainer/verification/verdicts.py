@@ -58,6 +58,14 @@ class Turn(StrEnum):
 TURN_LABELS: dict[Turn, str] = {Turn.FIRST: "First attempt", Turn.RETRY: "Retry"}
 
 
+class Verifier(StrEnum):
+    """Which Lean server judges a run's answers. The one list: the rollout events name it, and the platform's rates
+    (promptsets.results) count one verifier's answers at a time, never both."""
+
+    LEAN = "lean"  # a real kimina-lean-server
+    STANDIN = "stand-in"  # trainer/verification/standin_server.py: decides a small fragment only, never pooled with Lean
+
+
 MAX_ONE_LINE_CHARACTERS = 300
 
 

@@ -166,7 +166,9 @@ def test_the_run_lands_on_two_nodes_and_the_next_attempt_resumes_on_a_node_added
         ended = attempt_item(page, 1)
         assert f"failed: the infrastructure; retried automatically at {first.retry_at:%H:%M} UTC" in ended
         assert f"node {lost.node_id} (" in ended and "died: learner rank 1 was lost" in ended
-        assert "Attempt 2" in attempt_item(page, 2) and "Ended" in attempt_item(page, 2)
+        resumed = attempt_item(page, 2)
+        assert '<span class="attempt-outcome">succeeded</span>' in resumed, resumed
+        assert f"<td>learner rank 1</td><td><code>{placed_actors(run, 2)[1]['node_id'][:12]}…</code></td>" in resumed
     finally:
         run.refresh_from_db()
         if run.state not in FINAL_STATES:

@@ -17,7 +17,8 @@ from promptsets.export import run_input_rows
 from promptsets.models import Promptset, PromptsetVersion
 from runs import cluster, group_launch, launch_contract, ray_jobs, scheduling, warm_start
 from runs.models import (
-    FINAL_STATES, Attempt, Checkpoint, LearnerPlan, RegisteredModel, Run, RunGroup, RunState, job_id_for,
+    FINAL_STATES, Attempt, AttemptCause, Checkpoint, LearnerPlan, RegisteredModel, Run, RunGroup, RunState,
+    job_id_for,
 )
 from trainer.config import RunConfig
 from trainer.memory import memory_fit
@@ -347,7 +348,11 @@ def dispatch(run_id: int) -> None:
             {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS,
              "max_gpus_per_node": settings.RAY_AUTOSCALING_MAX_GPUS_PER_NODE})
         problems = cluster.resource_problems(run.resolved_config, available, run.kind)
-        if problems:
+        if problems and _follows_an_infrastructure_failure(run):
+            logger.warning("run %s attempt %s is submitted to a cluster short of what it asks for, which lost nodes "
+                           "under its last attempt; its placement group waits for them: %s", run.pk, attempt,
+                           "; ".join(problems))
+        elif problems:
             run.mark_failed("the cluster cannot run this configuration: " + "; ".join(problems), attempt=attempt)
             return
         description = cluster.cluster_description(settings.RAY_ADDRESS, timeout_s=timeout_s)
@@ -361,6 +366,15 @@ def dispatch(run_id: int) -> None:
         ray_job_id=job_id, cluster=description)
     if not saved:  # cancelled (or resumed again) while we were submitting: stop what we just started
         _stop_quietly(run, job_id)
+
+
+def _follows_an_infrastructure_failure(run: Run) -> bool:
+    """Whether the run's last attempt ended by a failure of the infrastructure (a node lost). Its next attempt
+    meets a cluster short of the nodes it lost, often for a while (a node restarting, an autoscaler's replacement
+    booting): a shortfall then is not a configuration the cluster can never run (the launch checked it against
+    the whole cluster), so the attempt is submitted and its placement group waits for the nodes, as the run's page
+    says (what it wants, each node's free GPUs, a cancel); failing it would spend the retry the failure earned."""
+    return Attempt.objects.filter(run=run, number=run.attempt - 1, cause=AttemptCause.INFRASTRUCTURE).exists()
 
 
 def _earlier_attempt_stopped(run: Run, wait_s: float = 30.0) -> bool:

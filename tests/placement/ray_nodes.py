@@ -144,3 +144,74 @@ def read_events(driver: subprocess.Popen, on_event=lambda event: None, timeout_s
 def actor_states_of(nodes: RayNodes, placement_group: str) -> dict[str, str]:
     """The run's actors (named after its placement group) and their states, as the cluster's GCS knows them."""
     return {actor["name"]: actor["state"] for actor in nodes.actors() if actor["name"].startswith(placement_group)}
+
+
+class JoinedNode:
+    """A worker node joined to a running Ray head (the suite's, which the platform submits its jobs to), as an
+    operator adds one: ``ray start --address=<the head's GCS> --block`` as a child process, in its own process
+    group with its own temp folder and ports. Its logical GPUs are Ray's bookkeeping; CPU processes stand in for
+    them (trainer/ranks.py CPU_STANDS_IN_FOR_GPUS). ``remove`` ends its raylet and everything it started, as a
+    node lost to its cluster: the head marks it dead and its resources leave the cluster's totals."""
+
+    def __init__(self, head, *, gpus: int, cpus: int):
+        from deploy.services import free_port
+
+        self.head = head
+        before = set(head_alive_node_ids(head))
+        # Short: Ray's socket paths must fit 107 bytes.
+        self.temp_dir = tempfile.mkdtemp(prefix="rw-", dir="/tmp")
+        ports = {option: free_port() for option in (
+            "node-manager-port", "object-manager-port", "metrics-export-port", "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port", "runtime-env-agent-port")}
+        command = [str(Path(sys.executable).with_name("ray")), "start", "--block", f"--address=127.0.0.1:{head.port}",
+                   "--node-ip-address=127.0.0.1", f"--num-gpus={gpus}", f"--num-cpus={cpus}",
+                   f"--object-store-memory={100 * 1024 * 1024}", f"--temp-dir={self.temp_dir}",
+                   "--disable-usage-stats", *(f"--{option}={port}" for option, port in ports.items())]
+        self.log = open(Path(self.temp_dir) / "ray-start.log", "w")
+        # The head's own environment (the repository on the workers' path, Ray's authentication mode as the head's).
+        self.process = subprocess.Popen(command, env=head.environment(), stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        self.node_id = self._wait_for_a_new_node(before)
+
+    def _wait_for_a_new_node(self, before: set[str], timeout_s: float = 120) -> str:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"`ray start` of a worker node exited with code {self.process.returncode}:\n"
+                                   f"{(Path(self.temp_dir) / 'ray-start.log').read_text()[-3000:]}")
+            new = set(head_alive_node_ids(self.head)) - before
+            if new:
+                [node_id] = new
+                return node_id
+            time.sleep(0.5)
+        self.remove()
+        raise RuntimeError(f"the worker node did not join the Ray head at {self.head.address} within {timeout_s} s")
+
+    def remove(self) -> None:
+        """SIGTERM to the node's process group (its raylet tells the head it is going), SIGKILL if it lingers."""
+        import signal
+
+        if self.process.poll() is None:
+            for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.process.wait(timeout=wait_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.log.close()
+        subprocess.run(["rm", "-rf", self.temp_dir], check=False)
+
+
+def head_alive_node_ids(head) -> list[str]:
+    """The ids of the head's live nodes, from its dashboard's state API."""
+    import urllib.request
+
+    url = f"{head.address}/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return [node["node_id"] for node in json.load(response)["data"]["result"]["result"]]

@@ -24,6 +24,7 @@ from django.urls import reverse
 from promptsets.versions import create_smoke_promptset
 from runs import actions
 from runs.models import FINAL_STATES, Attempt, AttemptCause, Run, RunEvent, RunState, StepMetrics
+from tests.faults.conftest import wait_until
 from tests.placement.ray_nodes import JoinedNode, head_alive_node_ids
 from trainer.config import PRESETS, _deep_merge
 
@@ -31,7 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 STEPS = 4
 RETRY_FIRST_DELAY_S = 1
-DEADLINE_S = 300
 
 
 @pytest.fixture
@@ -75,16 +75,6 @@ def worker_nodes(ray_head):
     while sorted(head_alive_node_ids(ray_head)) != before and time.monotonic() < deadline:
         time.sleep(0.5)
     assert sorted(head_alive_node_ids(ray_head)) == before, "the joined worker nodes outlived the test"
-
-
-def wait_until(condition, what: str, logs, deadline_s: float = DEADLINE_S):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"waited {deadline_s} s for {what}\n{logs()}")
 
 
 def placed_actors(run: Run, attempt: int) -> list[dict] | None:

@@ -16,7 +16,7 @@ from runs import noise
 from runs.group_launch import cell_text
 from runs.launch_contract import SETTABLE_FIELDS
 from django.db import connections
-from django.db.models import FloatField
+from django.db.models import FloatField, Value
 from django.db.models.expressions import RawSQL
 
 from runs.models import Run, RunEvent, RunGroup, StepMetrics
@@ -91,9 +91,12 @@ def run_points(runs: list[Run], metric: str, axis: str, smoothing: float) -> dic
         for run_id, step, at in rows:
             published[(run_id, step)] = at
     records: dict[int, list[tuple]] = {run.pk: [] for run in runs}
+    # The tokens axis alone needs each step's answers and their mean length: each figure read is the step's whole
+    # metrics document decompressed again, so the other axes read one.
+    counted = (dict(length=_number_at("response_length/mean"), answers=_number_at("rollouts")) if axis == "tokens"
+               else dict(length=Value(None, output_field=FloatField()), answers=Value(None, output_field=FloatField())))
     query = (StepMetrics.objects.filter(run__in=runs).order_by("run_id", "step")
-             .annotate(metric=_number_at(metric), length=_number_at("response_length/mean"),
-                       answers=_number_at("rollouts"))
+             .annotate(metric=_number_at(metric), **counted)
              .values_list("run_id", "step", "metric", "length", "answers"))
     # Read through a cursor: the ORM's per-value converters were a fifth of the page at 10,000 rows, and PostgreSQL
     # already hands back a finite float8 or null (jsonb holds no NaN or infinity), so each value is used as it comes.

@@ -251,8 +251,9 @@ def main(argv=None) -> int:
         print(f"\npipeline {detail['id']} {detail['state']}" + (f": {detail['failure_reason']}"
                                                                if detail["failure_reason"] else "")
               + ("" if ended else f" (still running after {options.timeout_min} min: what finished is below)"))
-        print(f"verdicts: {detail['verified_by']} (stand-in verdicts, not Lean's); a toy's measurement: SmolLM2-135M, "
-              f"{os.cpu_count()} CPU cores shared")
+        verdicts = ("stand-in verdicts (the stand-in Lean server's, not Lean's)" if detail["verified_by"] == "stand-in"
+                    else f"verified by {detail['verified_by'] or 'no verifier yet'}")
+        print(f"{verdicts}; a toy's measurement: SmolLM2-135M, {os.cpu_count()} CPU cores shared")
         print_table(detail, runs)
         print(f"\npipeline wall time {pipeline_s / 60:.1f} min; whole benchmark {(time.monotonic() - began) / 60:.1f} "
               f"min; the API's record: {data_dir / 'logs' / 'pipeline.json'}")

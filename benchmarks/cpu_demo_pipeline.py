@@ -41,10 +41,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
-from deploy.services import free_port  # noqa: E402
-from deploy.stack import Stack, _ignore_signals_while_stopping, _stop_on_signals, parse_args  # noqa: E402
-from deploy.warm_start import STATUS_FILE, warm_start_build_dir, warm_start_checkpoint_path  # noqa: E402
-from trainer.sft.warm_start_status import read_warm_start_status  # noqa: E402
+from deploy.services import free_port  # noqa: E402 - after the repository is on sys.path, above
+from deploy.stack import Stack, _ignore_signals_while_stopping, _stop_on_signals, parse_args  # noqa: E402 - after the repository is on sys.path, above
+from deploy.warm_start import STATUS_FILE, warm_start_build_dir, warm_start_checkpoint_path  # noqa: E402 - after the repository is on sys.path, above
+from trainer.sft.warm_start_status import read_warm_start_status  # noqa: E402 - after the repository is on sys.path, above
 from promptsets.demo import DEMO_PROMPTSET_NAME  # noqa: E402 - pure data, no Django
 
 DEMO_USER = "demo"

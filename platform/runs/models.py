@@ -153,7 +153,7 @@ class Run(models.Model):
                                   help_text="The seeds or grid it was launched with, if any.")
     current_step = models.PositiveIntegerField(default=0)
     demonstrations_path = models.CharField(
-        max_length=1000, blank=True, db_default="",
+        max_length=1000, blank=True, default="", db_default="",
         help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); "
                   "blank: demonstrations generated for its promptset, as the warm start does.")
     created_at = models.DateTimeField(auto_now_add=True)

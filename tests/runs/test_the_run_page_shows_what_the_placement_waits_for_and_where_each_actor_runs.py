@@ -105,8 +105,9 @@ def test_cancel_while_waiting_ends_the_run_at_once_and_stops_its_ray_job(make_ad
     run = running_job_of_a_shell_trainer(make_admitted_run, settings, tmp_path / "trainer", "sleep 600\n")
     publish(run, WAITING)
     page = alices_client.get(run.get_absolute_url()).content.decode()
-    cancel = re.search(r'<form method="post" action="([^"]+)">[^<]*<input[^>]*>\s*<button type="submit" '
-                       r'id="cancel-waiting-run"', attempt_item(page, 1))
+    cancel = re.search(r'<form method="post" action="([^"]+)" data-confirm="Cancel “[^"]+” instead of waiting for '
+                       r'its GPUs\?[^"]*">[^<]*<input[^>]*>\s*<button type="submit" id="cancel-waiting-run"',
+                       attempt_item(page, 1))
     response = alices_client.post(cancel.group(1))
     assert response.status_code == 302
     run.refresh_from_db()

@@ -19,6 +19,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='run',
             name='demonstrations_path',
-            field=models.CharField(blank=True, db_default='', help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); blank: demonstrations generated for its promptset, as the warm start does.", max_length=1000),
+            field=models.CharField(blank=True, db_default='', default='', help_text="SFT only: the demonstrations file it trains on (an expert-iteration pipeline's proof corpus); blank: demonstrations generated for its promptset, as the warm start does.", max_length=1000),
         ),
     ]

@@ -33,14 +33,13 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
+from leanrl.client import PlatformClient  # noqa: E402 - after the repository is on sys.path, above
 from deploy.services import free_port  # noqa: E402 - after the repository is on sys.path, above
 from deploy.stack import Stack, _ignore_signals_while_stopping, _stop_on_signals, parse_args  # noqa: E402 - after the repository is on sys.path, above
 from deploy.warm_start import STATUS_FILE, warm_start_build_dir, warm_start_checkpoint_path  # noqa: E402 - after the repository is on sys.path, above
@@ -67,23 +66,6 @@ def parse_options(argv=None) -> argparse.Namespace:
     parser.add_argument("--keep-checkpoints", action="store_true",
                         help="Keep the runs' artifacts (checkpoints, about 1.8 GB each) in DATA_DIR/artifacts.")
     return parser.parse_args(argv)
-
-
-class Api:
-    """The platform's JSON API as the demo account, with a launch-scoped token."""
-
-    def __init__(self, base: str, token: str):
-        self.base, self.token = base, token
-
-    def call(self, method: str, path: str, body: dict | None = None):
-        request = urllib.request.Request(
-            self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            raise RuntimeError(f"{method} {path} answered {error.code}: {error.read().decode(errors='replace')[:2000]}")
 
 
 def make_stack(data_dir: Path) -> Stack:
@@ -128,24 +110,26 @@ def api_token(stack: Stack) -> str:
     return made.stdout.strip().splitlines()[-1]
 
 
-def split_demo_promptset(api: Api, held_out: float, seed: int) -> tuple[dict, dict, list[str]]:
+def split_demo_promptset(api: PlatformClient, held_out: float, seed: int) -> tuple[dict, dict, list[str]]:
     """The demo promptset's version 1 split by the platform's curation: (training version, held-out version, the
     held-out problems' keys)."""
-    [demo] = [p for p in api.call("GET", "/api/promptsets/") if p["name"] == DEMO_PROMPTSET_NAME and p["owner"] == DEMO_USER]
-    training, evaluation = api.call("POST", f"/api/promptsets/{demo['id']}/versions/1/curate",
-                                    {"kind": "split", "eval_fraction": held_out, "seed": seed})
-    api.call("POST", "/api/benchmarks/", {"promptset_version_id": evaluation["id"],
-                                          "name": f"Demo held out (split seed {seed})"})
-    problems = api.call("GET", f"/api/promptsets/{demo['id']}/versions/{evaluation['number']}/problems")
+    [demo] = [p for p in api.call("promptsets_api_list_promptsets")
+              if p["name"] == DEMO_PROMPTSET_NAME and p["owner"] == DEMO_USER]
+    training, evaluation = api.call("promptsets_api_curate_version", path={"promptset_id": demo["id"], "number": 1},
+                                    json_body={"kind": "split", "eval_fraction": held_out, "seed": seed})
+    api.call("promptsets_benchmarks_api_mark_benchmark", json_body={
+        "promptset_version_id": evaluation["id"], "name": f"Demo held out (split seed {seed})"})
+    problems = api.call("promptsets_api_list_version_problems",
+                        path={"promptset_id": demo["id"], "number": evaluation["number"]})
     return training, evaluation, [problem["problem_key"] for problem in problems]
 
 
-def watch(api: Api, stack: Stack, pipeline_id: int, timeout_s: float) -> tuple[dict, bool]:
+def watch(api: PlatformClient, stack: Stack, pipeline_id: int, timeout_s: float) -> tuple[dict, bool]:
     """The pipeline's page until it ends or ``timeout_s`` passes: (its last state, whether it ended)."""
     began = time.monotonic()
     said = None
     while True:
-        detail = api.call("GET", f"/api/pipelines/{pipeline_id}")
+        detail = api.call("pipelines_api_pipeline_detail", path={"pipeline_id": pipeline_id})
         current = next((stage for stage in detail["stages"] if stage["status"] == "current"), None)
         iteration = detail["iterations"][-1]["number"] if detail["iterations"] else 0
         line = (f"iteration {iteration}, {current['label']}" + (f": run {current['run']['id']} {current['run']['state']}"
@@ -169,12 +153,12 @@ def _seconds(run: dict) -> float | None:
     return (datetime.fromisoformat(run["finished_at"]) - datetime.fromisoformat(run["started_at"])).total_seconds()
 
 
-def stage_runs(api: Api, detail: dict) -> dict[tuple[int, str], dict]:
+def stage_runs(api: PlatformClient, detail: dict) -> dict[tuple[int, str], dict]:
     """(iteration, stage) → the run's page, with the RL promptset version's label from the lineage."""
     runs = {}
     for edge in detail["lineage"]:
         if edge.get("run"):
-            run = api.call("GET", f"/api/runs/{edge['run']['id']}")
+            run = api.call("runs_api_get_run", path={"run_id": edge["run"]["id"]})
             runs[(edge["iteration"], edge["stage"])] = {**run, "data_label": (edge.get("data") or {}).get("label", "")}
     return runs
 
@@ -229,12 +213,12 @@ def main(argv=None) -> int:
         waited = wait_for_warm_start(stack, data_dir)
         print(f"stack up in {time.monotonic() - began:.0f} s (of which {waited:.0f} s waiting for the warm start)",
               flush=True)
-        api = Api(f"http://127.0.0.1:{stack.options.web_port}", api_token(stack))
+        api = PlatformClient(f"http://127.0.0.1:{stack.options.web_port}", api_token(stack))
         training, held_out, held_out_keys = split_demo_promptset(api, options.held_out, options.seed)
         print(f"training: version {training['number']} ({training['problem_count']} problems); held-out benchmark: "
               f"version {held_out['number']} ({held_out['problem_count']} problems, statement-disjoint): "
               f"{', '.join(held_out_keys)}", flush=True)
-        launched = api.call("POST", "/api/pipelines/", {
+        launched = api.call("pipelines_api_launch_pipeline", json_body={
             "name": "cpu-demo pipeline", "preset": "cpu-demo", "training_version_id": training["id"],
             "benchmark_version_id": held_out["id"], "harvest_samples": options.harvest_samples,
             "benchmark_samples": options.benchmark_samples,

@@ -247,11 +247,10 @@ class GeneratorProcess(GeneratorHandle):
     def __init__(self, config: RunConfig, tokenizer, *, seed: int,
                  wait: bool = True, cores: tuple[int, ...] | None = None, ask_lean: AskLean | None = None):
         """The child of a run without a rollout pool (a pool's engines are Ray actors: engine_actors.py), on the
-        run's own devices. ``cores``: the CPU
-        cores the child computes on, one torch thread each (``cpu_split``); None leaves it the run's. ``wait``
-        False returns once the child is started; ``wait_until_ready`` then waits for its engine (a pool starts all
-        its engines at once). ``ask_lean``: how the run checks the child's tool snippets (rollout.lean_tool_calls
-        ≥ 1); None answers each "no verdict"."""
+        run's own devices. ``cores``: the CPU cores the child computes on, one torch thread each (``cpu_split``);
+        None leaves it the run's. ``wait`` False returns once the child is started; ``wait_until_ready`` then waits
+        for its engine. ``ask_lean``: how the run checks the child's tool snippets (rollout.lean_tool_calls ≥ 1);
+        None answers each "no verdict"."""
         import torch.multiprocessing as multiprocessing
 
         super().__init__(ask_lean)

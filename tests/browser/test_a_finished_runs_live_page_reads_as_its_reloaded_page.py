@@ -6,10 +6,11 @@ the answer being written through trainer.observability.live's sink, Redis pub/su
 evaluation and the run's end through the run's Redis Stream, the ingester and Channels."""
 
 import pytest
+from playwright.sync_api import TimeoutError
 
 from tests.browser.conftest import log_in
 from tests.browser.test_a_writing_card_draws_think_and_lean_blocks_as_they_form import ANSWER, KEY, ScriptedAnswer
-from tests.browser.trainer_events import publish, wait_for_state
+from tests.browser.trainer_events import a_live_job, publish, wait_for_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,6 +29,11 @@ READ = """() => ({
 
 def test_an_evaluation_run_watched_to_its_end_shows_what_a_reload_shows(page, alice, make_run):
     run = make_run(state="running", kind="eval", name="watched evaluation")
+    with a_live_job(run):
+        watch_it_end(page, run)
+
+
+def watch_it_end(page, run):
     run.artifacts_dir.mkdir(parents=True, exist_ok=True)
     (run.artifacts_dir / "config.json").write_text("{}")
     log_in(page, "alice", "alice-password")
@@ -47,7 +53,11 @@ def test_an_evaluation_run_watched_to_its_end_shows_what_a_reload_shows(page, al
     page.wait_for_function("document.querySelector('#run-state').textContent === 'Succeeded'", timeout=30_000)
     page.wait_for_function("document.querySelector('#pass-at-k .pass-at-k-table')", timeout=30_000)
     page.wait_for_function(f"!document.querySelector('#writing li[data-rollout-key=\"{KEY}\"]')", timeout=30_000)
-    page.wait_for_function("document.querySelector('#disk-used').innerText.includes('50.0 kB')", timeout=30_000)
+    try:
+        page.wait_for_function("document.querySelector('#disk-used').innerText.includes('50.0 kB')", timeout=30_000)
+    except TimeoutError as error:
+        files = sorted((path.name, path.stat().st_size) for path in run.artifacts_dir.rglob("*") if path.is_file())
+        raise AssertionError(f"the page says {page.locator('#disk-used').inner_text()!r}; the folder holds {files}") from error
     live = page.evaluate(READ)
 
     page.reload()

@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 LaunchError = launch_contract.LaunchError
+# A launch waits this long at most for the cluster's nodes; a head that takes longer is asked again at dispatch.
+LAUNCH_CLUSTER_TIMEOUT_S = 3
 
 
 def resolve_config(preset: str, overrides: dict) -> RunConfig:
@@ -75,6 +77,28 @@ def check_resolved_config(config: RunConfig, *, owner, kind: str = "rl") -> None
     problem = scheduling.limit_problem(owner, cluster.gpus_used(config.cluster.num_gpus, kind))
     if problem:
         raise LaunchError(problem, {"preset": [problem]})
+    layout = _layout_problems_now(config, kind)
+    if layout:
+        raise LaunchError("no layout of the cluster's nodes can hold this run", {"preset": layout})
+
+
+def cluster_within_reach(timeout_s: int) -> dict:
+    """The live cluster's resources, raised to what its autoscaler can add (runs/cluster.py reachable_resources)."""
+    return cluster.reachable_resources(
+        cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s),
+        {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS,
+         "max_gpus_per_node": settings.RAY_AUTOSCALING_MAX_GPUS_PER_NODE})
+
+
+def _layout_problems_now(config: RunConfig, kind: str) -> list[str]:
+    """Whether the cluster's nodes, as they are now, can ever hold the run's bundles. A cluster that does not
+    answer refuses nothing here: runs queue while a head restarts, and dispatch checks the run again, whole."""
+    try:
+        available = cluster_within_reach(LAUNCH_CLUSTER_TIMEOUT_S)
+    except cluster.ClusterUnreachable as error:
+        logger.info("launch: the Ray cluster did not answer (%s); dispatch checks the run's placement", error)
+        return []
+    return cluster.layout_problems(config, available, kind)
 
 
 class NotVisible(LaunchError):
@@ -343,10 +367,7 @@ def dispatch(run_id: int) -> None:
         if attempt > 1 and not _earlier_attempt_stopped(run):
             return
         timeout_s = max(1, int(settings.RAY_CALL_TIMEOUT_S))
-        available = cluster.reachable_resources(
-            cluster.cluster_resources(settings.RAY_ADDRESS, timeout_s=timeout_s),
-            {"num_gpus": settings.RAY_AUTOSCALING_MAX_GPUS, "num_cpus": settings.RAY_AUTOSCALING_MAX_CPUS,
-             "max_gpus_per_node": settings.RAY_AUTOSCALING_MAX_GPUS_PER_NODE})
+        available = cluster_within_reach(timeout_s)
         problems = cluster.resource_problems(run.resolved_config, available, run.kind)
         if problems and _follows_an_infrastructure_failure(run):
             logger.warning("run %s attempt %s is submitted to a cluster short of what it asks for, which lost nodes "

@@ -204,12 +204,31 @@ def _in_all(resources: dict[str, Any], key: str) -> str:
 
 def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
     """Why the run can never be scheduled on a cluster with ``available`` (cluster_resources, or
-    reachable_resources for an autoscaling cluster).
+    reachable_resources for an autoscaling cluster): what dispatch refuses.
 
     Empty when it fits. A cluster that fits but is busy, or has yet to grow, is not a problem: Ray
     keeps the job pending (and asks its autoscaler for the nodes). Each problem names the config
     field, the numbers, and what to change.
     """
+    return total_problems(config, available, kind) or layout_problems(config, available, kind)
+
+
+def layout_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
+    """Why no layout of the cluster's nodes can ever hold the run's placement-group bundles, though its totals
+    fit (a tensor-parallel group larger than the largest node): what the launch refuses, with each node's numbers.
+    Empty where the totals do not fit (total_problems says so, at dispatch) or the nodes are not known."""
+    if total_problems(config, available, kind):
+        return []
+    nodes = reachable_nodes(available)
+    if nodes is None:
+        return []
+    address = available.get("address", "the configured cluster")
+    return [f"on the Ray cluster at {address}, {problem}"
+            for problem in placement_problems(run_placement(config, kind), nodes)]
+
+
+def total_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
+    """Why the cluster's totals (GPUs, CPUs, live nodes) can never give the run what it asks for."""
     address = available.get("address", "the configured cluster")
     requested = requested_resources(config, kind)
     problems: list[str] = []
@@ -255,11 +274,6 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
             f"{config.cluster.cpus_per_worker} × {workers} worker{'s' if workers > 1 else ''}) but the cluster at "
             f"{address} {_in_all(available, 'num_cpus')}; {fix}"
         )
-    if not problems:  # the totals fit: whether some layout of the nodes holds the run's bundles
-        nodes = reachable_nodes(available)
-        if nodes is not None:
-            problems.extend(f"on the Ray cluster at {address}, {problem}"
-                            for problem in placement_problems(run_placement(config, kind), nodes))
     return problems
 
 

@@ -1,10 +1,11 @@
-"""The dispatch check knows nodes: a run is a placement group of bundles (trainer/cluster/placement.py), and it
-is refused only where no layout of the cluster's nodes can ever hold them, with each node's numbers.
+"""The launch and the dispatch checks know nodes: a run is a placement group of bundles (trainer/cluster/placement.py),
+and it is refused only where no layout of the cluster's nodes can ever hold them, with each node's numbers.
 
 A cluster of two 4-GPU nodes has 8 GPUs in all. An `h100x8` run's bundles (one GPU per learner rank, packed, then
 spread) fit it across both nodes, and it is accepted (it was refused while a run lived on one node). A run whose
 8-way tensor-parallel group must share one node can never be placed there: refused before submission, naming
-each node and what to change, instead of pending for an hour (RAY_JOB_START_TIMEOUT_SECONDS)."""
+each node and what to change, instead of pending for an hour (RAY_JOB_START_TIMEOUT_SECONDS): by the launch form,
+asking the cluster as it is, and again at dispatch."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import time
 
 import pytest
+from django.urls import reverse
 
 from runs.cluster import ClusterUnreachable, cluster_resources, reachable_resources, resource_problems
 from trainer.config import RunConfig
@@ -69,7 +71,7 @@ from ray.cluster_utils import Cluster
 cluster = Cluster(initialize_head=True, head_node_args={
     "num_cpus": 1, "num_gpus": 0, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0})
 for _ in range(2):
-    cluster.add_node(num_cpus=4, num_gpus=4)
+    cluster.add_node(num_cpus=32, num_gpus=4)  # logical: what an h100x8 run's 8 bundles of 1 GPU and 8 CPUs need
 cluster.wait_for_nodes()
 import ray
 context = ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
@@ -118,10 +120,39 @@ def _wait_until_it_lists_three_nodes(dashboard_url: str, timeout_s: float = 180.
 def test_the_dispatch_check_places_a_run_across_the_nodes_of_a_real_cluster_of_two(two_four_gpu_nodes):
     resources = cluster_resources(two_four_gpu_nodes, auth_token="")
     assert resources["alive_nodes"] == 3 and resources["num_gpus"] == 8.0
-    assert [(node["gpus"], node["cpus"]) for node in resources["nodes"]] == [(4.0, 4.0), (4.0, 4.0), (0.0, 1.0)]
-    one_cpu_each = {"cluster": {"cpus_per_worker": 1}}  # the cluster declares 9 CPUs
-    assert resource_problems(RunConfig.from_preset("h100x8", one_cpu_each), resources) == []
-    eight_way = RunConfig.from_preset("h100x8", {**one_cpu_each, **EIGHT_WAY_TENSOR_PARALLEL})
-    [problem] = resource_problems(eight_way, resources)
+    assert [(node["gpus"], node["cpus"]) for node in resources["nodes"]] == [(4.0, 32.0), (4.0, 32.0), (0.0, 1.0)]
+    assert resource_problems(RunConfig.from_preset("h100x8"), resources) == []
+    [problem] = resource_problems(RunConfig.from_preset("h100x8", EIGHT_WAY_TENSOR_PARALLEL), resources)
     assert "the run needs 8 GPUs on one node" in problem and "the largest node has 4" in problem
-    assert problem.count(": 4 GPUs, 4 CPUs") == 2 and ": 0 GPUs, 1 CPUs" in problem
+    assert problem.count(": 4 GPUs, 32 CPUs") == 2 and ": 0 GPUs, 1 CPUs" in problem
+
+
+@pytest.mark.django_db
+def test_the_launch_form_takes_h100x8_across_the_two_nodes_and_refuses_an_eight_way_group_saying_why(
+        two_four_gpu_nodes, settings, monkeypatch, alices_client, promptset_version, dispatched):
+    from runs import launch_contract
+    from runs.forms import LaunchRunForm
+    from runs.models import Run
+    from trainer.config import PRESETS
+
+    settings.RAY_ADDRESS = two_four_gpu_nodes
+    # People launch presets, never a tensor-parallel size (runs/launch_contract.py): a deployment's preset asks for it.
+    monkeypatch.setitem(PRESETS, "h100x8-tp8", {**PRESETS["h100x8"], "rollout": {
+        **PRESETS["h100x8"].get("rollout", {}), **EIGHT_WAY_TENSOR_PARALLEL["rollout"]}})
+    monkeypatch.setitem(launch_contract.PRESET_BOUNDS, "h100x8-tp8", launch_contract.PRESET_BOUNDS["h100x8"])
+    monkeypatch.setattr(LaunchRunForm.base_fields["preset"], "choices", [(preset, preset) for preset in PRESETS])
+
+    def launch(preset):
+        return alices_client.post(reverse("runs:new"), {"name": preset, "promptset_version": promptset_version.pk,
+                                                        "preset": preset, "kind": "rl"})
+
+    accepted = launch("h100x8")
+    assert accepted.status_code == 302, accepted.context["form"].errors if accepted.context else accepted
+    refused = launch("h100x8-tp8")
+    assert refused.status_code == 200
+    [problem] = refused.context["form"].errors["preset"]
+    assert problem.startswith(f"on the Ray cluster at {two_four_gpu_nodes}, the run needs 8 GPUs on one node for a "
+                              "tensor-parallel group")
+    assert problem.count(": 4 GPUs, 32 CPUs") == 2 and "lower rollout.vllm_tensor_parallel_size to at most 4" in problem
+    assert problem in refused.content.decode()
+    assert list(Run.objects.values_list("preset", flat=True)) == ["h100x8"] and len(dispatched) <= 1

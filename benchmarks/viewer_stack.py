@@ -36,6 +36,7 @@ def set_up_django() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+    import config.asgi  # noqa: F401 - the web process's own start-up (it freezes what start-up made): pages are timed as uvicorn serves them
 
 
 def start_web_and_ingester(root: Path) -> tuple[int, list]:

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (the run streams)."""
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -30,3 +31,10 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(runs.routing.websocket_urlpatterns))),
     }
 )
+
+# What start-up made lives as long as the process: frozen out of the collector's reach, so that a full collection
+# during a request no longer walks Django's ~130,000 long-lived objects. The compare page of 20 runs × 500 steps
+# allocates enough to set one off every few requests: its p95 was 215 ms with them, about 110 ms frozen
+# (benchmarks/compare_page_latency.py; docs/benchmarks/history.md).
+gc.collect()
+gc.freeze()

@@ -210,15 +210,17 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
     keeps the job pending (and asks its autoscaler for the nodes). Each problem names the config
     field, the numbers, and what to change.
     """
-    return total_problems(config, available, kind) or layout_problems(config, available, kind)
+    return total_problems(config, available, kind) or _node_layout_problems(config, available, kind)
 
 
 def layout_problems(config: RunConfig, available: dict[str, Any], kind: str = "rl") -> list[str]:
     """Why no layout of the cluster's nodes can ever hold the run's placement-group bundles, though its totals
     fit (a tensor-parallel group larger than the largest node): what the launch refuses, with each node's numbers.
     Empty where the totals do not fit (total_problems says so, at dispatch) or the nodes are not known."""
-    if total_problems(config, available, kind):
-        return []
+    return [] if total_problems(config, available, kind) else _node_layout_problems(config, available, kind)
+
+
+def _node_layout_problems(config: RunConfig, available: dict[str, Any], kind: str) -> list[str]:
     nodes = reachable_nodes(available)
     if nodes is None:
         return []

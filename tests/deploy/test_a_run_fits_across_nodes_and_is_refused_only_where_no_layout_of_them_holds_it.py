@@ -155,4 +155,7 @@ def test_the_launch_form_takes_h100x8_across_the_two_nodes_and_refuses_an_eight_
                               "tensor-parallel group")
     assert problem.count(": 4 GPUs, 32 CPUs") == 2 and "lower rollout.vllm_tensor_parallel_size to at most 4" in problem
     assert problem in refused.content.decode()
+    by_api = alices_client.post("/api/runs/", {"name": "by the API", "promptset_version_id": promptset_version.pk,
+                                               "preset": "h100x8-tp8"}, content_type="application/json")
+    assert by_api.status_code == 422 and by_api.json()["field_errors"]["preset"] == [problem]
     assert list(Run.objects.values_list("preset", flat=True)) == ["h100x8"] and len(dispatched) <= 1

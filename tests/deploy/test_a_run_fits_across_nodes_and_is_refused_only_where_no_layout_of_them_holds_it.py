@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 import pytest
 from django.urls import reverse
 
@@ -26,6 +28,7 @@ TWO_FOUR_GPU_NODES = {"address": "http://ray-head:8265", "alive_nodes": 3, "num_
                       "nodes": [{"name": "node aaaa1111 (10.0.0.2)", "gpus": 4.0, "cpus": 96.0},
                                 {"name": "node bbbb2222 (10.0.0.3)", "gpus": 4.0, "cpus": 96.0},
                                 {"name": "node cccc3333 (10.0.0.1)", "gpus": 0.0, "cpus": 8.0}]}
+REPO = Path(__file__).resolve().parents[2]
 EIGHT_WAY_TENSOR_PARALLEL = {"rollout": {"vllm_tensor_parallel_size": 8}}
 
 
@@ -75,7 +78,16 @@ for _ in range(2):
 cluster.wait_for_nodes()
 import ray
 context = ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-print(json.dumps({"dashboard_url": "http://" + context.dashboard_url}), flush=True)
+# h100x8's placement group as its driver reserves it (trainer/loop/ray_driver.py): where Ray puts each bundle.
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from trainer.cluster.placement import run_placement
+from trainer.config import RunConfig
+h100x8 = run_placement(RunConfig.from_preset("h100x8"))
+group = placement_group(h100x8.as_ray(), strategy=h100x8.strategy)
+ready = group.wait(timeout_seconds=60)
+bundle_nodes = list(placement_group_table(group)["bundles_to_node_id"].values()) if ready else []
+remove_placement_group(group)
+print(json.dumps({"dashboard_url": "http://" + context.dashboard_url, "h100x8_bundle_nodes": bundle_nodes}), flush=True)
 sys.stdin.read()
 ray.shutdown()
 cluster.shutdown()
@@ -85,16 +97,16 @@ cluster.shutdown()
 @pytest.fixture(scope="module")
 def two_four_gpu_nodes(tmp_path_factory):
     environment = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-                   "HOME": str(tmp_path_factory.mktemp("ray-home")), "PATH": "/usr/bin:/bin"}
+                   "HOME": str(tmp_path_factory.mktemp("ray-home")), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
     owner = subprocess.Popen([sys.executable, "-c", _TWO_NODE_CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True, env=environment)
     try:
         line = owner.stdout.readline()
         if not line:
             pytest.fail(f"the two-node Ray cluster exited with code {owner.wait(timeout=30)} before it started")
-        dashboard_url = json.loads(line)["dashboard_url"]
-        _wait_until_it_lists_three_nodes(dashboard_url)
-        yield dashboard_url
+        started = json.loads(line)
+        _wait_until_it_lists_three_nodes(started["dashboard_url"])
+        yield started
     finally:
         owner.stdin.close()
         try:
@@ -117,8 +129,14 @@ def _wait_until_it_lists_three_nodes(dashboard_url: str, timeout_s: float = 180.
         time.sleep(1)
 
 
+def test_h100x8_is_placed_on_both_four_gpu_nodes_of_a_real_cluster(two_four_gpu_nodes):
+    bundle_nodes = two_four_gpu_nodes["h100x8_bundle_nodes"]
+    assert len(bundle_nodes) == 8, "Ray did not grant h100x8's placement group of 8 bundles within 60 s"
+    assert sorted(bundle_nodes.count(node) for node in set(bundle_nodes)) == [4, 4]  # packed: 4 a node
+
+
 def test_the_dispatch_check_places_a_run_across_the_nodes_of_a_real_cluster_of_two(two_four_gpu_nodes):
-    resources = cluster_resources(two_four_gpu_nodes, auth_token="")
+    resources = cluster_resources(two_four_gpu_nodes["dashboard_url"], auth_token="")
     assert resources["alive_nodes"] == 3 and resources["num_gpus"] == 8.0
     assert [(node["gpus"], node["cpus"]) for node in resources["nodes"]] == [(4.0, 32.0), (4.0, 32.0), (0.0, 1.0)]
     assert resource_problems(RunConfig.from_preset("h100x8"), resources) == []
@@ -135,7 +153,7 @@ def test_the_launch_form_takes_h100x8_across_the_two_nodes_and_refuses_an_eight_
     from runs.models import Run
     from trainer.config import PRESETS
 
-    settings.RAY_ADDRESS = two_four_gpu_nodes
+    settings.RAY_ADDRESS = address = two_four_gpu_nodes["dashboard_url"]
     # People launch presets, never a tensor-parallel size (runs/launch_contract.py): a deployment's preset asks for it.
     monkeypatch.setitem(PRESETS, "h100x8-tp8", {**PRESETS["h100x8"], "rollout": {
         **PRESETS["h100x8"].get("rollout", {}), **EIGHT_WAY_TENSOR_PARALLEL["rollout"]}})
@@ -151,7 +169,7 @@ def test_the_launch_form_takes_h100x8_across_the_two_nodes_and_refuses_an_eight_
     refused = launch("h100x8-tp8")
     assert refused.status_code == 200
     [problem] = refused.context["form"].errors["preset"]
-    assert problem.startswith(f"on the Ray cluster at {two_four_gpu_nodes}, the run needs 8 GPUs on one node for a "
+    assert problem.startswith(f"on the Ray cluster at {address}, the run needs 8 GPUs on one node for a "
                               "tensor-parallel group")
     assert problem.count(": 4 GPUs, 32 CPUs") == 2 and "lower rollout.vllm_tensor_parallel_size to at most 4" in problem
     assert problem in refused.content.decode()

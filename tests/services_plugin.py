@@ -67,6 +67,19 @@ os.environ.setdefault("TRAINER_CPU_STANDS_IN_FOR_GPUS", "1")
 os.environ["LEANRL_TEST_SERVICES_SET"] = ",".join(sorted(set(os.environ) - _already_set))
 
 TEST_ROOT = _root
+# Only a folder this plugin chose (never one named by ARTIFACTS_DIR from outside) is emptied between tests.
+_OWN_ARTIFACTS = Path(os.environ["ARTIFACTS_DIR"]) if os.environ["ARTIFACTS_DIR"] == str(_root / "artifacts") else None
+
+
+@pytest.fixture(autouse=True)
+def run_folders_go_with_their_rows():
+    """A test's runs and pipelines leave the database when it ends, and their folders leave with them: a later
+    test's run must find in ``runs/<id>`` only what it wrote. (In a fresh-machine run two browser tests found another
+    run's step records there, ``step-000003-attempt-1.parquet``, and failed.)"""
+    yield
+    if _OWN_ARTIFACTS is not None:
+        for folder in ("runs", "pipelines"):
+            shutil.rmtree(_OWN_ARTIFACTS / folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

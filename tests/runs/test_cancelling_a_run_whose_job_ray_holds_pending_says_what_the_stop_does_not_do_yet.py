@@ -43,4 +43,6 @@ def test_a_run_cancelled_while_its_job_is_pending_says_the_stop_reaches_the_job_
                         + ray_jobs.PENDING_STOP_NOTE.format(job_id="it")]
     finally:
         if job_id:
-            assert end_pending_job(ray_head, job_id).state == "FAILED"
+            # Ended by killing its supervisor: Ray reports FAILED, or STOPPED where the stop asked while it was pending
+            # was recorded first (a fresh-machine run saw STOPPED); either way the job is over, which is all this asks.
+            assert end_pending_job(ray_head, job_id).state in {"FAILED", "STOPPED"}

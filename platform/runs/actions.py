@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 
 from celery import shared_task
 from django.conf import settings
@@ -67,17 +69,20 @@ def schema_config(preset: str, overrides: dict) -> RunConfig:
     return config
 
 
-def check_resolved_config(config: RunConfig, *, owner, kind: str = "rl") -> None:
+def check_resolved_config(config: RunConfig, *, owner, kind: str = "rl",
+                          cluster_now: Callable[[], dict | None] | None = None) -> None:
     """Every check of the whole resolved configuration, in one place, before anything is stored.
 
     Checks that need the resolved config and its owner belong here: the owner's quota refuses a run
     that could never leave the queue. (The GPU memory plan, which needs the config alone, is
     resolve_config's last step, so the form's own validation refuses what will not fit too.)
+    ``cluster_now`` gives the cluster's nodes (``launch_cluster_view``); a group launch passes one that asks once.
     """
     problem = scheduling.limit_problem(owner, cluster.gpus_used(config.cluster.num_gpus, kind))
     if problem:
         raise LaunchError(problem, {"preset": [problem]})
-    layout = _layout_problems_now(config, kind)
+    available = (cluster_now or launch_cluster_view)()
+    layout = cluster.layout_problems(config, available, kind) if available is not None else []
     if layout:
         raise LaunchError("no layout of the cluster's nodes can hold this run", {"preset": layout})
 
@@ -90,15 +95,15 @@ def cluster_within_reach(timeout_s: int) -> dict:
          "max_gpus_per_node": settings.RAY_AUTOSCALING_MAX_GPUS_PER_NODE})
 
 
-def _layout_problems_now(config: RunConfig, kind: str) -> list[str]:
-    """Whether the cluster's nodes, as they are now, can ever hold the run's bundles. A cluster that does not
-    answer refuses nothing here: runs queue while a head restarts, and dispatch checks the run again, whole."""
+def launch_cluster_view() -> dict | None:
+    """The cluster's nodes as a launch checks a run's layout against them, or None where the cluster does not answer
+    within LAUNCH_CLUSTER_TIMEOUT_S: such a cluster refuses nothing at launch (runs queue while a head restarts, and
+    dispatch checks the run again, whole)."""
     try:
-        available = cluster_within_reach(LAUNCH_CLUSTER_TIMEOUT_S)
+        return cluster_within_reach(LAUNCH_CLUSTER_TIMEOUT_S)
     except cluster.ClusterUnreachable as error:
         logger.info("launch: the Ray cluster did not answer (%s); dispatch checks the run's placement", error)
-        return []
-    return cluster.layout_problems(config, available, kind)
+        return None
 
 
 class NotVisible(LaunchError):
@@ -144,12 +149,13 @@ def requested_overrides(request: launch_contract.LaunchRequest) -> dict:
     return overrides
 
 
-def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
+def launch_run(*, owner, request: launch_contract.LaunchRequest | dict,
+               cluster_now: Callable[[], dict | None] | None = None) -> Run:
     """The one door every launch goes through (form, API, ``manage.py launch_run``).
 
     ``request`` holds only the launch contract's fields (runs/launch_contract.py); the rest comes from
     the preset and the deployment. The run is stored queued; the scheduler (runs/scheduling.py)
-    dispatches it when its owner's quota has room.
+    dispatches it when its owner's quota has room. ``cluster_now``: see check_resolved_config.
     """
     if not isinstance(request, launch_contract.LaunchRequest):
         request = launch_contract.parse(request)
@@ -171,7 +177,7 @@ def launch_run(*, owner, request: launch_contract.LaunchRequest | dict) -> Run:
     # The deployment's, never the caller's: the shared Lean server's address and its concurrency.
     overrides["verifier"] = {"url": settings.LEAN_SERVER_URL}
     config = resolve_config(request.preset, overrides)
-    check_resolved_config(config, owner=owner, kind=request.kind)
+    check_resolved_config(config, owner=owner, kind=request.kind, cluster_now=cluster_now)
     trainer_rows = trainer_row_count(promptset_version)
     schedule_problems = launch_contract.schedule_problems(request, config, trainer_rows)
     if schedule_problems:
@@ -200,10 +206,11 @@ def launch_group(*, owner, request: group_launch.GroupRequest | dict) -> RunGrou
     if problem:
         raise LaunchError(problem, {"seeds": [problem]})
     shared = request.base.model_dump(exclude={"name", "seed"}, exclude_none=True, mode="json")
+    cluster_now = functools.cache(launch_cluster_view)  # one question for the whole group, not one per member
     with transaction.atomic():
         group = RunGroup.objects.create(owner=owner, name=request.base.name, launch=shared, grid=request.grid)
         for member in request.members:
-            run = launch_run(owner=owner, request=member.request)
+            run = launch_run(owner=owner, request=member.request, cluster_now=cluster_now)
             Run.objects.filter(pk=run.pk).update(run_group=group)
     return group
 
@@ -215,11 +222,12 @@ def launch_another_seed(group: RunGroup) -> list[Run]:
             for config in group.runs.values_list("config", flat=True)]
     seed = max(used, default=request.members[0].seed - 1) + 1
     added = []
+    cluster_now = functools.cache(launch_cluster_view)
     with transaction.atomic():
         for cell in request.cells:
             fields = {**group.launch, **cell, "seed": seed,
                       "name": group_launch.member_name(group.name, cell, seed)}
-            run = launch_run(owner=group.owner, request=fields)
+            run = launch_run(owner=group.owner, request=fields, cluster_now=cluster_now)
             Run.objects.filter(pk=run.pk).update(run_group=group)
             added.append(run)
     return added

@@ -1,4 +1,7 @@
+import socket
+import threading
 import time
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -32,3 +35,26 @@ def private_redis():
     service.start()
     yield service
     service.stop()
+
+
+@dataclass
+class SilentRayHead:
+    address: str
+    accepted: list = field(default_factory=list)  # (socket, peer) of every connection it took
+
+
+@pytest.fixture
+def silent_ray_head(monkeypatch):
+    """A port that accepts connections and never says a word: a Ray head stuck or behind a dead proxy. RAY_ADDRESS
+    (the environment's and the settings') points at it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    head = SilentRayHead(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    threading.Thread(target=lambda: head.accepted.extend(iter(listener.accept, None)), daemon=True).start()
+    monkeypatch.setenv("RAY_ADDRESS", head.address)  # Ray lets the environment win over settings
+    from django.conf import settings
+
+    monkeypatch.setattr(settings, "RAY_ADDRESS", head.address)
+    yield head
+    listener.close()

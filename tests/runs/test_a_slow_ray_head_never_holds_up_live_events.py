@@ -1,8 +1,6 @@
 """The ingester never asks Ray: a Ray head that accepts connections and never answers must not delay live
 events. (Ray is the sweeper's, in ``manage.py sweep_runs``.)"""
 
-import socket
-import threading
 import time
 
 import pytest
@@ -12,23 +10,6 @@ from runs.models import RunEvent
 from tests.runs.event_helpers import publisher_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def silent_ray_head(monkeypatch):
-    """A port that accepts connections and never says a word: a Ray head stuck or behind a dead proxy."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted = []
-    threading.Thread(target=lambda: accepted.extend(iter(lambda: listener.accept(), None)), daemon=True).start()
-    address = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    monkeypatch.setenv("RAY_ADDRESS", address)  # Ray lets the environment win over settings
-    from django.conf import settings
-
-    monkeypatch.setattr(settings, "RAY_ADDRESS", address)
-    yield address
-    listener.close()
 
 
 def test_events_of_a_running_job_are_stored_while_ray_does_not_answer(make_run, redis_client, silent_ray_head):

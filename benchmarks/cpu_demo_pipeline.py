@@ -41,7 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from leanrl.client import PlatformClient  # noqa: E402 - after the repository is on sys.path, above
 from deploy.services import free_port  # noqa: E402 - after the repository is on sys.path, above
-from deploy.stack import Stack, _ignore_signals_while_stopping, _stop_on_signals, parse_args  # noqa: E402 - after the repository is on sys.path, above
+from deploy.stack import Stack, ignore_signals_while_stopping, stop_on_signals, parse_args  # noqa: E402 - after the repository is on sys.path, above
 from deploy.warm_start import STATUS_FILE, warm_start_build_dir, warm_start_checkpoint_path  # noqa: E402 - after the repository is on sys.path, above
 from trainer.sft.warm_start_status import read_warm_start_status  # noqa: E402 - after the repository is on sys.path, above
 from promptsets.demo import DEMO_PROMPTSET_NAME  # noqa: E402 - pure data, no Django
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     began = time.monotonic()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
     stack = None
-    _stop_on_signals()  # Ctrl-C or SIGTERM stops every service it started, even as a shell's background job
+    stop_on_signals()  # Ctrl-C or SIGTERM stops every service it started, even as a shell's background job
     try:
         stack = make_stack(data_dir)
         stack.start()  # inside the try: a Ctrl-C while it starts still stops what it started
@@ -243,7 +243,7 @@ def main(argv=None) -> int:
               f"min; the API's record: {data_dir / 'logs' / 'pipeline.json'}")
         return 0 if ended and detail["state"] == "succeeded" else 1
     finally:
-        _ignore_signals_while_stopping()
+        ignore_signals_while_stopping()
         if stack is not None:
             stack.stop()
             shutil.rmtree(stack.ray.temp_dir, ignore_errors=True)

@@ -252,7 +252,7 @@ def _indent(text: str) -> str:
     return "\n".join(f"   | {line}" for line in text.splitlines())
 
 
-def _stop_on_signals() -> None:
+def stop_on_signals() -> None:
     """SIGINT and SIGTERM stop the stack, whatever this process inherited: a shell starts a
     background job with SIGINT ignored, and an ignored signal would leave the stack unstoppable."""
     def interrupt(signum, frame):
@@ -262,7 +262,7 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def _ignore_signals_while_stopping() -> None:
+def ignore_signals_while_stopping() -> None:
     # A second Ctrl-C must not cut the orderly shutdown short and leave databases running.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -271,7 +271,7 @@ def _ignore_signals_while_stopping() -> None:
 def main(argv=None) -> int:
     options = parse_args(argv)
     stack = Stack(options)
-    _stop_on_signals()
+    stop_on_signals()
     try:
         stack.start()
         host = "localhost" if options.host in ("127.0.0.1", "0.0.0.0") else options.host
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
         print(f"\nstack: {error}", file=sys.stderr, flush=True)
         return 1
     finally:
-        _ignore_signals_while_stopping()
+        ignore_signals_while_stopping()
         stack.stop()
     return 0
 

@@ -16,6 +16,11 @@ is made twice: ``data.selection=uniform`` (the baseline, the release's) then ``d
     .venv/bin/python benchmarks/history_selection.py --steps 10 --seeds 0 1  # what fits a busy afternoon
     .venv/bin/python benchmarks/history_selection.py --preset cpu-smoke --steps 6 --set rollout.samples_per_prompt=4
 
+Beside them, from the uniform runs: the share of groups with signal by the streak their problem had before them
+(GRESO's premise: a prompt with no signal in one epoch mostly has none in the next), and how many groups a problem
+gets in the run's steps. A rule that skips by streak can raise signal per token only as far as the streak predicts
+the next group and problems live long enough in the run to have one (``signal_by_streak``).
+
 ``--preset cpu-smoke`` is the reduced size: the tiny smoke model on its four problems (two always solved, one never,
 one sometimes: trainer/sft/smoke_model.py), no warm start to build; a plumbing-sized measurement, not the cpu-demo's.
 
@@ -74,6 +79,57 @@ def run_figures(events: list[dict]) -> dict:
     accuracy_name = next((name for name in sorted(evaluation or {}) if name.startswith("mean@")), None)
     return {"steps": steps, "engine": engine,
             "accuracy": evaluation[accuracy_name] if accuracy_name else None, "accuracy_name": accuracy_name}
+
+
+def first_attempt_groups(events: list[dict]) -> dict[str, list[bool]]:
+    """Each problem's training groups of first attempts in the order of their steps: whether each had signal, as
+    the learner's advantages decide it (trainer/learning/group_signal.py). A group with no scored answer (Lean
+    censored them all) is no evidence either way and is left out, as the selection's streaks leave it out."""
+    import torch
+
+    from trainer.learning.group_signal import groups_with_signal
+
+    rewards: dict[tuple[int, str], list[float]] = {}
+    for event in events:
+        payload = event["payload"]
+        if event["type"] != "rollout_finished" or payload["is_evaluation"] or payload["turn"] != "first":
+            continue
+        reward = float("nan") if payload["is_censored"] or payload["reward"] is None else float(payload["reward"])
+        rewards.setdefault((payload["step"], payload["problem_id"]), []).append(reward)
+    groups: dict[str, list[bool]] = {}
+    for (_, problem_id), answers in sorted(rewards.items()):
+        has_signal, has_scored = groups_with_signal(torch.tensor([answers], dtype=torch.float64))
+        if bool(has_scored[0]):
+            groups.setdefault(problem_id, []).append(bool(has_signal[0]))
+    return groups
+
+
+STREAKS = ("first visit", "0", "1", "2 or more")
+
+
+def signal_by_streak(groups_by_problem: list[dict[str, list[bool]]]) -> dict:
+    """From problems' successive groups (``first_attempt_groups`` of one or more runs): the share of groups with
+    signal by the streak their problem had before them, the streak the selection keys on (its groups without signal
+    in a row; "first visit" where it had no group yet), and how many groups a problem had on average. Where the share
+    falls as the streak grows, skipping long streaks finds signal; where it does not, or where few problems reach a
+    streak in the run's steps, history has little to go on."""
+    counts = {streak: [0, 0] for streak in STREAKS}  # groups, of which with signal
+    problems = 0
+    for runs in groups_by_problem:
+        for signals in runs.values():
+            problems += 1
+            streak = None
+            for has_signal in signals:
+                bucket = STREAKS[0] if streak is None else STREAKS[min(streak, 2) + 1]
+                counts[bucket][0] += 1
+                counts[bucket][1] += has_signal
+                streak = 0 if has_signal else (streak or 0) + 1
+    return {
+        "by_streak": {streak: {"groups": groups, "with_signal": with_signal,
+                               "share": with_signal / groups if groups else None}
+                      for streak, (groups, with_signal) in counts.items()},
+        "groups_per_problem": sum(groups for groups, _ in counts.values()) / problems if problems else None,
+    }
 
 
 def _samples_per_prompt(events: list[dict]) -> int:
@@ -148,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     work = options.data_dir / "history-selection" / options.preset
     per_seed = {}
+    uniform_groups = []
     for seed in options.seeds:
         figures = {}
         for selection in SELECTIONS:
@@ -160,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                     *options.overrides, f"data.selection={selection}", f"schedule.seed={seed}",
                     f"schedule.eval_every={options.steps}"])
             figures[selection] = run_figures(read_events(events))
+            if selection == "uniform":
+                uniform_groups.append(first_attempt_groups(read_events(events)))
         per_seed[seed] = compare(figures)
         print(f"seed {seed}: {json.dumps(per_seed[seed])}")
 
@@ -184,12 +243,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evaluation accuracy at the end (mean@k): uniform {accuracy['uniform']}, history {accuracy['history']}; "
           f"history − uniform {_number(accuracy_difference)}, uniform's spread over the seeds {_number(uniform_spread)} "
           f"({_not_worse(accuracy_difference, uniform_spread)})")
+    by_streak = signal_by_streak(uniform_groups)
+    print("uniform runs' groups with signal by their problem's streak before them (groups without signal in a row): "
+          + "; ".join(f"{streak}: {_share(counts)}" for streak, counts in by_streak["by_streak"].items())
+          + f"; {_number(by_streak['groups_per_problem'])} groups per problem")
     print(f"load average now {os.getloadavg()}")
     return 0
 
 
 def _number(value: float | None) -> str:
     return "not measured" if value is None else f"{value:.2f}"
+
+
+def _percent(share: float | None) -> str:
+    return "not measured" if share is None else f"{100 * share:.0f}%"
+
+
+def _share(counts: dict) -> str:
+    return f"{counts['with_signal']} of {counts['groups']} ({_percent(counts['share'])})"
 
 
 def _goal(ratio: float | None, goal: float) -> str:

@@ -216,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_once(options.preset, options.data_dir, options.steps, events, [
                     *options.overrides, f"data.selection={selection}", f"schedule.seed={seed}",
                     f"schedule.eval_every={options.steps}"])
-            figures[selection] = run_figures(read_events(events))
+            run_events = read_events(events)
+            figures[selection] = run_figures(run_events)
             if selection == "uniform":
-                uniform_groups.append(first_attempt_groups(read_events(events)))
+                uniform_groups.append(first_attempt_groups(run_events))
         per_seed[seed] = compare(figures)
         print(f"seed {seed}: {json.dumps(per_seed[seed])}")
 

@@ -15,11 +15,18 @@ is made twice: ``data.selection=uniform`` (the baseline, the release's) then ``d
     .venv/bin/python benchmarks/history_selection.py                       # 20 steps, seeds 0 and 1
     .venv/bin/python benchmarks/history_selection.py --steps 10 --seeds 0 1  # what fits a busy afternoon
     .venv/bin/python benchmarks/history_selection.py --preset cpu-smoke --steps 6 --set rollout.samples_per_prompt=4
+    .venv/bin/python benchmarks/history_selection.py --earlier-run-seed 2  # history starts from an earlier run's
 
 Beside them, from the uniform runs: the share of groups with signal by the streak their problem had before them
 (GRESO's premise: a prompt with no signal in one epoch mostly has none in the next), and how many groups a problem
 gets in the run's steps. A rule that skips by streak can raise signal per token only as far as the streak predicts
 the next group and problems live long enough in the run to have one (``signal_by_streak``).
+
+``--earlier-run-seed N`` measures the other half of the feature: a run that starts from the platform's history
+(``prior_signal_less_streak``, the column an export writes from earlier runs) instead of from nothing. One uniform run of
+seed N is made first, and every run of the pairs reads a promptset carrying each problem's history in it
+(``prior_history``): the history runs start their streaks from it; the uniform runs ignore it by definition, so they
+are the cold-start pairs' uniform runs to the token.
 
 ``--preset cpu-smoke`` is the reduced size: the tiny smoke model on its four problems (two always solved, one never,
 one sometimes: trainer/sft/smoke_model.py), no warm start to build; a plumbing-sized measurement, not the cpu-demo's.
@@ -104,6 +111,27 @@ def first_attempt_groups(events: list[dict]) -> dict[str, list[bool]]:
     return groups
 
 
+def prior_history(events: list[dict]) -> dict[str, dict]:
+    """Problem id → the ``prior_*`` columns an export would write after this one run (platform/promptsets/export.py):
+    its scored first attempts, of them the ones Lean (here the stand-in) accepted, and its groups without signal in a
+    row at the run's end, counted back from the last."""
+    attempts: dict[str, int] = {}
+    solves: dict[str, int] = {}
+    for event in events:
+        payload = event["payload"]
+        if (event["type"] != "rollout_finished" or payload["is_evaluation"] or payload["turn"] != "first"
+                or payload["is_censored"] or payload["reward"] is None):
+            continue
+        attempts[payload["problem_id"]] = attempts.get(payload["problem_id"], 0) + 1
+        solves[payload["problem_id"]] = solves.get(payload["problem_id"], 0) + (payload["verdict"] == "valid")
+    prior = {}
+    for problem_id, signals in first_attempt_groups(events).items():
+        streak = len(signals) - max((index + 1 for index, has_signal in enumerate(signals) if has_signal), default=0)
+        prior[problem_id] = {"prior_attempts": attempts[problem_id], "prior_solves": solves[problem_id],
+                             "prior_signal_less_streak": streak}
+    return prior
+
+
 STREAKS = ("first visit", "0", "1", "2 or more")
 
 
@@ -171,18 +199,20 @@ def compare(figures: dict[str, dict]) -> dict:
     }
 
 
-def run_once(preset: str, data_dir: Path, steps: int, events_path: Path, overrides: list[str]) -> None:
-    """One run of ``preset`` with ``overrides``, its events written to ``events_path``."""
+def run_once(preset: str, data_dir: Path, steps: int, events_path: Path, overrides: list[str],
+             prior: dict[str, dict] | None = None) -> None:
+    """One run of ``preset`` with ``overrides``, its events written to ``events_path``; its promptset carries
+    ``prior`` (``prior_history``) where given."""
     if preset == "cpu-demo":
         import plot_demo_curve
 
-        plot_demo_curve.run_demo(data_dir, steps, events_path, overrides)
+        plot_demo_curve.run_demo(data_dir, steps, events_path, overrides, prior_history=prior)
         return
     from trainer.sft.smoke_model import write_smoke_promptset
     from trainer.verification.standin_server import StandinServerThread
 
     promptset = events_path.parent / "smoke.jsonl"
-    write_smoke_promptset(promptset)
+    write_smoke_promptset(promptset, prior_history=prior)
     with StandinServerThread() as standin, events_path.open("w") as events:
         command = [sys.executable, "-m", "trainer", "run", "--preset", preset, "--set", f"schedule.total_steps={steps}",
                    "--set", "schedule.checkpoint_every=0",
@@ -200,9 +230,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                         help="More settings for both runs of every seed.")
     parser.add_argument("--data-dir", type=Path, default=REPO / "var")
+    parser.add_argument("--earlier-run-seed", type=int, default=None, metavar="N",
+                        help="First make a uniform run of seed N; every pair's promptset then carries its history "
+                             "(the history runs start from it). Default: no earlier run, every streak starts at 0.")
     parser.add_argument("--read-only", action="store_true", help="Compare the runs already under DATA_DIR.")
     options = parser.parse_args(argv)
+    if options.earlier_run_seed is not None and options.earlier_run_seed in options.seeds:
+        parser.error(f"--earlier-run-seed {options.earlier_run_seed} is one of --seeds: the earlier run would be the "
+                     "uniform run it is compared with; choose a seed outside them")
     work = options.data_dir / "history-selection" / options.preset
+    prior = None
+    if options.earlier_run_seed is not None:
+        earlier = work / f"earlier-seed{options.earlier_run_seed}-uniform" / "events.jsonl"
+        if not options.read_only:
+            earlier.parent.mkdir(parents=True, exist_ok=True)
+            print(f"earlier run, seed {options.earlier_run_seed}: load average before {os.getloadavg()}", file=sys.stderr)
+            run_once(options.preset, options.data_dir, options.steps, earlier, [
+                *options.overrides, "data.selection=uniform", f"schedule.seed={options.earlier_run_seed}",
+                "schedule.eval_every=0"])
+        prior = prior_history(read_events(earlier))
+        work = work / f"after-seed{options.earlier_run_seed}"
+        print(f"the earlier run's history: {json.dumps(prior, sort_keys=True)}")
     per_seed = {}
     uniform_groups = []
     for seed in options.seeds:
@@ -215,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Evaluated once, at the last step (run_demo turns evaluation off; a later --set wins).
                 run_once(options.preset, options.data_dir, options.steps, events, [
                     *options.overrides, f"data.selection={selection}", f"schedule.seed={seed}",
-                    f"schedule.eval_every={options.steps}"])
+                    f"schedule.eval_every={options.steps}"], prior)
             run_events = read_events(events)
             figures[selection] = run_figures(run_events)
             if selection == "uniform":
@@ -237,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     uniform_spread = spread(accuracy["uniform"])
     accuracy_difference = (mean(accuracy["history"]) - mean(accuracy["uniform"])
                            if mean(accuracy["history"]) is not None and mean(accuracy["uniform"]) is not None else None)
-    print(f"{options.steps} steps, seeds {options.seeds}, {options.preset} {options.overrides} on {sorted({e for r in per_seed.values() for e in r['engine'].values() if e})}")
+    start = ("every streak from 0" if prior is None
+             else f"history started from an earlier uniform run of seed {options.earlier_run_seed}")
+    print(f"{options.steps} steps, seeds {options.seeds}, {options.preset} {options.overrides} on {sorted({e for r in per_seed.values() for e in r['engine'].values() if e})}, {start}")
     print(f"groups with signal per 1,000 generated tokens, history / uniform: "
           f"{_number(signal_ratio)}× (goal ≥ {GOAL_SIGNAL_PER_TOKEN}×: {_goal(signal_ratio, GOAL_SIGNAL_PER_TOKEN)})")
     print(f"wall time to the same number of groups with signal, history / uniform: {_number(time_ratio)}×")

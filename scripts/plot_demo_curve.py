@@ -29,8 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "platform")]
 
 
-def write_demo_promptset(path: Path) -> None:
-    """The demo promptset (platform/promptsets/demo.py, plain data) in the trainer's export format."""
+def write_demo_promptset(path: Path, prior_history: dict[str, dict] | None = None) -> None:
+    """The demo promptset (platform/promptsets/demo.py, plain data) in the trainer's export format; with
+    ``prior_history`` (problem id → its ``prior_*`` columns), the columns an export writes from earlier runs."""
     from promptsets.demo import DEMO_HEADER, DEMO_PROBLEMS, DEMO_SOURCE
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,20 +40,21 @@ def write_demo_promptset(path: Path) -> None:
             out.write(json.dumps({
                 "problem_id": problem.key, "formal_statement": problem.formal_statement,
                 "informal_statement": problem.informal_statement, "name": problem.key,
-                "header": DEMO_HEADER, "source": DEMO_SOURCE,
+                "header": DEMO_HEADER, "source": DEMO_SOURCE, **(prior_history or {}).get(problem.key, {}),
             }, ensure_ascii=False) + "\n")
 
 
-def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str], standin_settings=None) -> None:
+def run_demo(data_dir: Path, steps: int, events_path: Path, overrides: list[str], standin_settings=None,
+             prior_history: dict[str, dict] | None = None) -> None:
     """Warm start (cached), the stand-in on a free port (``standin_settings``: its latency), then
-    ``python -m trainer run`` with the cpu-demo preset."""
+    ``python -m trainer run`` with the cpu-demo preset on the demo promptset (with ``prior_history``'s columns)."""
     from deploy.warm_start import build_warm_start
     from trainer.verification.standin_server import StandinServerThread, StandinSettings
 
     model = build_warm_start(data_dir)
     work = events_path.parent
     promptset = work / "demo.jsonl"
-    write_demo_promptset(promptset)
+    write_demo_promptset(promptset, prior_history)
     with StandinServerThread(standin_settings or StandinSettings()) as standin, events_path.open("w") as events:
         command = [
             sys.executable, "-m", "trainer", "run", "--preset", "cpu-demo",

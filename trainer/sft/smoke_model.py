@@ -283,10 +283,13 @@ def with_smoke_model(config: RunConfig) -> RunConfig:
     return config.model_copy(update={"model": config.model.model_copy(update={"init_checkpoint": str(folder)})})
 
 
-def write_smoke_promptset(path: str | Path, asks_lean: bool = False) -> int:
+def write_smoke_promptset(path: str | Path, asks_lean: bool = False,
+                          prior_history: dict[str, dict] | None = None) -> int:
     """The smoke promptset as JSON lines in the trainer's promptset format (``--promptset``); returns the rows.
-    ``asks_lean``: with the problem answered by asking Lean (for runs with rollout.lean_tool_calls ≥ 1)."""
-    problems = SMOKE_PROBLEMS + (SMOKE_TOOL_PROBLEMS if asks_lean else ())
+    ``asks_lean``: with the problem answered by asking Lean (for runs with rollout.lean_tool_calls ≥ 1);
+    ``prior_history``: problem id → its ``prior_*`` columns (trainer/recipe/problems.py), as an export writes them."""
+    problems = [dataclasses.replace(problem, **(prior_history or {}).get(problem.problem_id, {}))
+                for problem in SMOKE_PROBLEMS + (SMOKE_TOOL_PROBLEMS if asks_lean else ())]
     rows = [json.dumps(dataclasses.asdict(problem), ensure_ascii=False) for problem in problems]
     Path(path).write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
     return len(rows)

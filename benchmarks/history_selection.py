@@ -126,7 +126,7 @@ def prior_history(events: list[dict]) -> dict[str, dict]:
         solves[payload["problem_id"]] = solves.get(payload["problem_id"], 0) + (payload["verdict"] == "valid")
     prior = {}
     for problem_id, signals in first_attempt_groups(events).items():
-        streak = len(signals) - max((index + 1 for index, has_signal in enumerate(signals) if has_signal), default=0)
+        streak = next((count for count, has_signal in enumerate(reversed(signals)) if has_signal), len(signals))
         prior[problem_id] = {"prior_attempts": attempts[problem_id], "prior_solves": solves[problem_id],
                              "prior_signal_less_streak": streak}
     return prior

@@ -126,7 +126,8 @@ PROMPTSET_IMPORT_ROOTS = [Path(p) for p in os.environ.get("PROMPTSET_IMPORT_ROOT
 # An autoscaling cluster (KubeRay with minReplicas 0) may have no GPU worker alive when a run is dispatched.
 # These say how far it grows: GPUs and CPUs in all with every worker group at its maxReplicas (and the head).
 # Set them and dispatch checks a run against that ceiling, not the live nodes' totals, and submits it: Ray keeps
-# the job pending and the autoscaler adds the nodes. Unset (the default): the cluster is what is alive now.
+# a one-process run's job pending, or a run of actors' placement group, and the autoscaler adds the nodes
+# (docs/operations/sizing.md). Unset (the default): the cluster is what is alive now.
 RAY_AUTOSCALING_MAX_GPUS = float(os.environ["RAY_AUTOSCALING_MAX_GPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_GPUS") else None
 RAY_AUTOSCALING_MAX_CPUS = float(os.environ["RAY_AUTOSCALING_MAX_CPUS"]) if os.environ.get("RAY_AUTOSCALING_MAX_CPUS") else None
 # The GPUs of the autoscaling cluster's largest worker: a run's GPUs must fit one node (runs.cluster._node_problems).

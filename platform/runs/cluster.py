@@ -207,8 +207,8 @@ def resource_problems(config: RunConfig, available: dict[str, Any], kind: str = 
     reachable_resources for an autoscaling cluster): what dispatch refuses.
 
     Empty when it fits. A cluster that fits but is busy, or has yet to grow, is not a problem: Ray
-    keeps the job pending (and asks its autoscaler for the nodes). Each problem names the config
-    field, the numbers, and what to change.
+    keeps the job pending, or a run of actors' placement group (and asks its autoscaler for the nodes).
+    Each problem names the config field, the numbers, and what to change.
     """
     return total_problems(config, available, kind) or _node_layout_problems(config, available, kind)
 

@@ -4,7 +4,10 @@ import subprocess
 import sys
 import time
 
+from django.conf import settings
+
 from runs import ray_jobs
+from runs.cluster import ray_request
 
 
 def wait_for_job(job_id, states, timeout=90):
@@ -18,15 +21,26 @@ def wait_for_job(job_id, states, timeout=90):
     raise AssertionError(f"job {job_id} did not reach {states}; last status {status}")
 
 
-def running_job_of_a_shell_trainer(make_admitted_run, settings, script, shell: str):
-    """A run dispatched to the suite's Ray head whose trainer is ``shell`` (a /bin/sh script written to ``script``,
-    run by Ray in the trainer's place through TRAINER_PYTHON), returned once Ray says the job is RUNNING."""
+def supervisor_resources(job_id: str) -> dict:
+    """Ray's state API: the GPUs and CPUs the job's supervisor actor (which runs the entrypoint) holds, or waits for
+    while Ray holds the job pending. A dead supervisor's record stays, so this answers after the job has ended too."""
+    query = {"detail": "true", "filter_keys": "name", "filter_predicates": "=",
+             "filter_values": f"_ray_internal_job_actor_{job_id}"}
+    response = ray_request(settings.RAY_ADDRESS, "GET", "/api/v0/actors", params=query, timeout_s=30)
+    [actor] = response.json()["data"]["result"]["result"]
+    return {name: amount for name, amount in actor["required_resources"].items() if name in ("GPU", "CPU")}
+
+
+def running_job_of_a_shell_trainer(make_admitted_run, settings, script, shell: str, **run_fields):
+    """A run (``run_fields`` as make_admitted_run takes them) dispatched to the suite's Ray head whose trainer is
+    ``shell`` (a /bin/sh script written to ``script``, run by Ray in the trainer's place through TRAINER_PYTHON),
+    returned once Ray says the job is RUNNING."""
     from runs import actions
 
     script.write_text(f"#!/bin/sh\n{shell}")
     script.chmod(0o755)
     settings.TRAINER_PYTHON = str(script)
-    run = make_admitted_run()
+    run = make_admitted_run(**run_fields)
     actions.dispatch(run.pk)
     run.refresh_from_db()
     wait_for_job(run.ray_job_id, {"RUNNING"})

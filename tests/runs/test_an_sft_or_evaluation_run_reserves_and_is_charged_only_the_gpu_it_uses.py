@@ -4,11 +4,9 @@ h100x8 preset they reserve one GPU from Ray and are charged one against quotas, 
 import pytest
 
 from runs import actions, scheduling
-from django.conf import settings
-
-from runs.cluster import ONE_GPU_KINDS, ray_request, requested_resources
+from runs.cluster import ONE_GPU_KINDS, requested_resources
 from runs.models import RunKind
-from tests.runs.jobs import end_pending_job, wait_for_job
+from tests.runs.jobs import end_pending_job, supervisor_resources, wait_for_job
 from trainer.config import RunConfig
 
 H100X8 = RunConfig.from_preset("h100x8")
@@ -40,15 +38,6 @@ def test_a_person_limited_to_one_gpu_may_launch_an_h100x8_evaluation_but_not_an_
     actions.check_resolved_config(H100X8, owner=alice, kind=RunKind.EVAL)
     with pytest.raises(actions.LaunchError, match="the run needs 8 GPUs"):
         actions.check_resolved_config(H100X8, owner=alice, kind=RunKind.RL)
-
-
-def supervisor_resources(job_id: str) -> dict:
-    """Ray's state API: the resources the job's supervisor actor (which runs the entrypoint) waits for."""
-    query = {"detail": "true", "filter_keys": "name", "filter_predicates": "=",
-             "filter_values": f"_ray_internal_job_actor_{job_id}"}
-    response = ray_request(settings.RAY_ADDRESS, "GET", "/api/v0/actors", params=query, timeout_s=30)
-    [actor] = response.json()["data"]["result"]["result"]
-    return {name: amount for name, amount in actor["required_resources"].items() if name in ("GPU", "CPU")}
 
 
 @pytest.mark.django_db(transaction=True)

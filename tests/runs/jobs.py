@@ -23,7 +23,7 @@ def wait_for_job(job_id, states, timeout=90):
 
 def supervisor_resources(job_id: str) -> dict:
     """Ray's state API: the GPUs and CPUs the job's supervisor actor (which runs the entrypoint) holds, or waits for
-    while Ray holds the job pending. A dead supervisor's record stays, so this answers after the job has ended too."""
+    while Ray holds the job pending."""
     query = {"detail": "true", "filter_keys": "name", "filter_predicates": "=",
              "filter_values": f"_ray_internal_job_actor_{job_id}"}
     response = ray_request(settings.RAY_ADDRESS, "GET", "/api/v0/actors", params=query, timeout_s=30)

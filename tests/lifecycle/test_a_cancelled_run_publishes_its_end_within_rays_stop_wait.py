@@ -106,6 +106,30 @@ SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD = textwrap.dedent("""
 """)
 
 
+# ray.init replaces the process's SIGTERM handler with its own, sys.exit(15), before it connects (ray/_private/worker.py
+# ``init``), and the Ray metrics sink puts the run's back only once it returns: Ray's stop can come in between.
+STOPPED_WHILE_RAYS_HANDLER_IS_IN = textwrap.dedent("""
+    import os, signal, threading
+    from trainer.observability.ray_metrics import RayMetricsSink
+
+    def stop_once_rays_handler_is_in():
+        while getattr(signal.getsignal(signal.SIGTERM), "__module__", "").split(".")[0] != "ray":
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    class ConnectingToRaysMetrics(StandInRun):
+        sink = staticmethod(lambda: RayMetricsSink(StdoutSink(), "stand-in", address=sys.argv[2]))
+
+        def work(self):
+            self.step = 1
+            threading.Thread(target=stop_once_rays_handler_is_in, daemon=True).start()
+            self.publisher.publish(EventType.METRICS, {"step": 1, "values": {"reward/mean": 0.5}})  # connects
+            time.sleep(600)
+
+    ConnectingToRaysMetrics().run()
+""")
+
+
 def stop_once_started(tmp_path, script: str, stop_wait_s: str) -> tuple[int, float, list[dict], str]:
     """Run ``script`` after the prelude, SIGTERM it once it has started (as Ray's stop does), and return its exit
     code, the seconds from the signal to its end, its events and its standard error."""
@@ -159,6 +183,23 @@ def test_an_error_raised_by_the_shutdown_of_a_stopped_run_ends_it_cancelled_nami
     assert finished["payload"]["status"] == "cancelled", finished
     assert finished["payload"]["reason"] == ("stopped by SIGTERM during step 0; its shutdown then raised "
                                              "BrokenPipeError: the generator process is gone")
+    assert not [event for event in events if event["type"] == "error"]
+
+
+def test_a_stop_heard_by_rays_own_handler_while_ray_connects_ends_the_run_cancelled(tmp_path, ray_head):
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "60", "PYTHONPATH": str(REPO_DIR)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN_RUN + STOPPED_WHILE_RAYS_HANDLER_IS_IN, str(tmp_path),
+         f"127.0.0.1:{ray_head.port}"], cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment)
+    try:
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    finished = [event["payload"] for event in events if event["type"] == "run_finished"]
+    assert [(end["status"], end["reason"]) for end in finished] == [("cancelled", "stopped by SIGTERM during step 1")], (
+        finished, err[-3000:])
     assert not [event for event in events if event["type"] == "error"]
 
 

@@ -84,8 +84,9 @@ class RayMetricsSink:
         from ray.util.metrics import Gauge
 
         if not ray.is_initialized():
-            # ray.init replaces the process's SIGTERM handler with sys.exit(15): Ray's stop would then end the run
-            # as a SystemExit failure instead of the lifecycle's cancel (trainer/run/lifecycle.py). Ours comes back.
+            # ray.init replaces the process's SIGTERM handler with sys.exit(15) before it connects; ours comes back
+            # once it returns. A stop in between comes as SystemExit(15), which the lifecycle reads as the cancel it
+            # is (trainer/run/lifecycle.py ``_as_cancel``).
             in_main_thread = threading.current_thread() is threading.main_thread()
             on_sigterm = signal.getsignal(signal.SIGTERM) if in_main_thread else None
             ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING,

@@ -158,6 +158,17 @@ class RunLifecycle:
             self._start_stop_deadline()
         raise RunCancelled(signal_name)
 
+    def _as_cancel(self, error: BaseException) -> BaseException:
+        """Ray's stop as the run's cancel, also when Ray's own SIGTERM handler heard it. ray.init installs that
+        handler, ``sys.exit(SIGTERM)``, in the main thread before it connects (ray/_private/worker.py ``init``), and
+        a caller that puts the run's back can do so only once ray.init returns (trainer/observability/ray_metrics.py):
+        a stop in those seconds comes as SystemExit(15), never as a failure of the run."""
+        if isinstance(error, SystemExit) and error.code == signal.SIGTERM:
+            self._stopped_by = self._stopped_by or "SIGTERM"
+            self._start_stop_deadline()
+            return RunCancelled("SIGTERM")
+        return error
+
     def _start_stop_deadline(self) -> None:
         """Ray's SIGKILL follows its SIGTERM: from now on the run has stop_deadline_s() to publish its end.
         Called by the signal handler and by the SIGTERM watch, whichever comes first."""
@@ -213,7 +224,8 @@ class RunLifecycle:
         try:
             self.live()
             status = RunStatus.SUCCEEDED
-        except BaseException as error:  # noqa: BLE001 - every failure must reach the platform
+        except BaseException as raised:  # noqa: BLE001 - every failure must reach the platform
+            error = self._as_cancel(raised)
             status, reason = self.outcome_of(error)
             if status is RunStatus.FAILED and isinstance(error, InfrastructureFailure):
                 self._cause = CAUSE_INFRASTRUCTURE  # the platform retries it from the last checkpoint

@@ -107,26 +107,44 @@ SHUTDOWN_BROKEN_BY_A_STOPPED_CHILD = textwrap.dedent("""
 
 
 # ray.init replaces the process's SIGTERM handler with its own, sys.exit(15), before it connects (ray/_private/worker.py
-# ``init``), and the Ray metrics sink puts the run's back only once it returns: Ray's stop can come in between.
-STOPPED_WHILE_RAYS_HANDLER_IS_IN = textwrap.dedent("""
-    import os, signal, threading
-    from trainer.observability.ray_metrics import RayMetricsSink
+# ``init``); its caller can put its own back only once it returns. Ray's stop comes in between here (the run's own
+# handler, installed first, is the lifecycle's, and the driver's).
+STOP_ONCE_RAYS_HANDLER_IS_IN = textwrap.dedent("""
+    import os, signal, sys, threading, time
 
     def stop_once_rays_handler_is_in():
         while getattr(signal.getsignal(signal.SIGTERM), "__module__", "").split(".")[0] != "ray":
             time.sleep(0.001)
         os.kill(os.getpid(), signal.SIGTERM)
 
+    threading.Thread(target=stop_once_rays_handler_is_in, daemon=True).start()
+""")
+
+# The Ray metrics sink connects on a step's first metrics.
+RUN_STOPPED_WHILE_ITS_METRICS_CONNECT = textwrap.dedent("""
+    from trainer.observability.ray_metrics import RayMetricsSink
+
     class ConnectingToRaysMetrics(StandInRun):
-        sink = staticmethod(lambda: RayMetricsSink(StdoutSink(), "stand-in", address=sys.argv[2]))
+        sink = staticmethod(lambda: RayMetricsSink(StdoutSink(), "stand-in", address=os.environ["RAY_ADDRESS"]))
 
         def work(self):
             self.step = 1
-            threading.Thread(target=stop_once_rays_handler_is_in, daemon=True).start()
             self.publisher.publish(EventType.METRICS, {"step": 1, "values": {"reward/mean": 0.5}})  # connects
             time.sleep(600)
 
     ConnectingToRaysMetrics().run()
+""")
+
+# A run of several ranks: its driver connects first thing (trainer/loop/ray_driver.py).
+DRIVER_STOPPED_WHILE_IT_CONNECTS = textwrap.dedent("""
+    from types import SimpleNamespace
+    from trainer.config import RunConfig
+    from trainer.loop.ray_driver import RunDriver
+
+    sink = StdoutSink()
+    config = RunConfig.from_preset("cpu-smoke", {"cluster": {"num_gpus": 2}})
+    arguments = SimpleNamespace(run_id="stand-in", attempt=1, output=sys.argv[1])
+    sys.exit(RunDriver(arguments, config, sink, EventPublisher("stand-in", sink), rank_body=None).run())
 """)
 
 
@@ -186,20 +204,30 @@ def test_an_error_raised_by_the_shutdown_of_a_stopped_run_ends_it_cancelled_nami
     assert not [event for event in events if event["type"] == "error"]
 
 
-def test_a_stop_heard_by_rays_own_handler_while_ray_connects_ends_the_run_cancelled(tmp_path, ray_head):
-    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "60", "PYTHONPATH": str(REPO_DIR)}
-    process = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN_RUN + STOPPED_WHILE_RAYS_HANDLER_IS_IN, str(tmp_path),
-         f"127.0.0.1:{ray_head.port}"], cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment)
+def stopped_while_ray_connects(tmp_path, ray_head, script: str) -> tuple[int, list[dict], str]:
+    """Run ``script`` after the prelude, joined to the suite's Ray head; its exit code, its events, its standard
+    error."""
+    environment = {"PATH": "/usr/bin:/bin", STOP_WAIT_VARIABLE: "60", "PYTHONPATH": str(REPO_DIR),
+                   "RAY_ADDRESS": f"127.0.0.1:{ray_head.port}"}
+    program = STAND_IN_RUN + STOP_ONCE_RAYS_HANDLER_IS_IN + script
+    process = subprocess.Popen([sys.executable, "-c", program, str(tmp_path)], cwd=REPO_DIR, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment)
     try:
         out, err = process.communicate(timeout=120)
     finally:
         process.kill()
-    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return process.returncode, [json.loads(line) for line in out.splitlines() if line.startswith("{")], err
+
+
+@pytest.mark.parametrize("script, reason", [
+    (RUN_STOPPED_WHILE_ITS_METRICS_CONNECT, "stopped by SIGTERM during step 1"),
+    (DRIVER_STOPPED_WHILE_IT_CONNECTS, "stopped by SIGTERM while it connected to Ray"),
+], ids=["a_run_whose_metrics_connect", "the_driver_of_a_run_of_several_ranks"])
+def test_a_stop_heard_by_rays_own_handler_while_ray_connects_ends_the_run_cancelled(tmp_path, ray_head, script,
+                                                                                     reason):
+    code, events, stderr = stopped_while_ray_connects(tmp_path, ray_head, script)
     finished = [event["payload"] for event in events if event["type"] == "run_finished"]
-    assert [(end["status"], end["reason"]) for end in finished] == [("cancelled", "stopped by SIGTERM during step 1")], (
-        finished, err[-3000:])
+    assert [(end["status"], end["reason"]) for end in finished] == [("cancelled", reason)], (code, stderr[-3000:])
     assert not [event for event in events if event["type"] == "error"]
 
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-from django.conf import settings
+from django.conf import settings as django_settings
 
 from runs import ray_jobs
 from runs.cluster import ray_request
@@ -26,7 +26,7 @@ def supervisor_resources(job_id: str) -> dict:
     while Ray holds the job pending."""
     query = {"detail": "true", "filter_keys": "name", "filter_predicates": "=",
              "filter_values": f"_ray_internal_job_actor_{job_id}"}
-    response = ray_request(settings.RAY_ADDRESS, "GET", "/api/v0/actors", params=query, timeout_s=30)
+    response = ray_request(django_settings.RAY_ADDRESS, "GET", "/api/v0/actors", params=query, timeout_s=30)
     [actor] = response.json()["data"]["result"]["result"]
     return {name: amount for name, amount in actor["required_resources"].items() if name in ("GPU", "CPU")}
 

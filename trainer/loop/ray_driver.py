@@ -50,7 +50,7 @@ from trainer.config import RunConfig
 from trainer.observability.events import EventPublisher, EventType, Placement, RunStatus, StdoutSink, TrainerEvent
 from trainer.ranks import cpu_stands_in_for_gpus
 from trainer.run.checkpoint import record_last_event_seq
-from trainer.run.lifecycle import STOP_WAIT_VARIABLE, stop_deadline_s
+from trainer.run.lifecycle import STOP_WAIT_VARIABLE, is_rays_sigterm_exit, stop_deadline_s
 
 WAITING_NOTICE_S = 3.0  # a placement group not granted by then is waiting for resources: say so
 WAITING_REPEAT_S = 30.0  # and again this often, with fresh numbers
@@ -221,9 +221,14 @@ class _StopRequest:
         self._previous = {}
 
     def __enter__(self) -> _StopRequest:
+        return self.listen()
+
+    def listen(self) -> _StopRequest:
+        """Hear the signals from now on (again after ray.init, which puts its own SIGTERM handler in place)."""
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
-                self._previous[signum] = signal.signal(signum, self._heard)
+                previous = signal.signal(signum, self._heard)
+                self._previous.setdefault(signum, previous)
         return self
 
     def _heard(self, signum, frame) -> None:
@@ -259,10 +264,15 @@ class RunDriver:
         import ray
 
         _keep_stdout_for_events(self.sink)
-        connect_to_ray(self.placement)
         with _StopRequest() as stop:
             try:
+                connect_to_ray(self.placement)
+                stop.listen()
                 return self._live(stop)
+            except SystemExit as error:
+                if not is_rays_sigterm_exit(error):
+                    raise
+                return self._end(RunStatus.CANCELLED, "stopped by SIGTERM while it connected to Ray", step=0)
             finally:
                 self._tear_down()
                 ray.shutdown()

@@ -3,7 +3,8 @@
 ``RunLifecycle.run`` installs the cancel handlers, calls the run's ``live`` (its set-up, its
 RUN_STARTED and its work), and whatever happens publishes RUN_FINISHED: ``succeeded``;
 ``failed`` with the exception as the reason and an ERROR event carrying the traceback; or
-``cancelled`` on SIGTERM (Ray's stop_job) or SIGINT (Ctrl-C). Then it keeps the last event number
+``cancelled`` on SIGTERM (Ray's stop_job, whether the run's handler hears it or the one ray.init puts in its place
+for the seconds it connects) or SIGINT (Ctrl-C). Then it keeps the last event number
 beside the checkpoints, so that a later attempt numbers its events after these. Files are never
 half-written by a cancel: checkpoints are renamed into place only when complete.
 
@@ -46,6 +47,13 @@ def stop_deadline_s(environ: Mapping[str, str] = os.environ) -> float:
     except ValueError:
         wait = RAY_DEFAULT_STOP_WAIT_S
     return max(wait - 5.0, wait / 2) if wait >= 10 else wait / 2
+
+
+def is_rays_sigterm_exit(error: BaseException) -> bool:
+    """Whether ``error`` is Ray's own SIGTERM handler hearing a stop. ray.init installs it, ``sys.exit(SIGTERM)``, in
+    the main thread before it connects (ray/_private/worker.py ``init``); a caller can put its own handler back only
+    once ray.init returns, so a stop in those seconds comes as SystemExit(15): the cancel it is, never a failure."""
+    return isinstance(error, SystemExit) and error.code == signal.SIGTERM
 
 
 _running_runs: list[RunLifecycle] = []  # the runs of this process now inside ``run`` (one, outside tests)
@@ -159,11 +167,9 @@ class RunLifecycle:
         raise RunCancelled(signal_name)
 
     def _as_cancel(self, error: BaseException) -> BaseException:
-        """Ray's stop as the run's cancel, also when Ray's own SIGTERM handler heard it. ray.init installs that
-        handler, ``sys.exit(SIGTERM)``, in the main thread before it connects (ray/_private/worker.py ``init``), and
-        a caller that puts the run's back can do so only once ray.init returns (trainer/observability/ray_metrics.py):
-        a stop in those seconds comes as SystemExit(15), never as a failure of the run."""
-        if isinstance(error, SystemExit) and error.code == signal.SIGTERM:
+        """Ray's stop as the run's cancel, also when Ray's own SIGTERM handler heard it (``is_rays_sigterm_exit``: the
+        Ray metrics sink connects during a step, trainer/observability/ray_metrics.py)."""
+        if is_rays_sigterm_exit(error):
             self._stopped_by = self._stopped_by or "SIGTERM"
             self._start_stop_deadline()
             return RunCancelled("SIGTERM")

@@ -260,9 +260,17 @@ def redis_server_binary() -> str:
     return binary
 
 
+# What Redis acknowledged is on disk: the trainer lets an event go once Redis took it. Redis's default fsync policy,
+# everysec, postpones writing its append-only file (for up to 2 s) while the last fsync is still going and replies
+# meanwhile, so a Redis killed then loses events it acknowledged. ``always`` writes and fsyncs before it replies; its
+# price on this machine is benchmarks/redis_durability.py's. Compose runs the same (deploy/compose/compose.yaml).
+REDIS_DURABILITY = ("--appendonly", "yes", "--appendfsync", "always")
+
+
 @dataclass
 class RedisService(Service):
-    """A redis-server of its own (Debian's package), with an append-only file."""
+    """A redis-server of its own (Debian's package), with an append-only file written and fsynced before each reply
+    (``REDIS_DURABILITY``)."""
 
     data_dir: Path = Path("var/redis")
 
@@ -274,7 +282,7 @@ class RedisService(Service):
         binary = redis_server_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir.resolve()),
-                "--appendonly", "yes", "--save", "", "--protected-mode", "yes"]
+                *REDIS_DURABILITY, "--save", "", "--protected-mode", "yes"]
 
 
 @dataclass

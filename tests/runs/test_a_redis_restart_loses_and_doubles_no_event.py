@@ -11,6 +11,7 @@ import redis
 
 from runs.ingest import EventIngester
 from runs.models import RunEvent
+from runs.streams import stream_backlog
 from tests.runs.event_helpers import IngesterThread, wait_for
 from trainer.observability.events import BufferedStreamSink, EventPublisher, EventType, RedisStreamSink, stream_key
 
@@ -56,6 +57,6 @@ def where_the_events_are(run, published: list[str], private_redis, ingester: Ing
     frame = sys._current_frames().get(ingester.thread.ident)
     return (f"stored {len(stored)} of {len(published)}; not stored: events {missing[:20]}{' …' if len(missing) > 20 else ''}"
             f" ({sum(published[index] in in_stream for index in missing)} of them still in the stream of "
-            f"{client.xlen(key)} entries); the group: {client.xinfo_groups(key) if client.exists(key) else 'no stream'};"
+            f"{client.xlen(key)} entries); the group: {stream_backlog(client, key) or 'no stream'};"
             f" the ingester thread {'alive, at:' if ingester.thread.is_alive() else 'has ended'}\n"
             + ("".join(traceback.format_stack(frame)) if frame is not None else ""))
